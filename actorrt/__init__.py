@@ -1,0 +1,41 @@
+"""actorrt: a fault-tolerant actor runtime for millisecond tasks (lineage stash, SOSP 2019)."""
+
+from actorrt.api import get, init, is_initialized, kill_node, nodes, remote, shutdown, stats
+from actorrt.exceptions import (
+    ActorDiedError,
+    ActorMethodError,
+    ActorRTError,
+    ClusterError,
+    GetTimeoutError,
+    NotInitializedError,
+    ObjectLostError,
+    TaskError,
+    UnknownActorError,
+)
+from actorrt.handles import ActorClass, ActorHandle
+from actorrt.object_ref import ObjectRef
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ActorClass",
+    "ActorDiedError",
+    "ActorHandle",
+    "ActorMethodError",
+    "ActorRTError",
+    "ClusterError",
+    "GetTimeoutError",
+    "NotInitializedError",
+    "ObjectLostError",
+    "ObjectRef",
+    "TaskError",
+    "UnknownActorError",
+    "get",
+    "init",
+    "is_initialized",
+    "kill_node",
+    "nodes",
+    "remote",
+    "shutdown",
+    "stats",
+]

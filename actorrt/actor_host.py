@@ -1,0 +1,162 @@
+"""The actors a node process hosts: one mailbox and one task at a time per actor.
+
+A task's reference arguments are resolved before it runs, in mailbox order, so tasks of one
+sender run in submission order. Methods run on the node's event loop: plain methods inline (a
+millisecond task costs no thread hop), ``async def`` methods as coroutines that may await refs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import TYPE_CHECKING, Any
+
+import cloudpickle
+
+from actorrt import ids
+from actorrt.rpc import common_pb2 as pb
+from actorrt.rpc import node_pb2
+from actorrt.serialization import deserialize, error_from_exception, runtime_error, serialize
+from actorrt.task_spec import SenderContext
+from actorrt.worker import current_sender
+
+if TYPE_CHECKING:
+    from actorrt.worker import Worker
+
+# A task can reach a node before the creation of its actor when it comes over another stream
+# (the handle travelled faster than the creation task); it waits this long for the actor.
+UNKNOWN_ACTOR_GRACE_S = 2.0
+
+
+class _ArgumentError(Exception):
+    """A reference argument resolved to an error; the task fails with that error."""
+
+    def __init__(self, error: pb.RemoteError) -> None:
+        self.error = error
+
+
+class ActorInstance:
+    def __init__(self, worker: Worker, actor_id: bytes, creation: pb.ActorCreation) -> None:
+        self.worker = worker
+        self.actor_id = actor_id
+        self.class_name = creation.class_name
+        self.nondeterministic = creation.nondeterministic
+        self.context = SenderContext(actor_id)
+        self.mailbox: asyncio.Queue[pb.TaskSpec] = asyncio.Queue()
+        self.instance: Any = None
+        self.death: pb.RemoteError | None = None
+        self.executed = 0
+        self._runner = asyncio.ensure_future(self._run())
+
+    def stop(self) -> None:
+        self._runner.cancel()
+
+    async def _run(self) -> None:
+        while True:
+            spec = await self.mailbox.get()
+            value = await self._execute(spec)
+            self.executed += 1
+            self.worker.send_result(spec.owner_address, value)
+
+    async def _execute(self, spec: pb.TaskSpec) -> pb.ObjectValue:
+        object_id = ids.object_id(spec.task_id)
+        if self.death is not None:
+            return pb.ObjectValue(object_id=object_id, error=self.death)
+        resolved: list[bytes] = []
+        token = current_sender.set(self.context)
+        self.context.current_task = spec.task_id
+        try:
+            args, kwargs = await self._resolve_args(spec.args, resolved)
+            result = self._call(spec, args, kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+            return pb.ObjectValue(object_id=object_id, value=serialize(result))
+        except _ArgumentError as exc:
+            return pb.ObjectValue(object_id=object_id, error=exc.error)
+        except Exception as exc:  # noqa: BLE001 - any user error goes back to the caller
+            error = error_from_exception(exc, self.actor_id)
+            if spec.method == "__init__":
+                who = f"{self.class_name}({ids.short(self.actor_id)})"
+                msg = f"actor {who} died: its constructor raised {error.type_name}: {error.message}"
+                self.death = runtime_error(pb.ACTOR_DIED, msg, self.actor_id)
+            return pb.ObjectValue(object_id=object_id, error=error)
+        finally:
+            current_sender.reset(token)
+            for oid in resolved:
+                self.worker.unborrow(oid)
+
+    def _call(self, spec: pb.TaskSpec, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if spec.method == "__init__":
+            cls = cloudpickle.loads(spec.actor_creation.class_blob)
+            self.instance = cls(*args, **kwargs)
+            return None
+        method = getattr(self.instance, spec.method, None) if not spec.method.startswith("_") else None
+        if method is None or not callable(method):
+            msg = f"{self.class_name} has no method {spec.method!r}"
+            raise _ArgumentError(runtime_error(pb.NO_SUCH_METHOD, msg, self.actor_id))
+        return method(*args, **kwargs)
+
+    async def _resolve_args(self, wire: Any, resolved: list[bytes]) -> tuple[list[Any], dict[str, Any]]:
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for arg in wire:
+            if arg.WhichOneof("kind") == "ref":
+                value = await self.worker.resolve(arg.ref)
+                resolved.append(arg.ref.object_id)
+                if value.WhichOneof("kind") == "error":
+                    raise _ArgumentError(value.error)
+                item = deserialize(value.value)
+            else:
+                item = deserialize(arg.value)
+            if arg.keyword:
+                kwargs[arg.keyword] = item
+            else:
+                args.append(item)
+        return args, kwargs
+
+
+class ActorHost:
+    """The actors of this node, by actor ID."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.actors: dict[bytes, ActorInstance] = {}
+        self._early: dict[bytes, list[pb.TaskSpec]] = {}  # tasks that beat their actor's creation
+
+    def assign(self, spec: pb.TaskSpec) -> None:
+        """Queue a task for its actor (AssignTask in the lineage stash)."""
+        actor = self.actors.get(spec.receiver)
+        if actor is None and spec.HasField("actor_creation"):
+            actor = self.actors[spec.receiver] = ActorInstance(self.worker, spec.receiver, spec.actor_creation)
+            actor.mailbox.put_nowait(spec)
+            for early in self._early.pop(spec.receiver, []):
+                actor.mailbox.put_nowait(early)
+            return
+        if actor is None:
+            waiting = self._early.setdefault(spec.receiver, [])
+            if not waiting:
+                asyncio.get_running_loop().call_later(UNKNOWN_ACTOR_GRACE_S, self._expire, spec.receiver)
+            waiting.append(spec)
+            return
+        actor.mailbox.put_nowait(spec)
+
+    def _expire(self, actor_id: bytes) -> None:
+        for spec in self._early.pop(actor_id, []):
+            msg = f"no actor {ids.short(actor_id)} on node {self.worker.address}"
+            error = runtime_error(pb.UNKNOWN_ACTOR, msg, actor_id)
+            value = pb.ObjectValue(object_id=ids.object_id(spec.task_id), error=error)
+            self.worker.send_result(spec.owner_address, value)
+
+    def stats(self) -> list[node_pb2.ActorStats]:
+        return [
+            node_pb2.ActorStats(
+                actor_id=a.actor_id, class_name=a.class_name, queued=a.mailbox.qsize(),
+                executed=a.executed, dead=a.death is not None,
+            )
+            for a in self.actors.values()
+        ]
+
+    def stop(self) -> None:
+        for actor in self.actors.values():
+            actor.stop()
+

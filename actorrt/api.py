@@ -1,0 +1,120 @@
+"""The public API: thin functions over the per-process runtime."""
+
+from __future__ import annotations
+
+import atexit
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from actorrt import runtime, session
+from actorrt.cluster import start_head
+from actorrt.driver import ClusterOptions, Driver
+from actorrt.exceptions import ActorRTError
+from actorrt.handles import ActorClass
+from actorrt.object_ref import ObjectRef
+
+T = TypeVar("T")
+_lock = threading.Lock()
+
+
+def init(
+    address: str | None = None,
+    *,
+    num_nodes: int = 2,
+    store_shards: int = 2,
+    token: str | None = None,
+    host: str = "127.0.0.1",
+    timeout: float = 60.0,
+) -> dict[str, Any]:
+    """Start an embedded cluster, or connect to a running one.
+
+    Args:
+        address: ``HOST:PORT`` of a running head; None starts a head, ``num_nodes`` node processes
+            and ``store_shards`` redis-server shards on ``host``, stopped by ``shutdown()`` or at exit.
+        num_nodes: node processes of the embedded cluster.
+        store_shards: lineage-store shards of the embedded cluster.
+        token: the cluster token (default: ``ACTORRT_TOKEN``, else the local session file).
+        host: the address this driver (and an embedded cluster) binds.
+        timeout: seconds to wait for the nodes to come up.
+
+    Returns:
+        ``{"address": head address, "nodes": [...]}``.
+    """
+    with _lock:
+        if runtime.is_initialized():
+            raise ActorRTError("actorrt is already initialized; call actorrt.shutdown() first")
+        if address is None:
+            opts = ClusterOptions(num_nodes, store_shards, host)
+            session_dir = Path(tempfile.mkdtemp(prefix="actorrt-"))
+            head = start_head(session_dir, num_nodes=opts.num_nodes, store_shards=opts.store_shards, host=opts.host)
+            driver = Driver(head.session.head_address, head.session.token, host, head)
+            wait_for = opts.num_nodes
+        else:
+            driver = Driver(address, session.token_for(address, token), host, None)
+            head, wait_for = None, 1
+        try:
+            driver.start(wait_for, timeout)
+        except BaseException:
+            if head is not None:
+                head.process.kill()
+                head.wait_stopped()
+            raise
+        runtime.set_current(driver)
+        return {"address": driver.head_address, "nodes": driver.nodes()}
+
+
+def shutdown() -> None:
+    """Stop what ``init()`` started (an embedded cluster) and disconnect. Safe to call twice."""
+    with _lock:
+        if not runtime.is_initialized():
+            return
+        driver = _driver()
+        runtime.set_current(None)
+        driver.shutdown()
+
+
+def is_initialized() -> bool:
+    return runtime.is_initialized()
+
+
+def remote(cls: type[T]) -> ActorClass[T]:
+    """Make a class a remote actor class: ``Cls.remote(...)`` creates an actor, returns its handle."""
+    return ActorClass(cls)
+
+
+def get(refs: ObjectRef | Sequence[ObjectRef], *, timeout: float | None = None) -> Any:
+    """The value(s) of ``refs``, waiting up to ``timeout`` seconds (``GetTimeoutError`` after).
+
+    A method's exception is raised as ``TaskError``; a lost actor as ``ActorDiedError``.
+    """
+    if timeout is not None and timeout < 0:
+        raise ValueError("timeout must be >= 0")
+    return runtime.current().get(refs, timeout)
+
+
+def kill_node(node: int) -> int:
+    """SIGKILL node process ``node`` (fail-stop); returns once the cluster has noticed. Returns its pid."""
+    return _driver().kill_node(node)
+
+
+def nodes() -> list[dict[str, Any]]:
+    """The node slots: ``node``, ``epoch``, ``state``, ``address``, ``pid``, ``hostname``, ``managed``."""
+    return _driver().nodes()
+
+
+def stats() -> dict[str, Any]:
+    """Nodes with their actors and queue sizes, the store shards, and this driver's counters."""
+    return _driver().stats()
+
+
+def _driver() -> Driver:
+    rt = runtime.current()
+    if not isinstance(rt, Driver):
+        raise ActorRTError("this call is only available in a driver, not inside an actor")
+    return rt
+
+
+atexit.register(shutdown)

@@ -1,0 +1,95 @@
+"""Starting a head process (which starts the nodes and store shards) and stopping it.
+
+Used by ``actorrt.init()`` for the embedded default and by ``actorrt start --head``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from actorrt import session
+from actorrt.exceptions import ClusterError
+from actorrt.session import TOKEN_ENV, Session
+
+HEAD_START_TIMEOUT_S = 60.0
+
+
+@dataclass
+class HeadProcess:
+    process: subprocess.Popen
+    session: Session
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self.session.session_dir) / "logs" / "head.log"
+
+    def wait_stopped(self, timeout: float = 15.0) -> None:
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def start_head(
+    session_dir: Path,
+    *,
+    num_nodes: int,
+    store_shards: int,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    token: str | None = None,
+    tied_to_caller: bool = True,
+) -> HeadProcess:
+    """Launch a head and wait until its session file names its address.
+
+    With ``tied_to_caller`` the head (and so its nodes and shards) stops when this process exits;
+    the CLI launches a head that outlives it instead.
+    """
+    if num_nodes < 0 or store_shards < 1:
+        raise ValueError("need num_nodes >= 0 and store_shards >= 1")
+    session_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    existing = session.read(session_dir)
+    if existing is not None and _alive(existing.head_pid):
+        raise ClusterError(f"a head is already running for {session_dir} at {existing.head_address}; stop it first")
+    session.remove(session_dir)
+    token = token or session.new_token()
+    logs = session_dir / "logs"
+    logs.mkdir(exist_ok=True)
+    argv = [
+        sys.executable, "-m", "actorrt.head", "--host", host, "--port", str(port), "--nodes", str(num_nodes),
+        "--store-shards", str(store_shards), "--session-dir", str(session_dir),
+    ]
+    if tied_to_caller:
+        argv += ["--parent-pid", str(os.getpid())]
+    with open(logs / "head.log", "ab") as log:
+        proc = subprocess.Popen(
+            argv, env=dict(os.environ, **{TOKEN_ENV: token}), stdin=subprocess.DEVNULL,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=not tied_to_caller,
+        )
+    deadline = time.monotonic() + HEAD_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        found = session.read(session_dir)
+        if found is not None and found.head_pid == proc.pid:
+            return HeadProcess(proc, found)
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    tail = (logs / "head.log").read_text(errors="replace")[-2000:]
+    raise ClusterError(f"the head did not start (exit code {proc.poll()}); its log ends:\n{tail}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,184 @@
+"""The driver runtime: a Worker on a background uvloop thread, connected to a cluster.
+
+Public API calls arrive on any thread; they hand work to the loop and wait on it, so notebooks and
+Spark callbacks may call them concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import threading
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import uvloop
+
+from actorrt import ids
+from actorrt.cluster import HeadProcess
+from actorrt.exceptions import ClusterError
+from actorrt.head_client import HeadClient
+from actorrt.node import NodeServicer
+from actorrt.object_ref import ObjectRef
+from actorrt.rpc import head_pb2, node_pb2
+from actorrt.transport import start_server
+from actorrt.worker import Worker
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """How ``actorrt.init()`` starts the embedded cluster (ignored when given an address)."""
+
+    num_nodes: int = 2
+    store_shards: int = 2
+    host: str = "127.0.0.1"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.num_nodes, int) or self.num_nodes < 1:
+            raise ValueError(f"num_nodes must be an int >= 1, not {self.num_nodes!r}")
+        if not isinstance(self.store_shards, int) or self.store_shards < 1:
+            raise ValueError(f"store_shards must be an int >= 1, not {self.store_shards!r}")
+
+
+def _node_dict(n: head_pb2.NodeInfo) -> dict[str, Any]:
+    return {
+        "node": n.slot, "epoch": n.epoch, "state": head_pb2.NodeState.Name(n.state), "address": n.address,
+        "pid": n.pid, "hostname": n.hostname, "managed": n.managed,
+    }
+
+
+class Driver:
+    """What ``actorrt.runtime.current()`` is in a driver process."""
+
+    def __init__(self, head_address: str, token: str, host: str, head_process: HeadProcess | None) -> None:
+        self.head_address = head_address
+        self.token = token
+        self.host = host
+        self.head_process = head_process
+        self.loop = uvloop.new_event_loop()
+        self.worker = Worker(token, ids.driver_id(), self.loop)
+        self._thread = threading.Thread(target=self.loop.run_forever, name="actorrt-driver", daemon=True)
+        self._server = None
+        self._head: HeadClient | None = None
+        self._follower: asyncio.Task | None = None
+
+    def call(self, coro: Awaitable[T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the driver loop and wait for it (from any other thread)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def start(self, wait_for_nodes: int, timeout: float) -> None:
+        self._thread.start()
+        try:
+            self.call(self._start(wait_for_nodes, timeout))
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    async def _start(self, wait_for_nodes: int, timeout: float) -> None:
+        servicer = NodeServicer(self.worker)
+        self._server, address = await start_server(
+            self.host, 0, [(servicer, node_pb2.DESCRIPTOR.services_by_name["Node"])], self.token
+        )
+        self.worker.bind(address)
+        self._head = HeadClient(self.head_address, self.token)
+        first_view = self.loop.create_future()
+        self._follower = asyncio.ensure_future(self._follow_head(first_view))
+        try:
+            await asyncio.wait_for(first_view, 10.0)
+        except TimeoutError:
+            raise ClusterError(f"no answer from the head at {self.head_address}") from None
+        try:
+            await self.worker.wait_view(lambda w: len(w.alive_nodes()) >= wait_for_nodes, timeout)
+        except TimeoutError:
+            raise ClusterError(
+                f"{wait_for_nodes} nodes did not come up within {timeout} s "
+                f"(see the logs under {self.head_process.session.session_dir if self.head_process else 'the head'})"
+            ) from None
+
+    async def _follow_head(self, first_view: asyncio.Future) -> None:
+        beat = head_pb2.Heartbeat(slot=-1)
+        while True:
+            try:
+                await self._head.subscribe(self.worker.apply_view, lambda: beat, first_view)
+            except ClusterError as exc:
+                if not first_view.done():
+                    first_view.set_exception(exc)
+                    return
+                log.warning("%s; reconnecting", exc)
+            await asyncio.sleep(0.25)
+
+    # ---- API calls ----------------------------------------------------------------------------
+
+    def get(self, refs: ObjectRef | Sequence[ObjectRef], timeout: float | None) -> Any:
+        return self.worker.get(refs, timeout)
+
+    def kill_node(self, slot: int) -> int:
+        info = self.worker.node(slot)
+        if info is None:
+            raise ValueError(f"no node {slot}; nodes are {sorted(n['node'] for n in self.nodes())}")
+        pid = self.call(self._head.kill_node(slot))
+        self.call(self.worker.wait_view(lambda w: not w._incarnation_alive(slot, info.epoch), 10.0))
+        return pid
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return [_node_dict(n) for n in self.worker.view.nodes]
+
+    def stats(self) -> dict[str, Any]:
+        reply = self.call(self._head.cluster_stats(), timeout=30.0)
+        per_node = {s.slot: s for s in reply.nodes}
+        nodes = []
+        for info in reply.view.nodes:
+            entry = _node_dict(info)
+            s = per_node.get(info.slot)
+            actors = [] if s is None else [
+                {"actor_id": a.actor_id.hex(), "class": a.class_name, "queued": a.queued,
+                 "executed": a.executed, "dead": a.dead}
+                for a in s.actors
+            ]
+            entry.update(
+                num_actors=len(actors), queued=sum(a["queued"] for a in actors), actors=actors,
+                pending_results=s.pending_results if s else 0, objects=s.objects if s else 0,
+            )
+            nodes.append(entry)
+        return {
+            "head": self.head_address,
+            "nodes": nodes,
+            "store_shards": [s.address for s in reply.view.store_shards],
+            "driver": {"pending_results": self.worker.pending_results(), "objects": len(self.worker.objects)},
+        }
+
+    # ---- shutdown -----------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        self.loop.call_soon_threadsafe(self._follower.cancel)
+        if self.head_process is not None:
+            try:
+                self.call(self._head.shutdown(), timeout=30.0)
+            except Exception as exc:  # noqa: BLE001 - the head may be gone already
+                log.warning("head shutdown failed: %s", exc)
+            self.head_process.wait_stopped()
+            shutil.rmtree(self.head_process.session.session_dir, ignore_errors=True)
+        try:
+            self.call(self._close(), timeout=10.0)
+        finally:
+            self._stop_loop()
+
+    async def _close(self) -> None:
+        self.worker.fail_all("actorrt was shut down")
+        await self.worker.aclose()
+        if self._head is not None:
+            await self._head.aclose()
+        if self._server is not None:
+            await self._server.stop(0.2)
+
+    def _stop_loop(self) -> None:
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10.0)
+        if not self._thread.is_alive():
+            self.loop.close()

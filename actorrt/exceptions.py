@@ -1,0 +1,67 @@
+"""Exceptions raised by actorrt.
+
+The tree::
+
+    ActorRTError
+    ├── TaskError              a remote method raised; carries the remote type, message, traceback
+    ├── ActorDiedError         the actor's node died or its constructor failed
+    ├── UnknownActorError      the handle names an actor its node does not host
+    ├── ObjectLostError        an object's value cannot be found anywhere
+    ├── GetTimeoutError        also a TimeoutError: ``get`` ran out of time
+    ├── NotInitializedError    the API was used before ``init()`` (or after ``shutdown()``)
+    ├── ClusterError           starting, reaching or authenticating with a cluster failed
+    └── ActorMethodError       also an AttributeError: the actor class has no such method
+"""
+
+from __future__ import annotations
+
+
+class ActorRTError(Exception):
+    """Root of every exception actorrt raises."""
+
+
+class TaskError(ActorRTError):
+    """A remote method raised.
+
+    Attributes:
+        type_name: qualified name of the remote exception's type.
+        remote_message: ``str()`` of the remote exception.
+        remote_traceback: the formatted traceback from the remote process.
+    """
+
+    def __init__(self, type_name: str, remote_message: str, remote_traceback: str) -> None:
+        self.type_name = type_name
+        self.remote_message = remote_message
+        self.remote_traceback = remote_traceback
+        super().__init__(f"{type_name}: {remote_message}\n\nRemote traceback:\n{remote_traceback}")
+
+    def __reduce__(self):
+        return (type(self), (self.type_name, self.remote_message, self.remote_traceback))
+
+
+class ActorDiedError(ActorRTError):
+    """The actor is gone: its node process died, or its constructor raised."""
+
+
+class UnknownActorError(ActorRTError):
+    """The node the handle points to hosts no such actor."""
+
+
+class ObjectLostError(ActorRTError):
+    """An object's value is not held by its owner any more (the owner died)."""
+
+
+class GetTimeoutError(ActorRTError, TimeoutError):
+    """``get`` did not see the value within its timeout."""
+
+
+class NotInitializedError(ActorRTError):
+    """The API was used without a running ``actorrt.init()``."""
+
+
+class ClusterError(ActorRTError):
+    """Starting, reaching or authenticating with the cluster failed."""
+
+
+class ActorMethodError(ActorRTError, AttributeError):
+    """The actor's class has no public method of that name."""

@@ -1,0 +1,127 @@
+"""Remote classes, actor handles and their methods: the user-facing side of actors."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, replace
+from typing import Any, Generic, TypeVar
+
+import cloudpickle
+
+from actorrt import ids, runtime
+from actorrt.exceptions import ActorMethodError
+from actorrt.object_ref import ObjectRef
+from actorrt.rpc import common_pb2 as pb
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ActorOptions:
+    """Where and how an actor runs.
+
+    Attributes:
+        node: the node slot to place it on; None spreads actors over the live nodes.
+        nondeterministic: the actor may receive from many senders in arrival order, so the
+            lineage stash records its execution order (paper §4.1).
+    """
+
+    node: int | None = None
+    nondeterministic: bool = True
+
+    def __post_init__(self) -> None:
+        if self.node is not None and (not isinstance(self.node, int) or self.node < 0):
+            raise ValueError(f"node must be a slot number >= 0 or None, not {self.node!r}")
+        if not isinstance(self.nondeterministic, bool):
+            raise TypeError("nondeterministic must be a bool")
+
+
+def _public_methods(cls: type) -> list[str]:
+    return sorted(n for n, v in inspect.getmembers(cls, callable) if not n.startswith("_"))
+
+
+class ActorClass(Generic[T]):
+    """What ``@actorrt.remote`` makes of a class: ``.remote(...)`` creates an actor."""
+
+    def __init__(self, cls: type[T], options: ActorOptions = ActorOptions()) -> None:
+        if not inspect.isclass(cls):
+            raise TypeError(f"@actorrt.remote takes a class, not {type(cls).__name__}")
+        self._cls = cls
+        self._options = options
+        self._methods = _public_methods(cls)
+        self._blob: bytes | None = None
+        self.__name__ = cls.__name__
+        self.__doc__ = cls.__doc__
+
+    def options(self, **kwargs: Any) -> ActorClass[T]:
+        """A copy with other ``ActorOptions`` (``node=``, ``nondeterministic=``)."""
+        unknown = set(kwargs) - set(ActorOptions.__dataclass_fields__)
+        if unknown:
+            raise TypeError(f"unknown actor options: {', '.join(sorted(unknown))}")
+        copy = ActorClass(self._cls, replace(self._options, **kwargs))
+        copy._blob = self._blob
+        return copy
+
+    def remote(self, *args: Any, **kwargs: Any) -> ActorHandle:
+        """Create the actor (its constructor runs on its node) and return its handle at once."""
+        if self._blob is None:
+            self._blob = cloudpickle.dumps(self._cls)
+        creation = pb.ActorCreation(
+            class_blob=self._blob,
+            class_name=self._cls.__qualname__,
+            methods=self._methods,
+            nondeterministic=self._options.nondeterministic,
+        )
+        worker = runtime.current().worker
+        actor_id, slot, epoch = worker.create_actor(creation, args, kwargs, self._options.node)
+        return ActorHandle(actor_id, self._cls.__qualname__, tuple(self._methods), slot, epoch,
+                           self._options.nondeterministic)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"create the actor with {self.__name__}.remote(...), not {self.__name__}(...)")
+
+
+class ActorHandle:
+    """A picklable reference to a live actor; ``handle.method.remote(...)`` submits a task."""
+
+    def __init__(self, actor_id: bytes, class_name: str, methods: tuple[str, ...], slot: int,
+                 epoch: int, nondeterministic: bool) -> None:
+        self.actor_id = actor_id
+        self.class_name = class_name
+        self.methods = methods
+        self.slot = slot
+        self.epoch = epoch
+        self.nondeterministic = nondeterministic
+
+    def __getattr__(self, name: str) -> ActorMethod:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name not in self.methods:
+            raise ActorMethodError(f"actor class {self.class_name} has no method {name!r}")
+        return ActorMethod(self, name)
+
+    def __reduce__(self) -> tuple:
+        return (ActorHandle, (self.actor_id, self.class_name, self.methods, self.slot, self.epoch,
+                              self.nondeterministic))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ActorHandle) and other.actor_id == self.actor_id
+
+    def __hash__(self) -> int:
+        return hash(self.actor_id)
+
+    def __repr__(self) -> str:
+        return f"ActorHandle({self.class_name}, {ids.short(self.actor_id)}, node={self.slot})"
+
+
+class ActorMethod:
+    def __init__(self, handle: ActorHandle, name: str) -> None:
+        self._handle = handle
+        self._name = name
+
+    def remote(self, *args: Any, **kwargs: Any) -> ObjectRef:
+        """Submit the call; returns at once with a ref to the result."""
+        return runtime.current().worker.submit_task(self._handle, self._name, args, kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"call actor methods with .{self._name}.remote(...)")

@@ -1,0 +1,266 @@
+"""The head process: membership, failure detection, node-slot restarts, the store shards.
+
+Run as ``python -m actorrt.head [--host H] [--port P] [--nodes N] [--store-shards K]
+--session-dir D`` with the cluster token in ``ACTORRT_TOKEN``. It starts K redis-server shards and
+N node processes (its *managed* slots), writes the session file, and publishes a ``ClusterView``
+to every subscriber whenever membership changes. A managed node that dies is detected at once
+(its process exits and its stream closes) and its slot restarts with a new epoch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import uvloop
+from grpc import aio
+
+from actorrt import session
+from actorrt.processes import spawn
+from actorrt.redis_shards import RedisShard
+from actorrt.rpc import head_pb2, node_pb2
+from actorrt.session import TOKEN_ENV, Session
+from actorrt.transport import InvalidRequestError, start_server
+
+log = logging.getLogger("actorrt.head")
+
+# A node that sends no heartbeat for this long is declared dead. Crashes and kills are seen at
+# once (process exit, stream close); this bound is for a node that hangs.
+HEARTBEAT_TIMEOUT_S = 3.0
+
+
+@dataclass
+class Slot:
+    info: head_pb2.NodeInfo
+    process: asyncio.subprocess.Process | None = None
+    last_heartbeat: float = 0.0
+    stats: node_pb2.NodeStatsReply = field(default_factory=node_pb2.NodeStatsReply)
+
+
+class Head:
+    def __init__(self, token: str, host: str, session_dir: Path, num_nodes: int, store_shards: int,
+                 parent_pid: int | None = None) -> None:
+        self.token = token
+        self.host = host
+        self.session_dir = session_dir
+        self.num_nodes = num_nodes
+        self.num_shards = store_shards
+        self.parent_pid = parent_pid
+        self.address = ""
+        self.slots: dict[int, Slot] = {}
+        self.shards: list[RedisShard] = []
+        self.store_password = session.new_token()
+        self.revision = 0
+        self._subscribers: set[asyncio.Queue[head_pb2.ClusterView]] = set()
+        self._stopping = False
+        self.stopped = asyncio.Event()
+        self._tasks: set[asyncio.Task] = set()
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self, port: int) -> aio.Server:
+        server, self.address = await start_server(
+            self.host, port, [(self, head_pb2.DESCRIPTOR.services_by_name["Head"])], self.token
+        )
+        self.shards = list(await asyncio.gather(*(
+            RedisShard.start(self.session_dir / f"store-{i}", self.store_password, self.host)
+            for i in range(self.num_shards)
+        )))
+        for slot in range(self.num_nodes):
+            self.slots[slot] = Slot(head_pb2.NodeInfo(slot=slot, epoch=0, managed=True))
+            await self._launch(slot)
+        self._spawn(self._check_heartbeats())
+        if self.parent_pid:
+            self._spawn(self._watch_parent())
+        session.write(Session(self.address, self.token, os.getpid(), str(self.session_dir)))
+        log.info("head serving on %s with %d nodes and %d store shards", self.address, self.num_nodes, self.num_shards)
+        return server
+
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        for s in self.slots.values():
+            if s.process is not None and s.process.returncode is None:
+                s.process.terminate()
+        for s in self.slots.values():
+            if s.process is not None:
+                try:
+                    await asyncio.wait_for(s.process.wait(), 3.0)
+                except TimeoutError:
+                    s.process.kill()
+        await asyncio.gather(*(shard.stop() for shard in self.shards))
+        session.remove(self.session_dir)
+        self.stopped.set()
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _launch(self, slot: int) -> None:
+        s = self.slots[slot]
+        s.info.epoch += 1
+        s.info.state = head_pb2.STARTING
+        s.info.address, s.info.pid = "", 0
+        logs = self.session_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, **{TOKEN_ENV: self.token})
+        argv = [sys.executable, "-m", "actorrt.node", "--head", self.address, "--slot", str(slot), "--host", self.host]
+        s.process = await spawn(argv, env, logs / f"node-{slot}.log")
+        s.info.pid = s.process.pid
+        self._spawn(self._watch_process(slot, s.info.epoch, s.process))
+        self._publish()
+
+    async def _watch_process(self, slot: int, epoch: int, process: asyncio.subprocess.Process) -> None:
+        code = await process.wait()
+        await self.node_failed(slot, epoch, f"process exited with {code}")
+
+    async def node_failed(self, slot: int, epoch: int, reason: str) -> None:
+        s = self.slots.get(slot)
+        if s is None or s.info.epoch != epoch or s.info.state == head_pb2.DEAD or self._stopping:
+            return
+        log.warning("node %d (epoch %d) failed: %s", slot, epoch, reason)
+        if s.process is not None and s.process.returncode is None:
+            s.process.kill()  # fail-stop: a node declared dead must not keep running
+        s.info.state = head_pb2.DEAD
+        self._publish()
+        if s.info.managed:
+            await self._launch(slot)
+
+    async def _check_heartbeats(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(0.1)
+            now = loop.time()
+            for s in list(self.slots.values()):
+                if s.info.state == head_pb2.ALIVE and now - s.last_heartbeat > HEARTBEAT_TIMEOUT_S:
+                    await self.node_failed(s.info.slot, s.info.epoch, "missed heartbeats")
+
+    async def _watch_parent(self) -> None:
+        while os.getppid() == self.parent_pid:
+            await asyncio.sleep(0.5)
+        log.warning("the process that started the head is gone; stopping")
+        await self.stop()
+
+    # ---- view ---------------------------------------------------------------------------------
+
+    def view(self) -> head_pb2.ClusterView:
+        return head_pb2.ClusterView(
+            revision=self.revision,
+            nodes=[s.info for _, s in sorted(self.slots.items())],
+            store_shards=[head_pb2.StoreShard(address=shard.address) for shard in self.shards],
+            store_password=self.store_password,
+        )
+
+    def _publish(self) -> None:
+        self.revision += 1
+        view = self.view()
+        for queue in self._subscribers:
+            queue.put_nowait(view)
+
+    # ---- RPCs ---------------------------------------------------------------------------------
+
+    async def RegisterNode(self, request: head_pb2.RegisterNodeRequest, context) -> head_pb2.RegisterNodeReply:  # noqa: N802
+        if not request.address:
+            raise InvalidRequestError("RegisterNode needs the node's address")
+        if request.slot < 0:
+            slot = max(self.slots, default=-1) + 1
+            self.slots[slot] = Slot(head_pb2.NodeInfo(slot=slot, epoch=1, managed=False))
+        else:
+            slot = request.slot
+            s = self.slots.get(slot)
+            if s is None or s.info.state != head_pb2.STARTING or s.info.pid != request.pid:
+                raise InvalidRequestError(f"slot {slot} is not waiting for process {request.pid}")
+        s = self.slots[slot]
+        s.info.state = head_pb2.ALIVE
+        s.info.address, s.info.pid, s.info.hostname = request.address, request.pid, request.hostname
+        s.last_heartbeat = asyncio.get_running_loop().time()
+        self._publish()
+        return head_pb2.RegisterNodeReply(slot=slot, epoch=s.info.epoch)
+
+    async def Subscribe(self, requests, context) -> None:  # noqa: N802
+        queue: asyncio.Queue[head_pb2.ClusterView] = asyncio.Queue()
+        queue.put_nowait(self.view())
+        self._subscribers.add(queue)
+        member: tuple[int, int] | None = None
+        loop = asyncio.get_running_loop()
+
+        async def read() -> None:
+            nonlocal member
+            async for beat in requests:
+                s = self.slots.get(beat.slot)
+                if beat.slot >= 0 and s is not None and s.info.epoch == beat.epoch:
+                    member = (beat.slot, beat.epoch)
+                    s.last_heartbeat = loop.time()
+                    s.stats = beat.stats
+
+        reader = asyncio.ensure_future(read())
+        try:
+            while not reader.done():
+                getter = asyncio.ensure_future(queue.get())
+                await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    await context.write(getter.result())
+                else:
+                    getter.cancel()
+            reader.result()
+        finally:
+            reader.cancel()
+            self._subscribers.discard(queue)
+            if member is not None:
+                self._spawn(self.node_failed(*member, "heartbeat stream closed"))
+
+    async def KillNode(self, request: head_pb2.KillNodeRequest, context) -> head_pb2.KillNodeReply:  # noqa: N802
+        s = self.slots.get(request.slot)
+        if s is None or s.info.state != head_pb2.ALIVE:
+            raise InvalidRequestError(f"node {request.slot} is not alive")
+        if s.process is None:
+            raise InvalidRequestError(f"node {request.slot} was not started by this head; stop it on its own machine")
+        os.kill(s.process.pid, signal.SIGKILL)
+        return head_pb2.KillNodeReply(pid=s.process.pid)
+
+    async def ClusterStats(self, request, context) -> head_pb2.ClusterStatsReply:  # noqa: N802
+        stats = [s.stats for _, s in sorted(self.slots.items()) if s.info.state == head_pb2.ALIVE]
+        return head_pb2.ClusterStatsReply(view=self.view(), nodes=stats)
+
+    async def Shutdown(self, request, context) -> head_pb2.ShutdownReply:  # noqa: N802
+        await self.stop()
+        return head_pb2.ShutdownReply()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="actorrt.head")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--nodes", type=int, default=2)
+    parser.add_argument("--store-shards", type=int, default=2)
+    parser.add_argument("--session-dir", type=Path, default=session.default_dir())
+    parser.add_argument("--parent-pid", type=int, default=None, help="stop when this process exits")
+    args = parser.parse_args(argv)
+    token = os.environ.get(TOKEN_ENV)
+    if not token:
+        sys.exit(f"actorrt.head: set {TOKEN_ENV} to the cluster token")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+    async def amain() -> None:
+        head = Head(token, args.host, args.session_dir, args.nodes, args.store_shards, args.parent_pid)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(head.stop()))
+        server = await head.start(args.port)
+        await head.stopped.wait()
+        await server.stop(0.5)
+
+    uvloop.run(amain())
+
+
+if __name__ == "__main__":
+    main()
+

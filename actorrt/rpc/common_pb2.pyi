@@ -1,0 +1,121 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ERROR_KIND_UNSPECIFIED: _ClassVar[ErrorKind]
+    TASK_ERROR: _ClassVar[ErrorKind]
+    ACTOR_DIED: _ClassVar[ErrorKind]
+    UNKNOWN_ACTOR: _ClassVar[ErrorKind]
+    NO_SUCH_METHOD: _ClassVar[ErrorKind]
+    OBJECT_LOST: _ClassVar[ErrorKind]
+ERROR_KIND_UNSPECIFIED: ErrorKind
+TASK_ERROR: ErrorKind
+ACTOR_DIED: ErrorKind
+UNKNOWN_ACTOR: ErrorKind
+NO_SUCH_METHOD: ErrorKind
+OBJECT_LOST: ErrorKind
+
+class SerializedObject(_message.Message):
+    __slots__ = ("data", "buffers")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    BUFFERS_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    buffers: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, data: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class RemoteError(_message.Message):
+    __slots__ = ("kind", "type_name", "message", "traceback", "actor_id")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    TYPE_NAME_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TRACEBACK_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    kind: ErrorKind
+    type_name: str
+    message: str
+    traceback: str
+    actor_id: bytes
+    def __init__(self, kind: _Optional[_Union[ErrorKind, str]] = ..., type_name: _Optional[str] = ..., message: _Optional[str] = ..., traceback: _Optional[str] = ..., actor_id: _Optional[bytes] = ...) -> None: ...
+
+class ObjectRefProto(_message.Message):
+    __slots__ = ("object_id", "owner_address")
+    OBJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    object_id: bytes
+    owner_address: str
+    def __init__(self, object_id: _Optional[bytes] = ..., owner_address: _Optional[str] = ...) -> None: ...
+
+class Arg(_message.Message):
+    __slots__ = ("keyword", "value", "ref")
+    KEYWORD_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    REF_FIELD_NUMBER: _ClassVar[int]
+    keyword: str
+    value: SerializedObject
+    ref: ObjectRefProto
+    def __init__(self, keyword: _Optional[str] = ..., value: _Optional[_Union[SerializedObject, _Mapping]] = ..., ref: _Optional[_Union[ObjectRefProto, _Mapping]] = ...) -> None: ...
+
+class ActorCreation(_message.Message):
+    __slots__ = ("class_blob", "class_name", "methods", "nondeterministic", "slot", "node_epoch")
+    CLASS_BLOB_FIELD_NUMBER: _ClassVar[int]
+    CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    METHODS_FIELD_NUMBER: _ClassVar[int]
+    NONDETERMINISTIC_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    NODE_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    class_blob: bytes
+    class_name: str
+    methods: _containers.RepeatedScalarFieldContainer[str]
+    nondeterministic: bool
+    slot: int
+    node_epoch: int
+    def __init__(self, class_blob: _Optional[bytes] = ..., class_name: _Optional[str] = ..., methods: _Optional[_Iterable[str]] = ..., nondeterministic: _Optional[bool] = ..., slot: _Optional[int] = ..., node_epoch: _Optional[int] = ...) -> None: ...
+
+class TaskSpec(_message.Message):
+    __slots__ = ("task_id", "version", "receiver", "sender", "task_counter", "application_log", "parent_id", "predecessor_id", "argument_ids", "dependencies", "method", "args", "owner_address", "actor_creation")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    RECEIVER_FIELD_NUMBER: _ClassVar[int]
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    TASK_COUNTER_FIELD_NUMBER: _ClassVar[int]
+    APPLICATION_LOG_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PREDECESSOR_ID_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENCIES_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_CREATION_FIELD_NUMBER: _ClassVar[int]
+    task_id: bytes
+    version: int
+    receiver: bytes
+    sender: bytes
+    task_counter: int
+    application_log: _containers.RepeatedScalarFieldContainer[bytes]
+    parent_id: bytes
+    predecessor_id: bytes
+    argument_ids: _containers.RepeatedScalarFieldContainer[bytes]
+    dependencies: _containers.RepeatedScalarFieldContainer[bytes]
+    method: str
+    args: _containers.RepeatedCompositeFieldContainer[Arg]
+    owner_address: str
+    actor_creation: ActorCreation
+    def __init__(self, task_id: _Optional[bytes] = ..., version: _Optional[int] = ..., receiver: _Optional[bytes] = ..., sender: _Optional[bytes] = ..., task_counter: _Optional[int] = ..., application_log: _Optional[_Iterable[bytes]] = ..., parent_id: _Optional[bytes] = ..., predecessor_id: _Optional[bytes] = ..., argument_ids: _Optional[_Iterable[bytes]] = ..., dependencies: _Optional[_Iterable[bytes]] = ..., method: _Optional[str] = ..., args: _Optional[_Iterable[_Union[Arg, _Mapping]]] = ..., owner_address: _Optional[str] = ..., actor_creation: _Optional[_Union[ActorCreation, _Mapping]] = ...) -> None: ...
+
+class ObjectValue(_message.Message):
+    __slots__ = ("object_id", "value", "error")
+    OBJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    object_id: bytes
+    value: SerializedObject
+    error: RemoteError
+    def __init__(self, object_id: _Optional[bytes] = ..., value: _Optional[_Union[SerializedObject, _Mapping]] = ..., error: _Optional[_Union[RemoteError, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,118 @@
+from actorrt.rpc import node_pb2 as _node_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class NodeState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NODE_STATE_UNSPECIFIED: _ClassVar[NodeState]
+    STARTING: _ClassVar[NodeState]
+    ALIVE: _ClassVar[NodeState]
+    DEAD: _ClassVar[NodeState]
+NODE_STATE_UNSPECIFIED: NodeState
+STARTING: NodeState
+ALIVE: NodeState
+DEAD: NodeState
+
+class NodeInfo(_message.Message):
+    __slots__ = ("slot", "epoch", "state", "address", "pid", "hostname", "managed")
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    MANAGED_FIELD_NUMBER: _ClassVar[int]
+    slot: int
+    epoch: int
+    state: NodeState
+    address: str
+    pid: int
+    hostname: str
+    managed: bool
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[NodeState, str]] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., hostname: _Optional[str] = ..., managed: _Optional[bool] = ...) -> None: ...
+
+class StoreShard(_message.Message):
+    __slots__ = ("address",)
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    def __init__(self, address: _Optional[str] = ...) -> None: ...
+
+class ClusterView(_message.Message):
+    __slots__ = ("revision", "nodes", "store_shards", "store_password")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    STORE_SHARDS_FIELD_NUMBER: _ClassVar[int]
+    STORE_PASSWORD_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
+    store_shards: _containers.RepeatedCompositeFieldContainer[StoreShard]
+    store_password: str
+    def __init__(self, revision: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., store_shards: _Optional[_Iterable[_Union[StoreShard, _Mapping]]] = ..., store_password: _Optional[str] = ...) -> None: ...
+
+class RegisterNodeRequest(_message.Message):
+    __slots__ = ("slot", "address", "pid", "hostname")
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    slot: int
+    address: str
+    pid: int
+    hostname: str
+    def __init__(self, slot: _Optional[int] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., hostname: _Optional[str] = ...) -> None: ...
+
+class RegisterNodeReply(_message.Message):
+    __slots__ = ("slot", "epoch")
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    slot: int
+    epoch: int
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("slot", "epoch", "stats")
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    slot: int
+    epoch: int
+    stats: _node_pb2.NodeStatsReply
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., stats: _Optional[_Union[_node_pb2.NodeStatsReply, _Mapping]] = ...) -> None: ...
+
+class KillNodeRequest(_message.Message):
+    __slots__ = ("slot",)
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    slot: int
+    def __init__(self, slot: _Optional[int] = ...) -> None: ...
+
+class KillNodeReply(_message.Message):
+    __slots__ = ("pid",)
+    PID_FIELD_NUMBER: _ClassVar[int]
+    pid: int
+    def __init__(self, pid: _Optional[int] = ...) -> None: ...
+
+class ClusterStatsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ClusterStatsReply(_message.Message):
+    __slots__ = ("view", "nodes")
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    view: ClusterView
+    nodes: _containers.RepeatedCompositeFieldContainer[_node_pb2.NodeStatsReply]
+    def __init__(self, view: _Optional[_Union[ClusterView, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[_node_pb2.NodeStatsReply, _Mapping]]] = ...) -> None: ...
+
+class ShutdownRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ShutdownReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -1,0 +1,86 @@
+"""Building TaskSpecs: who submits, the per-receiver counters, arguments, dependencies.
+
+Pure protocol logic (no I/O), shared by drivers and actors. The lineage stash hooks in right after
+``build_task`` (SubmitTask) and right before execution (AssignTask).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from actorrt import ids
+from actorrt.object_ref import ObjectRef
+from actorrt.rpc import common_pb2 as pb
+from actorrt.serialization import serialize
+
+
+@dataclass
+class SenderContext:
+    """A submitter (an actor, or a driver) and its counters.
+
+    ``counters[receiver]`` is the number of tasks this sender has submitted to ``receiver``; it is
+    part of the actor's state, so a replayed actor recomputes the same task IDs.
+    """
+
+    sender_id: bytes
+    counters: dict[bytes, int] = field(default_factory=dict)
+    actors_created: int = 0
+    current_task: bytes = b""  # the parent of tasks submitted now
+    # Drivers submit from many threads; counter order must equal queueing order.
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def next_counter(self, receiver: bytes) -> int:
+        n = self.counters.get(receiver, 0) + 1
+        self.counters[receiver] = n
+        return n
+
+    def next_actor_id(self) -> bytes:
+        self.actors_created += 1
+        return ids.actor_id(self.sender_id, self.actors_created)
+
+
+def encode_args(args: Iterable[Any], kwargs: Mapping[str, Any]) -> tuple[list[pb.Arg], list[ObjectRef]]:
+    """Wire form of a call's arguments; top-level ObjectRefs travel as references."""
+    out: list[pb.Arg] = []
+    refs: list[ObjectRef] = []
+    items = [("", a) for a in args] + list(kwargs.items())
+    for keyword, value in items:
+        if isinstance(value, ObjectRef):
+            refs.append(value)
+            out.append(pb.Arg(keyword=keyword, ref=value.to_proto()))
+        else:
+            out.append(pb.Arg(keyword=keyword, value=serialize(value)))
+    return out, refs
+
+
+def build_task(
+    ctx: SenderContext,
+    receiver: bytes,
+    method: str,
+    args: list[pb.Arg],
+    arg_refs: list[ObjectRef],
+    owner_address: str,
+    actor_creation: pb.ActorCreation | None = None,
+) -> pb.TaskSpec:
+    """The next task from ``ctx`` to ``receiver`` (call with ``ctx.lock`` held on drivers)."""
+    counter = ctx.next_counter(receiver)
+    predecessor = ids.task_id(receiver, ctx.sender_id, counter - 1) if counter > 1 else b""
+    argument_ids = [ref.object_id for ref in arg_refs]
+    return pb.TaskSpec(
+        task_id=ids.task_id(receiver, ctx.sender_id, counter),
+        version=0,
+        receiver=receiver,
+        sender=ctx.sender_id,
+        task_counter=counter,
+        parent_id=ctx.current_task,
+        predecessor_id=predecessor,
+        argument_ids=argument_ids,
+        dependencies=[ctx.current_task, predecessor] + [ids.producer_task(o) for o in argument_ids],
+        method=method,
+        args=args,
+        owner_address=owner_address,
+        actor_creation=actor_creation,
+    )

@@ -1,0 +1,287 @@
+"""gRPC plumbing: authenticated services, client channels, and batched peer streams.
+
+Transport makes no protocol decisions: it moves ``PeerMessage`` batches between processes and hands
+every received batch to a callback. Two processes share one long-lived bidirectional ``Connect``
+stream; whoever needs it first opens it and the other side answers on its response half.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf import message_factory
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import DecodeError
+from grpc import aio
+
+from actorrt.rpc import node_pb2, node_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+TOKEN_METADATA = "x-actorrt-token"
+PEER_METADATA = "x-actorrt-peer"
+
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+]
+SERVER_OPTIONS = [
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+    ("grpc.so_reuseport", 0),
+]
+
+
+class InvalidRequestError(ValueError):
+    """A request that parsed but makes no sense; answered with INVALID_ARGUMENT."""
+
+
+class _Malformed:
+    """Stands in for a request whose bytes did not parse, so the handler can answer it."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _tolerant(parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    def deserialize(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except (DecodeError, ValueError) as exc:
+            return _Malformed(exc)
+
+    return deserialize
+
+
+def _token_ok(context: aio.ServicerContext, token: str) -> bool:
+    sent = dict(context.invocation_metadata() or ()).get(TOKEN_METADATA, "")
+    return hmac.compare_digest(sent.encode(), token.encode())
+
+
+async def _abort_invalid(context: aio.ServicerContext, detail: str) -> None:
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, detail)
+
+
+def _guard_unary(behavior: Callable, token: str) -> Callable:
+    async def handle(request: Any, context: aio.ServicerContext) -> Any:
+        if not _token_ok(context, token):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong cluster token")
+        if isinstance(request, _Malformed):
+            await _abort_invalid(context, f"malformed request: {request.error}")
+        try:
+            return await behavior(request, context)
+        except InvalidRequestError as exc:
+            await _abort_invalid(context, str(exc))
+
+    return handle
+
+
+def _guard_stream(behavior: Callable, token: str) -> Callable:
+    async def handle(requests: AsyncIterator[Any], context: aio.ServicerContext) -> Any:
+        if not _token_ok(context, token):
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong cluster token")
+
+        async def checked() -> AsyncIterator[Any]:
+            async for request in requests:
+                if isinstance(request, _Malformed):
+                    await _abort_invalid(context, f"malformed message: {request.error}")
+                yield request
+
+        try:
+            return await behavior(checked(), context)
+        except InvalidRequestError as exc:
+            await _abort_invalid(context, str(exc))
+
+    return handle
+
+
+def add_service(
+    server: aio.Server, servicer: object, service: ServiceDescriptor, token: str
+) -> None:
+    """Serve every method of ``service`` from the same-named coroutine of ``servicer``.
+
+    Each call must carry the cluster token (else UNAUTHENTICATED); a request that does not parse
+    or that the handler rejects with ``InvalidRequestError`` gets INVALID_ARGUMENT. Neither disturbs
+    other calls. Streaming responses are written with ``context.write``.
+    """
+    handlers = {}
+    for method in service.methods:
+        request_cls = message_factory.GetMessageClass(method.input_type)
+        response_cls = message_factory.GetMessageClass(method.output_type)
+        behavior = getattr(servicer, method.name)
+        kwargs = dict(
+            request_deserializer=_tolerant(request_cls.FromString),
+            response_serializer=response_cls.SerializeToString,
+        )
+        if method.client_streaming and method.server_streaming:
+            handler = grpc.stream_stream_rpc_method_handler(_guard_stream(behavior, token), **kwargs)
+        elif method.client_streaming:
+            handler = grpc.stream_unary_rpc_method_handler(_guard_stream(behavior, token), **kwargs)
+        elif method.server_streaming:
+            handler = grpc.unary_stream_rpc_method_handler(_guard_unary(behavior, token), **kwargs)
+        else:
+            handler = grpc.unary_unary_rpc_method_handler(_guard_unary(behavior, token), **kwargs)
+        handlers[method.name] = handler
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(service.full_name, handlers),)
+    )
+
+
+async def start_server(host: str, port: int, services: list[tuple[object, ServiceDescriptor]],
+                       token: str) -> tuple[aio.Server, str]:
+    """Start a gRPC server on ``host:port`` (port 0 picks one); returns it and its address."""
+    server = aio.server(options=SERVER_OPTIONS)
+    for servicer, service in services:
+        add_service(server, servicer, service, token)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"cannot bind {host}:{port}")
+    await server.start()
+    return server, f"{host}:{bound}"
+
+
+def channel(address: str) -> aio.Channel:
+    return aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+
+
+def metadata(token: str, **extra: str) -> tuple[tuple[str, str], ...]:
+    return ((TOKEN_METADATA, token),) + tuple((k.replace("_", "-"), v) for k, v in extra.items())
+
+
+OnBatch = Callable[[str, node_pb2.PeerBatch], None]
+OnPeerLost = Callable[[str], None]
+
+
+class PeerLink:
+    """The sending half of a stream to one peer.
+
+    ``send`` never blocks: messages queue up while the previous batch is being written and go
+    out together as one ``PeerBatch``, so a burst of small tasks costs one write.
+    """
+
+    def __init__(self, address: str, write: Callable[[node_pb2.PeerBatch], Awaitable[None]]):
+        self.address = address
+        self._write = write
+        self._queue: list[node_pb2.PeerMessage] = []
+        self._wake = asyncio.Event()
+        self.closed = False
+
+    def send(self, message: node_pb2.PeerMessage) -> None:
+        self._queue.append(message)
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch, self._queue = self._queue, []
+            await self._write(node_pb2.PeerBatch(messages=batch))
+
+
+class Router:
+    """Streams to peers, keyed by the peer's serving address.
+
+    Incoming batches from any stream go to ``on_batch(peer_address, batch)``. When a stream ends,
+    ``on_peer_lost(peer_address)`` runs and the next ``send`` opens a new one.
+    """
+
+    def __init__(self, own_address: str, token: str, on_batch: OnBatch, on_peer_lost: OnPeerLost):
+        self.own_address = own_address
+        self._token = token
+        self._on_batch = on_batch
+        self._on_peer_lost = on_peer_lost
+        self._links: dict[str, PeerLink] = {}
+        self._channels: dict[str, aio.Channel] = {}
+        self._tasks: set[asyncio.Task] = set()
+
+    def send(self, address: str, message: node_pb2.PeerMessage) -> None:
+        link = self._links.get(address)
+        if link is None:
+            link = self._open(address)
+        link.send(message)
+
+    def _spawn(self, coro: Awaitable) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _open(self, address: str) -> PeerLink:
+        chan = self._channels.get(address)
+        if chan is None:
+            chan = self._channels[address] = channel(address)
+        stub = node_pb2_grpc.NodeStub(chan)
+        call = stub.Connect(metadata=metadata(self._token, x_actorrt_peer=self.own_address))
+        link = PeerLink(address, call.write)
+        self._links[address] = link
+        self._spawn(self._pump(link, call, self._read_client(address, call)))
+        return link
+
+    async def _read_client(self, address: str, call: Any) -> None:
+        async for batch in call:
+            self._on_batch(address, batch)
+
+    async def serve(self, requests: AsyncIterator[node_pb2.PeerBatch],
+                    context: aio.ServicerContext) -> None:
+        """The server side of ``Node.Connect``."""
+        address = dict(context.invocation_metadata()).get(PEER_METADATA, "")
+        if not address:
+            raise InvalidRequestError(f"Connect needs the {PEER_METADATA} metadata")
+        link = None
+        if address not in self._links:
+            link = self._links[address] = PeerLink(address, context.write)
+
+        async def read() -> None:
+            async for batch in requests:
+                self._on_batch(address, batch)
+
+        await self._pump(link, None, read())
+
+    async def _pump(self, link: PeerLink | None, call: Any, reader: Awaitable) -> None:
+        writer = self._spawn(link.run()) if link is not None else None
+        try:
+            if writer is None:
+                await reader
+            else:
+                read_task = self._spawn(reader)
+                done, _ = await asyncio.wait({read_task, writer}, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    task.result()
+        except (aio.AioRpcError, asyncio.InvalidStateError, grpc.RpcError) as exc:
+            log.debug("stream to %s ended: %s", link.address if link else "?", exc)
+        finally:
+            if writer is not None:
+                writer.cancel()
+            if call is not None:
+                call.cancel()
+            if link is not None:
+                link.closed = True
+                if self._links.get(link.address) is link:
+                    del self._links[link.address]
+                    self._on_peer_lost(link.address)
+
+    def forget(self, address: str) -> None:
+        """Drop the stream and channel to a peer known to be gone."""
+        self._links.pop(address, None)
+        chan = self._channels.pop(address, None)
+        if chan is not None:
+            self._spawn(chan.close())
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for chan in self._channels.values():
+            await chan.close()
+        self._channels.clear()
+        self._links.clear()

@@ -1,0 +1,320 @@
+"""The core every process runs: submitting tasks, routing them, holding and fetching results.
+
+A ``Worker`` lives on one asyncio loop. Drivers call into it from other threads through the
+thread-safe entry points (``submit_task``, ``create_actor``, ``get``); node processes also give it
+an ``ActorHost`` to run the actors they host. Tasks to actors in the same process skip gRPC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from actorrt import ids
+from actorrt.exceptions import ActorRTError, ClusterError, GetTimeoutError
+from actorrt.object_ref import ObjectRef
+from actorrt.object_store import ObjectStore
+from actorrt.rpc import common_pb2 as pb
+from actorrt.rpc import head_pb2, node_pb2
+from actorrt.serialization import deserialize, exception_from_error, runtime_error
+from actorrt.task_spec import SenderContext, build_task, encode_args
+from actorrt.transport import Router
+
+if TYPE_CHECKING:
+    from actorrt.actor_host import ActorHost
+    from actorrt.handles import ActorHandle
+
+log = logging.getLogger(__name__)
+
+# The actor whose task is running now; unset outside tasks (the process itself submits then).
+current_sender: contextvars.ContextVar[SenderContext] = contextvars.ContextVar("current_sender")
+
+
+@dataclass
+class _Inflight:
+    """A submitted task whose result has not come back."""
+
+    slot: int
+    epoch: int
+    object_id: bytes
+    arg_refs: list[ObjectRef] = field(default_factory=list)  # keep borrowed values alive
+
+
+class Worker:
+    def __init__(self, token: str, identity: bytes, loop: asyncio.AbstractEventLoop) -> None:
+        self.token = token
+        self.loop = loop
+        self.address = ""
+        self.process_context = SenderContext(identity)
+        self.objects = ObjectStore()
+        self.host: ActorHost | None = None
+        self.router: Router | None = None
+        self.view = head_pb2.ClusterView()
+        self._nodes: dict[int, head_pb2.NodeInfo] = {}
+        self._view_changed = asyncio.Event()
+        self._inflight: dict[bytes, _Inflight] = {}
+        self._fetches: dict[bytes, str] = {}  # object id -> owner asked for it
+        self._borrowed: dict[bytes, int] = {}  # fetched object id -> tasks using it
+        self._loop_thread: int | None = None
+        self._background: set[asyncio.Future] = set()
+
+    def bind(self, address: str) -> None:
+        """Start routing as ``address`` (this process's gRPC server)."""
+        self.address = address
+        self._loop_thread = threading.get_ident()
+        self.router = Router(address, self.token, self._on_batch, self._on_peer_lost)
+
+    def on_loop_thread(self) -> bool:
+        return threading.get_ident() == self._loop_thread
+
+    def _call_soon(self, fn: Any, *args: Any) -> None:
+        if self.on_loop_thread():
+            fn(*args)
+        else:
+            self.loop.call_soon_threadsafe(fn, *args)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # ---- cluster view -------------------------------------------------------------------------
+
+    def apply_view(self, view: head_pb2.ClusterView) -> None:
+        """Take a newer cluster view; fail tasks whose node incarnation is gone."""
+        if view.revision < self.view.revision:
+            return
+        old = self._nodes
+        self.view = view
+        self._nodes = {n.slot: n for n in view.nodes}
+        for slot, info in old.items():
+            new = self._nodes.get(slot)
+            if info.address and (new is None or new.epoch != info.epoch or new.state != head_pb2.ALIVE):
+                if self.router is not None and info.address != self.address:
+                    self.router.forget(info.address)
+        lost = [tid for tid, t in self._inflight.items() if not self._incarnation_alive(t.slot, t.epoch)]
+        for tid in lost:
+            t = self._inflight.pop(tid)
+            self.objects.put(self._died(t.object_id, t.slot, t.epoch))
+        self._view_changed.set()
+        self._view_changed = asyncio.Event()
+
+    async def wait_view(self, predicate: Any, timeout: float) -> None:
+        """Wait until ``predicate(self)`` holds for the current view."""
+        async with asyncio.timeout(timeout):
+            while not predicate(self):
+                await self._view_changed.wait()
+
+    def alive_nodes(self) -> list[head_pb2.NodeInfo]:
+        return sorted((n for n in self._nodes.values() if n.state == head_pb2.ALIVE), key=lambda n: n.slot)
+
+    def node(self, slot: int) -> head_pb2.NodeInfo | None:
+        return self._nodes.get(slot)
+
+    def _incarnation_alive(self, slot: int, epoch: int) -> bool:
+        info = self._nodes.get(slot)
+        return info is not None and info.epoch == epoch and info.state == head_pb2.ALIVE
+
+    def _died(self, object_id: bytes, slot: int, epoch: int) -> pb.ObjectValue:
+        msg = f"node {slot} (incarnation {epoch}) died; the actors it hosted are gone"
+        return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.ACTOR_DIED, msg))
+
+    # ---- submitting (any thread) --------------------------------------------------------------
+
+    def _sender(self) -> SenderContext:
+        return current_sender.get(self.process_context)
+
+    def submit_task(self, handle: ActorHandle, method: str, args: Sequence[Any],
+                    kwargs: dict[str, Any]) -> ObjectRef:
+        """Submit ``handle.method(*args, **kwargs)``; returns the ref to its result."""
+        wire_args, refs = encode_args(args, kwargs)
+        ctx = self._sender()
+        with ctx.lock:
+            spec = build_task(ctx, handle.actor_id, method, wire_args, refs, self.address)
+            object_id = ids.object_id(spec.task_id)
+            ref = ObjectRef(object_id, self.address, owned=True)
+            self._call_soon(self._send_task, spec, handle.slot, handle.epoch, refs)
+        return ref
+
+    def create_actor(self, creation: pb.ActorCreation, args: Sequence[Any],
+                     kwargs: dict[str, Any], node: int | None) -> tuple[bytes, int, int]:
+        """Place and create an actor; returns its (actor id, slot, node epoch)."""
+        wire_args, refs = encode_args(args, kwargs)
+        ctx = self._sender()
+        with ctx.lock:
+            actor_id = ctx.next_actor_id()
+            info = self._place(node, ctx.actors_created)
+            creation.slot, creation.node_epoch = info.slot, info.epoch
+            spec = build_task(ctx, actor_id, "__init__", wire_args, refs, self.address, creation)
+            self._call_soon(self._send_task, spec, info.slot, info.epoch, refs)
+        return actor_id, info.slot, info.epoch
+
+    def _place(self, node: int | None, counter: int) -> head_pb2.NodeInfo:
+        alive = self.alive_nodes()
+        if node is None:
+            if not alive:
+                raise ClusterError("no live node to place the actor on")
+            return alive[counter % len(alive)]
+        info = self._nodes.get(node)
+        if info is None or info.state != head_pb2.ALIVE:
+            known = ", ".join(str(n.slot) for n in alive) or "none"
+            raise ClusterError(f"node {node} is not a live node (live nodes: {known})")
+        return info
+
+    # ---- routing (loop thread) ----------------------------------------------------------------
+
+    def _send_task(self, spec: pb.TaskSpec, slot: int, epoch: int, refs: list[ObjectRef]) -> None:
+        object_id = ids.object_id(spec.task_id)
+        if not spec.HasField("actor_creation"):
+            self.objects.expect(object_id)
+        if not self._incarnation_alive(slot, epoch):
+            self.objects.put(self._died(object_id, slot, epoch))
+            return
+        self._inflight[spec.task_id] = _Inflight(slot, epoch, object_id, refs)
+        address = self._nodes[slot].address
+        if address == self.address:
+            self._assign(spec)
+        else:
+            self.router.send(address, node_pb2.PeerMessage(submit=spec))
+
+    def _assign(self, spec: pb.TaskSpec) -> None:
+        if self.host is None:
+            value = pb.ObjectValue(
+                object_id=ids.object_id(spec.task_id),
+                error=runtime_error(pb.UNKNOWN_ACTOR, "this process hosts no actors", spec.receiver),
+            )
+            self.send_result(spec.owner_address, value)
+        else:
+            self.host.assign(spec)
+
+    def send_result(self, owner_address: str, value: pb.ObjectValue) -> None:
+        if owner_address == self.address:
+            self._on_result(value)
+        else:
+            self.router.send(owner_address, node_pb2.PeerMessage(result=value))
+
+    def _on_result(self, value: pb.ObjectValue) -> None:
+        self._inflight.pop(ids.producer_task(value.object_id), None)
+        self.objects.put(value)
+
+    def _on_batch(self, peer: str, batch: node_pb2.PeerBatch) -> None:
+        for message in batch.messages:
+            kind = message.WhichOneof("kind")
+            if kind == "submit":
+                self._assign(message.submit)
+            elif kind == "result":
+                self._on_result(message.result)
+            elif kind == "fetch":
+                self._spawn(self._answer_fetch(peer, message.fetch.object_id))
+            elif kind == "object":
+                self._fetches.pop(message.object.object_id, None)
+                self.objects.put(message.object)
+
+    def _on_peer_lost(self, peer: str) -> None:
+        for object_id, owner in list(self._fetches.items()):
+            if owner == peer:
+                del self._fetches[object_id]
+                msg = f"the owner of object {ids.short(object_id)} ({peer}) went away"
+                self.objects.put(pb.ObjectValue(object_id=object_id, error=runtime_error(pb.OBJECT_LOST, msg)))
+
+    # ---- objects ------------------------------------------------------------------------------
+
+    async def _answer_fetch(self, peer: str, object_id: bytes) -> None:
+        if object_id in self.objects:
+            value = await asyncio.shield(self.objects.expect(object_id))
+        else:
+            msg = f"object {ids.short(object_id)} is not held by its owner {self.address}"
+            value = pb.ObjectValue(object_id=object_id, error=runtime_error(pb.OBJECT_LOST, msg))
+        self.router.send(peer, node_pb2.PeerMessage(object=value))
+
+    async def resolve(self, ref: pb.ObjectRefProto) -> pb.ObjectValue:
+        """The wire value of ``ref``, fetched from its owner if this process does not hold it."""
+        object_id = ref.object_id
+        if object_id not in self.objects and ref.owner_address == self.address:
+            msg = f"object {ids.short(object_id)} was released by its owner"
+            return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.OBJECT_LOST, msg))
+        if object_id not in self.objects:
+            self._borrowed[object_id] = 0
+            self._fetches[object_id] = ref.owner_address
+            fut = self.objects.expect(object_id)
+            self.router.send(ref.owner_address, node_pb2.PeerMessage(fetch=node_pb2.ObjectRequest(object_id=object_id)))
+        else:
+            fut = self.objects.expect(object_id)
+        if object_id in self._borrowed:
+            self._borrowed[object_id] += 1
+        return await asyncio.shield(fut)
+
+    def unborrow(self, object_id: bytes) -> None:
+        """A task is done with a fetched object; drop the copy when no task uses it."""
+        n = self._borrowed.get(object_id)
+        if n is None:
+            return
+        if n <= 1:
+            del self._borrowed[object_id]
+            self.objects.release(object_id)
+        else:
+            self._borrowed[object_id] = n - 1
+
+    def release(self, object_id: bytes) -> None:
+        """An owned ref was garbage-collected (any thread)."""
+        if not self.loop.is_closed():
+            try:
+                self._call_soon(self.objects.release, object_id)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+
+    async def get_value(self, ref: ObjectRef) -> Any:
+        value = await self.resolve(ref.to_proto())
+        try:
+            if value.WhichOneof("kind") == "error":
+                raise exception_from_error(value.error)
+            return deserialize(value.value)
+        finally:
+            self.unborrow(ref.object_id)
+
+    async def get_async(self, ref: ObjectRef) -> Any:
+        """``await ref`` from any event loop."""
+        if self.on_loop_thread():
+            return await self.get_value(ref)
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.get_value(ref), self.loop))
+
+    def get(self, refs: ObjectRef | Sequence[ObjectRef], timeout: float | None) -> Any:
+        """Blocking ``get`` for threads other than the loop's."""
+        if self.on_loop_thread():
+            raise ActorRTError("actorrt.get() would block the event loop; use `await ref` in async methods")
+        single = isinstance(refs, ObjectRef)
+        items = [refs] if single else list(refs)
+        for r in items:
+            if not isinstance(r, ObjectRef):
+                raise TypeError(f"get() takes ObjectRefs, got {type(r).__name__}")
+
+        async def gather() -> list[Any]:
+            return await asyncio.gather(*(self.get_value(r) for r in items))
+
+        fut = asyncio.run_coroutine_threadsafe(asyncio.wait_for(gather(), timeout), self.loop)
+        try:
+            values = fut.result()
+        except TimeoutError:
+            raise GetTimeoutError(f"get() timed out after {timeout} s") from None
+        return values[0] if single else values
+
+    def pending_results(self) -> int:
+        return len(self._inflight)
+
+    def fail_all(self, reason: str) -> None:
+        """Fail every task still waiting for a result (the cluster is going away)."""
+        for t in self._inflight.values():
+            self.objects.put(pb.ObjectValue(object_id=t.object_id, error=runtime_error(pb.ACTOR_DIED, reason)))
+        self._inflight.clear()
+
+    async def aclose(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        if self.router is not None:
+            await self.router.aclose()
+
