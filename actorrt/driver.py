@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import uvloop
+from grpc import aio
 
 from actorrt import ids
 from actorrt.cluster import HeadProcess
@@ -22,8 +23,8 @@ from actorrt.exceptions import ClusterError
 from actorrt.head_client import HeadClient
 from actorrt.node import NodeServicer
 from actorrt.object_ref import ObjectRef
-from actorrt.rpc import head_pb2, node_pb2
-from actorrt.transport import start_server
+from actorrt.rpc import head_pb2, node_pb2, node_pb2_grpc
+from actorrt.transport import channel, metadata, start_server
 from actorrt.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,10 @@ class Driver:
         try:
             self.call(self._start(wait_for_nodes, timeout))
         except BaseException:
-            self._stop_loop()
+            try:
+                self.call(self._close(), timeout=10.0)
+            finally:
+                self._stop_loop()
             raise
 
     async def _start(self, wait_for_nodes: int, timeout: float) -> None:
@@ -129,10 +133,14 @@ class Driver:
         return [_node_dict(n) for n in self.worker.view.nodes]
 
     def stats(self) -> dict[str, Any]:
-        reply = self.call(self._head.cluster_stats(), timeout=30.0)
-        per_node = {s.slot: s for s in reply.nodes}
+        """Asks every live node for a fresh snapshot (actors, queue sizes)."""
+        per_node = dict(zip(
+            [n.slot for n in self.worker.alive_nodes()],
+            self.call(self._node_stats(self.worker.alive_nodes()), timeout=30.0),
+            strict=True,
+        ))
         nodes = []
-        for info in reply.view.nodes:
+        for info in self.worker.view.nodes:
             entry = _node_dict(info)
             s = per_node.get(info.slot)
             actors = [] if s is None else [
@@ -148,14 +156,26 @@ class Driver:
         return {
             "head": self.head_address,
             "nodes": nodes,
-            "store_shards": [s.address for s in reply.view.store_shards],
+            "store_shards": [s.address for s in self.worker.view.store_shards],
             "driver": {"pending_results": self.worker.pending_results(), "objects": len(self.worker.objects)},
         }
+
+    async def _node_stats(self, nodes: list[head_pb2.NodeInfo]) -> list[node_pb2.NodeStatsReply | None]:
+        async def one(info: head_pb2.NodeInfo) -> node_pb2.NodeStatsReply | None:
+            try:
+                async with channel(info.address) as chan:
+                    stub = node_pb2_grpc.NodeStub(chan)
+                    return await stub.Stats(node_pb2.NodeStatsRequest(), metadata=metadata(self.token), timeout=5.0)
+            except aio.AioRpcError:
+                return None  # died meanwhile; the view will say so
+
+        return await asyncio.gather(*(one(n) for n in nodes))
 
     # ---- shutdown -----------------------------------------------------------------------------
 
     def shutdown(self) -> None:
-        self.loop.call_soon_threadsafe(self._follower.cancel)
+        if self._follower is not None:
+            self.loop.call_soon_threadsafe(self._follower.cancel)
         if self.head_process is not None:
             try:
                 self.call(self._head.shutdown(), timeout=30.0)
@@ -169,6 +189,8 @@ class Driver:
             self._stop_loop()
 
     async def _close(self) -> None:
+        if self._follower is not None:
+            self._follower.cancel()
         self.worker.fail_all("actorrt was shut down")
         await self.worker.aclose()
         if self._head is not None:

@@ -10,19 +10,24 @@ import asyncio
 from collections.abc import Mapping, Sequence
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 from actorrt.exceptions import ClusterError
 
 
 class ShardedStore:
-    def __init__(self, addresses: Sequence[str], password: str | None = None) -> None:
+    def __init__(self, addresses: Sequence[str], password: str | None = None, retries: int = 3) -> None:
         if not addresses:
             raise ValueError("the lineage store needs at least one shard address")
         self.addresses = list(addresses)
         self._clients = []
         for address in self.addresses:
             host, _, port = address.rpartition(":")
-            self._clients.append(aioredis.Redis(host=host, port=int(port), password=password))
+            self._clients.append(aioredis.Redis(
+                host=host, port=int(port), password=password, socket_connect_timeout=2.0,
+                retry=Retry(ExponentialBackoff(cap=0.5, base=0.01), retries),
+            ))
 
     def shard_of(self, key: bytes) -> int:
         return int.from_bytes(key[:8], "big") % len(self._clients)
@@ -59,6 +64,8 @@ class ShardedStore:
     async def _gather(self, coros) -> list:
         try:
             return await asyncio.gather(*coros)
+        except aioredis.AuthenticationError as exc:
+            raise ClusterError(f"the lineage store refused the password: {exc}") from exc
         except (aioredis.ConnectionError, OSError) as exc:
             raise ClusterError(f"lineage store unreachable ({', '.join(self.addresses)}): {exc}") from exc
 

@@ -1,0 +1,230 @@
+"""The public API's semantics across real node processes."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import actorrt
+from actorrt import ids
+from actorrt.handles import ActorHandle
+
+
+@actorrt.remote
+class Counter:
+    def __init__(self, start=0):
+        self.n = start
+        self.log = []
+
+    def add(self, k):
+        self.n += k
+        return self.n
+
+    def record(self, who, i):
+        self.log.append((who, i))
+
+    def get_log(self):
+        return self.log
+
+    async def relay(self, other, k):
+        return await other.add.remote(k)
+
+    async def add_later(self, k, delay):
+        await asyncio.sleep(delay)
+        return self.add(k)
+
+    def fail(self, msg):
+        raise ValueError(msg)
+
+    def sleep(self, seconds):
+        time.sleep(seconds)
+        return seconds
+
+    def sum_array(self, arr):
+        return float(arr.sum()), arr.dtype.str, arr.shape
+
+    def double(self, arr):
+        return arr * 2
+
+    def where(self):
+        import os
+
+        return os.getpid()
+
+
+@actorrt.remote
+class Broken:
+    def __init__(self):
+        raise RuntimeError("no config")
+
+    def f(self):
+        return 1
+
+
+def test_readme_example(cluster):
+    a = Counter.options(node=0).remote(10)
+    b = Counter.options(node=1, nondeterministic=True).remote()
+    ref = a.add.remote(5)
+    assert isinstance(ref, actorrt.ObjectRef)
+    assert actorrt.get(ref, timeout=30) == 15
+    assert actorrt.get(a.relay.remote(b, 2), timeout=30) == 2
+    assert actorrt.get(b.add.remote(a.add.remote(1)), timeout=30) == 2 + 16
+
+
+def test_placement_by_node_and_spread(cluster):
+    pids = {n["node"]: n["pid"] for n in actorrt.nodes()}
+    on0 = Counter.options(node=0).remote()
+    on1 = Counter.options(node=1).remote()
+    assert actorrt.get([on0.where.remote(), on1.where.remote()], timeout=30) == [pids[0], pids[1]]
+    spread = [Counter.remote() for _ in range(4)]
+    where = actorrt.get([h.where.remote() for h in spread], timeout=30)
+    assert set(where) == {pids[0], pids[1]}
+    with pytest.raises(actorrt.ClusterError, match="not a live node"):
+        Counter.options(node=7).remote()
+
+
+def test_tasks_of_one_sender_run_in_submission_order(cluster):
+    a = Counter.options(node=1).remote()
+    # The slow first task must not be overtaken by the fast ones behind it.
+    refs = [a.add_later.remote(1, 0.05)] + [a.add.remote(1) for _ in range(200)]
+    assert actorrt.get(refs, timeout=60) == list(range(1, 202))
+
+
+def test_ref_argument_waits_for_its_producer(cluster):
+    a = Counter.options(node=0).remote()
+    b = Counter.options(node=1).remote(100)
+    slow = a.add_later.remote(7, 0.2)
+    assert actorrt.get(b.add.remote(slow), timeout=30) == 107
+    assert actorrt.get(b.add.remote(k=a.add.remote(1)), timeout=30) == 115
+
+
+def test_handles_are_picklable_and_usable_inside_actors(cluster):
+    a = Counter.options(node=0).remote()
+    b = Counter.options(node=1).remote()
+    clone = pickle.loads(pickle.dumps(b))
+    assert clone == b
+    assert actorrt.get(a.relay.remote(clone, 3), timeout=30) == 3
+    assert actorrt.get(b.add.remote(0), timeout=30) == 3
+
+
+def test_await_ref_from_a_driver_event_loop(cluster):
+    a = Counter.options(node=0).remote()
+
+    async def main():
+        return await a.add.remote(4), await asyncio.gather(a.add.remote(1), a.add.remote(1))
+
+    assert asyncio.run(main()) == (4, [5, 6])
+
+
+def test_task_error_carries_remote_details_and_actor_keeps_serving(cluster):
+    a = Counter.options(node=1).remote()
+    with pytest.raises(actorrt.TaskError) as info:
+        actorrt.get(a.fail.remote("bad input"), timeout=30)
+    err = info.value
+    assert err.type_name == "builtins.ValueError"
+    assert err.remote_message == "bad input"
+    assert "in fail" in err.remote_traceback and "raise ValueError(msg)" in err.remote_traceback
+    assert actorrt.get(a.add.remote(1), timeout=30) == 1
+
+
+def test_error_propagates_through_a_ref_argument(cluster):
+    a = Counter.options(node=0).remote()
+    b = Counter.options(node=1).remote()
+    with pytest.raises(actorrt.TaskError, match="upstream"):
+        actorrt.get(b.add.remote(a.fail.remote("upstream")), timeout=30)
+
+
+def test_missing_method_is_a_clear_error(cluster):
+    a = Counter.options(node=0).remote()
+    with pytest.raises(actorrt.ActorMethodError, match="no method 'nope'"):
+        a.nope.remote()
+    # A handle that believes in a method the class lacks: the node answers NO_SUCH_METHOD.
+    liar = ActorHandle(a.actor_id, "Counter", a.methods + ("nope",), a.slot, a.epoch, True)
+    with pytest.raises(actorrt.ActorMethodError, match="no method 'nope'"):
+        actorrt.get(liar.nope.remote(), timeout=30)
+    assert actorrt.get(a.add.remote(2), timeout=30) == 2
+
+
+def test_unknown_actor_is_an_error_not_a_hang(cluster):
+    node0 = actorrt.nodes()[0]
+    ghost = ActorHandle(ids.actor_id(b"nobody", 1), "Counter", ("add",), 0, node0["epoch"], True)
+    with pytest.raises(actorrt.UnknownActorError):
+        actorrt.get(ghost.add.remote(1), timeout=30)
+
+
+def test_failed_constructor_kills_the_actor(cluster):
+    b = Broken.options(node=0).remote()
+    with pytest.raises(actorrt.ActorDiedError, match="RuntimeError: no config"):
+        actorrt.get(b.f.remote(), timeout=30)
+
+
+def test_get_timeout(cluster):
+    a = Counter.options(node=1).remote()
+    with pytest.raises(actorrt.GetTimeoutError):
+        actorrt.get(a.sleep.remote(1.0), timeout=0.1)
+    with pytest.raises(TimeoutError):  # GetTimeoutError is a TimeoutError
+        actorrt.get(a.sleep.remote(0.5), timeout=0.05)
+    assert actorrt.get(a.add.remote(1), timeout=30) == 1
+
+
+def test_get_many_and_type_errors(cluster):
+    a = Counter.options(node=0).remote()
+    assert actorrt.get([a.add.remote(1), a.add.remote(1)], timeout=30) == [1, 2]
+    assert actorrt.get([], timeout=30) == []
+    with pytest.raises(TypeError):
+        actorrt.get(["not a ref"], timeout=1)
+
+
+def test_numpy_arrays_cross_processes(cluster):
+    a = Counter.options(node=1).remote()
+    arr = np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32)
+    total, dtype, shape = actorrt.get(a.sum_array.remote(arr), timeout=30)
+    assert total == pytest.approx(float(arr.sum()), rel=1e-5)
+    assert (dtype, shape) == (arr.dtype.str, arr.shape)
+    np.testing.assert_array_equal(actorrt.get(a.double.remote(arr), timeout=30), arr * 2)
+
+
+def test_driver_api_is_thread_safe(cluster):
+    a = Counter.options(node=0).remote()
+    b = Counter.options(node=1).remote()
+    threads, per_thread, errors = 8, 50, []
+
+    def work(who):
+        try:
+            refs = [a.add.remote(1) for _ in range(per_thread)]
+            for i in range(per_thread):
+                b.record.remote(who, i)
+            actorrt.get(refs, timeout=60)
+        except Exception as exc:  # noqa: BLE001 - surfaced below
+            errors.append(exc)
+
+    pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    assert errors == []
+    assert actorrt.get(a.add.remote(0), timeout=30) == threads * per_thread
+    log = actorrt.get(b.get_log.remote(), timeout=30)
+    for who in range(threads):
+        assert [i for w, i in log if w == who] == list(range(per_thread))
+
+
+def test_stats_and_nodes_are_plain_dicts(cluster):
+    a = Counter.options(node=1).remote()
+    actorrt.get(a.add.remote(1), timeout=30)
+    nodes = actorrt.nodes()
+    assert [n["node"] for n in nodes] == [0, 1]
+    assert all(n["state"] == "ALIVE" and n["pid"] > 0 for n in nodes)
+    stats = actorrt.stats()
+    node1 = next(n for n in stats["nodes"] if n["node"] == 1)
+    mine = [x for x in node1["actors"] if x["actor_id"] == a.actor_id.hex()]
+    assert mine and mine[0]["executed"] == 2 and mine[0]["class"] == "Counter"
+    assert node1["num_actors"] == len(node1["actors"])
+    assert len(stats["store_shards"]) == 2
+    assert stats["driver"]["pending_results"] == 0

@@ -1,0 +1,80 @@
+"""Fail-stop node failures: detection, slot restart, and no hangs for callers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+import actorrt
+
+
+@actorrt.remote
+class Worker:
+    def __init__(self):
+        self.n = 0
+
+    def inc(self):
+        self.n += 1
+        return self.n
+
+    def sleep(self, seconds):
+        time.sleep(seconds)
+        return seconds
+
+
+def wait_alive(slot, old_epoch, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        node = actorrt.nodes()[slot]
+        if node["state"] == "ALIVE" and node["epoch"] > old_epoch:
+            return node
+        time.sleep(0.05)
+    raise AssertionError(f"node {slot} did not come back: {actorrt.nodes()}")
+
+
+def test_kill_node_is_detected_and_the_slot_restarts(fresh_cluster):
+    before = actorrt.nodes()[1]
+    t0 = time.monotonic()
+    pid = actorrt.kill_node(1)
+    noticed = time.monotonic() - t0
+    assert pid == before["pid"]
+    assert noticed < 1.0, f"the kill was noticed after {noticed:.2f} s"
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    after = wait_alive(1, before["epoch"])
+    assert after["pid"] != pid and after["address"] != before["address"]
+
+
+def test_calls_to_lost_actors_fail_and_survivors_keep_working(fresh_cluster):
+    lost = Worker.options(node=1).remote()
+    survivor = Worker.options(node=0).remote()
+    assert actorrt.get([lost.inc.remote(), survivor.inc.remote()], timeout=30) == [1, 1]
+    in_flight = lost.sleep.remote(30)  # running when the node dies
+    queued = lost.inc.remote()  # waiting behind it
+    time.sleep(0.2)
+    actorrt.kill_node(1)
+    for ref in (in_flight, queued, lost.inc.remote()):
+        with pytest.raises(actorrt.ActorDiedError, match="node 1"):
+            actorrt.get(ref, timeout=10)
+    assert actorrt.get(survivor.inc.remote(), timeout=30) == 2
+    wait_alive(1, 1)
+    fresh = Worker.options(node=1).remote()
+    assert actorrt.get(fresh.inc.remote(), timeout=30) == 1
+
+
+def test_external_sigkill_is_detected_too(fresh_cluster):
+    before = actorrt.nodes()[0]
+    a = Worker.options(node=0).remote()
+    assert actorrt.get(a.inc.remote(), timeout=30) == 1
+    os.kill(before["pid"], signal.SIGKILL)
+    with pytest.raises(actorrt.ActorDiedError):
+        actorrt.get(a.inc.remote(), timeout=10)
+    wait_alive(0, before["epoch"])
+
+
+def test_killing_an_unknown_node_is_an_error(fresh_cluster):
+    with pytest.raises(ValueError, match="no node 9"):
+        actorrt.kill_node(9)

@@ -1,0 +1,58 @@
+import pytest
+
+import actorrt
+from actorrt.driver import ClusterOptions
+from actorrt.handles import ActorOptions
+
+PUBLIC = {
+    "ActorClass", "ActorDiedError", "ActorHandle", "ActorMethodError", "ActorRTError", "ClusterError",
+    "GetTimeoutError", "NotInitializedError", "ObjectLostError", "ObjectRef", "TaskError",
+    "UnknownActorError", "get", "init", "is_initialized", "kill_node", "nodes", "remote", "shutdown", "stats",
+}
+
+
+def test_all_is_exactly_the_public_names():
+    assert set(actorrt.__all__) == PUBLIC
+    for name in actorrt.__all__:
+        assert hasattr(actorrt, name)
+
+
+def test_exception_tree():
+    for name in PUBLIC:
+        obj = getattr(actorrt, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, actorrt.ActorRTError)
+    assert issubclass(actorrt.GetTimeoutError, TimeoutError)
+    assert issubclass(actorrt.ActorMethodError, AttributeError)
+
+
+def test_api_before_init_is_a_clear_error():
+    assert not actorrt.is_initialized()
+    with pytest.raises(actorrt.NotInitializedError):
+        actorrt.nodes()
+
+
+def test_options_are_validated():
+    with pytest.raises(ValueError):
+        ActorOptions(node=-1)
+    with pytest.raises(TypeError):
+        ActorOptions(nondeterministic="yes")
+    with pytest.raises(ValueError):
+        ClusterOptions(num_nodes=0)
+    with pytest.raises(ValueError):
+        ClusterOptions(store_shards=0)
+
+
+def test_remote_takes_a_class_and_options_are_checked():
+    with pytest.raises(TypeError):
+        actorrt.remote(lambda: None)
+
+    @actorrt.remote
+    class C:
+        def f(self):
+            return 1
+
+    with pytest.raises(TypeError, match="unknown actor options"):
+        C.options(nodes=1)
+    with pytest.raises(TypeError, match=r"\.remote"):
+        C()
