@@ -21,7 +21,7 @@ from actorrt import ids
 from actorrt.cluster import HeadProcess
 from actorrt.exceptions import ClusterError
 from actorrt.head_client import HeadClient
-from actorrt.node import NodeServicer
+from actorrt.node_service import NodeServicer
 from actorrt.object_ref import ObjectRef
 from actorrt.rpc import head_pb2, node_pb2, node_pb2_grpc
 from actorrt.transport import channel, metadata, start_server

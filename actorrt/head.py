@@ -31,8 +31,9 @@ from actorrt.transport import InvalidRequestError, start_server
 log = logging.getLogger("actorrt.head")
 
 # A node that sends no heartbeat for this long is declared dead. Crashes and kills are seen at
-# once (process exit, stream close); this bound is for a node that hangs.
-HEARTBEAT_TIMEOUT_S = 3.0
+# once (process exit, stream close); this bound is for a node that hangs or is cut off. It is
+# generous because a node running a long synchronous method also stops sending heartbeats.
+HEARTBEAT_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -45,13 +46,14 @@ class Slot:
 
 class Head:
     def __init__(self, token: str, host: str, session_dir: Path, num_nodes: int, store_shards: int,
-                 parent_pid: int | None = None) -> None:
+                 parent_pid: int | None = None, heartbeat_timeout: float = HEARTBEAT_TIMEOUT_S) -> None:
         self.token = token
         self.host = host
         self.session_dir = session_dir
         self.num_nodes = num_nodes
         self.num_shards = store_shards
         self.parent_pid = parent_pid
+        self.heartbeat_timeout = heartbeat_timeout
         self.address = ""
         self.slots: dict[int, Slot] = {}
         self.shards: list[RedisShard] = []
@@ -140,7 +142,7 @@ class Head:
             await asyncio.sleep(0.1)
             now = loop.time()
             for s in list(self.slots.values()):
-                if s.info.state == head_pb2.ALIVE and now - s.last_heartbeat > HEARTBEAT_TIMEOUT_S:
+                if s.info.state == head_pb2.ALIVE and now - s.last_heartbeat > self.heartbeat_timeout:
                     await self.node_failed(s.info.slot, s.info.epoch, "missed heartbeats")
 
     async def _watch_parent(self) -> None:
@@ -243,6 +245,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--store-shards", type=int, default=2)
     parser.add_argument("--session-dir", type=Path, default=session.default_dir())
     parser.add_argument("--parent-pid", type=int, default=None, help="stop when this process exits")
+    parser.add_argument("--heartbeat-timeout", type=float, default=HEARTBEAT_TIMEOUT_S,
+                        help="seconds without heartbeats before a node is declared dead")
     args = parser.parse_args(argv)
     token = os.environ.get(TOKEN_ENV)
     if not token:
@@ -250,7 +254,8 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
     async def amain() -> None:
-        head = Head(token, args.host, args.session_dir, args.nodes, args.store_shards, args.parent_pid)
+        head = Head(token, args.host, args.session_dir, args.nodes, args.store_shards, args.parent_pid,
+                    args.heartbeat_timeout)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, lambda: asyncio.ensure_future(head.stop()))

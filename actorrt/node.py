@@ -16,12 +16,12 @@ import socket
 import sys
 
 import uvloop
-from grpc import aio
 
 from actorrt import ids, runtime
 from actorrt.actor_host import ActorHost
 from actorrt.exceptions import ActorRTError, ClusterError
 from actorrt.head_client import HeadClient
+from actorrt.node_service import NodeServicer
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.session import TOKEN_ENV
 from actorrt.task_spec import SenderContext
@@ -32,31 +32,6 @@ log = logging.getLogger("actorrt.node")
 
 # How long a node outlives an unreachable head before exiting (so no orphan keeps running).
 HEAD_LOSS_GRACE_S = 5.0
-
-
-class NodeServicer:
-    """The ``Node`` service of a node process (drivers serve it too, with no actors)."""
-
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-        self.slot = -1
-        self.epoch = 0
-
-    async def Connect(self, requests, context: aio.ServicerContext) -> None:  # noqa: N802
-        await self.worker.router.serve(requests, context)
-
-    async def Stats(self, request: node_pb2.NodeStatsRequest, context: aio.ServicerContext) -> node_pb2.NodeStatsReply:  # noqa: N802
-        return self.stats()
-
-    def stats(self) -> node_pb2.NodeStatsReply:
-        host = self.worker.host
-        return node_pb2.NodeStatsReply(
-            slot=self.slot,
-            epoch=self.epoch,
-            actors=host.stats() if host is not None else [],
-            pending_results=self.worker.pending_results(),
-            objects=len(self.worker.objects),
-        )
 
 
 class NodeProcess:

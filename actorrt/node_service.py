@@ -1,0 +1,33 @@
+"""The ``Node`` gRPC service: the peer stream and stats. Node processes and drivers both serve it."""
+
+from __future__ import annotations
+
+from grpc import aio
+
+from actorrt.rpc import node_pb2
+from actorrt.worker import Worker
+
+
+class NodeServicer:
+    """The ``Node`` service of a node process (drivers serve it too, with no actors)."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.slot = -1
+        self.epoch = 0
+
+    async def Connect(self, requests, context: aio.ServicerContext) -> None:  # noqa: N802
+        await self.worker.router.serve(requests, context)
+
+    async def Stats(self, request: node_pb2.NodeStatsRequest, context: aio.ServicerContext) -> node_pb2.NodeStatsReply:  # noqa: N802
+        return self.stats()
+
+    def stats(self) -> node_pb2.NodeStatsReply:
+        host = self.worker.host
+        return node_pb2.NodeStatsReply(
+            slot=self.slot,
+            epoch=self.epoch,
+            actors=host.stats() if host is not None else [],
+            pending_results=self.worker.pending_results(),
+            objects=len(self.worker.objects),
+        )

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up, then run the whole test suite (real node processes, redis-server shards, SIGKILLs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export PATH="$(pwd)/.venv/bin:$PATH"
+exec pytest -q "$@"
