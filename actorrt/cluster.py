@@ -14,6 +14,7 @@ from pathlib import Path
 
 from actorrt import session
 from actorrt.exceptions import ClusterError
+from actorrt.processes import process_alive
 from actorrt.session import TOKEN_ENV, Session
 
 HEAD_START_TIMEOUT_S = 60.0
@@ -55,7 +56,7 @@ def start_head(
         raise ValueError("need num_nodes >= 0 and store_shards >= 1")
     session_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     existing = session.read(session_dir)
-    if existing is not None and _alive(existing.head_pid):
+    if existing is not None and process_alive(existing.head_pid):
         raise ClusterError(f"a head is already running for {session_dir} at {existing.head_address}; stop it first")
     session.remove(session_dir)
     token = token or session.new_token()
@@ -84,12 +85,3 @@ def start_head(
     tail = (logs / "head.log").read_text(errors="replace")[-2000:]
     raise ClusterError(f"the head did not start (exit code {proc.poll()}); its log ends:\n{tail}")
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

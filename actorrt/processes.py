@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import os
 import signal
 import sys
 from collections.abc import Mapping, Sequence
@@ -32,3 +33,19 @@ async def spawn(argv: Sequence[str], env: Mapping[str, str] | None = None, log_p
     finally:
         if log_path is not None:
             out.close()
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs; a zombie (exited, not reaped yet) counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        # The state is the field after the parenthesised command name, which may contain spaces.
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True

@@ -70,6 +70,6 @@ def token_for(address: str, token: str | None = None) -> str:
     from actorrt.exceptions import ClusterError
 
     raise ClusterError(
-        f"no token for the cluster at {address}: pass token=..., set {TOKEN_ENV}, "
+        f"no token for the cluster at {address}: pass token=... (--token on the command line), set {TOKEN_ENV}, "
         f"or run on the head's machine (session file {default_dir() / SESSION_FILE})"
     )

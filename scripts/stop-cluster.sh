@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Stop an actorrt cluster: its head, the head's nodes and store shards. Works from any cwd.
+# Nodes added with `actorrt start --address` (on any machine) exit by themselves within ~5 s.
+# Succeeds, saying so, when no cluster is running.
+#
+# Environment:
+#   HEAD_ADDRESS        the head's HOST:PORT (default: the one in this machine's session file)
+#   ACTORRT_TOKEN       the cluster token (default: the session file's)
+#   ACTORRT_SESSION_DIR session directory [~/.actorrt]
+#   PYTHON              run the CLI as "$PYTHON -m actorrt.cli" (default: `actorrt` from PATH)
+# Extra arguments are passed to `actorrt stop`.
+set -euo pipefail
+
+HEAD_ADDRESS="${HEAD_ADDRESS:-}"
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [[ -n "${PYTHON:-}" ]]; then
+  cli=("$PYTHON" -m actorrt.cli)
+elif command -v actorrt >/dev/null 2>&1; then
+  cli=(actorrt)
+else
+  export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+  cli=(python3 -m actorrt.cli)
+fi
+
+args=()
+if [[ -n "$HEAD_ADDRESS" ]]; then
+  args=(--address "$HEAD_ADDRESS")
+  echo "stop-cluster: stopping the head at $HEAD_ADDRESS"
+else
+  echo "stop-cluster: stopping the head named by this machine's session file"
+fi
+"${cli[@]}" stop "${args[@]}" "$@"

@@ -1,0 +1,171 @@
+"""The ``actorrt`` command against real processes: start a head, drive it from another process,
+add a node, reject a wrong token, stop everything."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from actorrt.processes import process_alive
+
+# Run as a separate process so the driver is a client of the CLI's cluster, not of this test.
+DRIVER = """
+import sys
+
+import actorrt
+
+
+@actorrt.remote
+class Counter:
+    def __init__(self, start):
+        self.n = start
+
+    def add(self, k):
+        self.n += k
+        return self.n
+
+
+address, slots = sys.argv[1], [int(s) for s in sys.argv[2].split(",")]
+try:
+    actorrt.init(address=address, timeout=20)
+except actorrt.ClusterError as exc:
+    print("CLUSTER_ERROR", exc, flush=True)
+    sys.exit(3)
+counters = {s: Counter.options(node=s).remote(10 * s) for s in slots}
+refs = {s: [c.add.remote(1), c.add.remote(2)] for s, c in counters.items()}
+for s, r in refs.items():
+    assert counters[s].slot == s, counters[s]
+    got = actorrt.get(r, timeout=20)
+    assert got == [10 * s + 1, 10 * s + 3], (s, got)
+print("DRIVER_OK", ",".join(map(str, slots)), flush=True)
+actorrt.shutdown()
+"""
+
+
+def _wait_gone(pids: set[int], timeout: float) -> set[int]:
+    """The pids still alive after up to ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while (left := {p for p in pids if process_alive(p)}) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+@dataclass
+class Cluster:
+    env: dict[str, str]
+    session_dir: Path
+    pids: set[int] = field(default_factory=set)  # everything to kill if the test fails
+
+    def cli(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "actorrt.cli", *args], env=env or self.env,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def session(self) -> dict | None:
+        try:
+            return json.loads((self.session_dir / "session.json").read_text())
+        except FileNotFoundError:
+            return None
+
+    def status(self) -> list[dict[str, str]]:
+        """The node rows of ``actorrt status``."""
+        out = self.cli("status")
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        header = next(line for line in lines if line.startswith("SLOT")).lower().split()
+        rows = [line.split() for line in lines if line[:1].isdigit()]
+        return [dict(zip(header, row, strict=True)) for row in rows if len(row) == len(header)]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    env = dict(os.environ, ACTORRT_SESSION_DIR=str(tmp_path / "session"))
+    env.pop("ACTORRT_TOKEN", None)
+    c = Cluster(env, tmp_path / "session")
+    try:
+        yield c
+    finally:
+        if (found := c.session()) is not None:
+            c.pids.add(found["head_pid"])
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                c.cli("stop", timeout=30)
+        for pid in c.pids:
+            if process_alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def _drive(c: Cluster, tmp_path: Path, address: str, slots: str,
+           token: str | None = None) -> subprocess.CompletedProcess:
+    """Run the driver script against ``address`` using nodes ``slots`` (comma-separated)."""
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    env = dict(c.env, ACTORRT_TOKEN=token) if token else c.env
+    return subprocess.run([sys.executable, str(script), address, slots], env=env, capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_cli_cluster_lifecycle(cluster: Cluster, tmp_path: Path) -> None:
+    c = cluster
+    out = c.cli("start", "--head", "--nodes", "2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    found = c.session()
+    assert found is not None
+    address, head_pid = found["head_address"], found["head_pid"]
+    c.pids.add(head_pid)
+    assert f'actorrt.init(address="{address}")' in out.stdout
+    assert str(c.session_dir / "session.json") in out.stdout
+
+    second = c.cli("start", "--head")
+    assert second.returncode != 0
+    assert "already running" in second.stderr and "Traceback" not in second.stderr
+
+    ran = _drive(c, tmp_path, address, "0,1")
+    assert "DRIVER_OK 0,1" in ran.stdout, ran.stdout + ran.stderr
+
+    added = c.cli("start", "--address", address)
+    assert added.returncode == 0, added.stdout + added.stderr
+    assert "Added node 2" in added.stdout
+    nodes = c.status()
+    c.pids |= {int(n["pid"]) for n in nodes}
+    assert [(n["slot"], n["state"], n["managed"]) for n in nodes] == [
+        ("0", "ALIVE", "yes"), ("1", "ALIVE", "yes"), ("2", "ALIVE", "no"),
+    ]
+
+    wrong = _drive(c, tmp_path, address, "0", token="not-the-token")
+    assert wrong.returncode == 3, wrong.stdout + wrong.stderr
+    assert "CLUSTER_ERROR" in wrong.stdout and "rejected" in wrong.stdout
+
+    # The cluster keeps serving after the rejected driver, the added node included.
+    ran = _drive(c, tmp_path, address, "0,1,2")
+    assert "DRIVER_OK 0,1,2" in ran.stdout, ran.stdout + ran.stderr
+
+    stopped = c.cli("stop")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    managed = {head_pid} | {int(n["pid"]) for n in nodes if n["managed"] == "yes"}
+    assert not _wait_gone(managed, 10.0)
+    assert c.session() is None
+    # The added node is not the head's to stop: it exits after HEAD_LOSS_GRACE_S (5 s) without a head.
+    assert not _wait_gone({int(nodes[2]["pid"])}, 15.0)
+
+
+def test_cli_without_cluster(tmp_path: Path) -> None:
+    c = Cluster(dict(os.environ, ACTORRT_SESSION_DIR=str(tmp_path / "none")), tmp_path / "none")
+    c.env.pop("ACTORRT_TOKEN", None)
+    out = c.cli("stop")
+    assert out.returncode == 0 and "nothing to stop" in out.stdout
+    out = c.cli("status")
+    assert out.returncode == 1 and "no cluster is running" in out.stderr and "Traceback" not in out.stderr
+    out = c.cli("start")
+    assert out.returncode == 2 and "--head" in out.stderr
