@@ -151,6 +151,7 @@ class Driver:
             entry.update(
                 num_actors=len(actors), queued=sum(a["queued"] for a in actors), actors=actors,
                 pending_results=s.pending_results if s else 0, objects=s.objects if s else 0,
+                messages_sent=s.messages_sent if s else 0, batches_sent=s.batches_sent if s else 0,
             )
             nodes.append(entry)
         return {

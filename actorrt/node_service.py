@@ -30,4 +30,6 @@ class NodeServicer:
             actors=host.stats() if host is not None else [],
             pending_results=self.worker.pending_results(),
             objects=len(self.worker.objects),
+            messages_sent=self.worker.router.sent.messages,
+            batches_sent=self.worker.router.sent.batches,
         )

@@ -28,7 +28,14 @@ from actorrt.rpc import common_pb2 as pb
 _OUT_OF_BAND_MIN = 1024
 
 
+# Values of these types pickle by value with the standard pickler (several times faster than
+# cloudpickle for the small arguments and results of millisecond tasks).
+_PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
 def serialize(value: Any) -> pb.SerializedObject:
+    if type(value) in _PLAIN:
+        return pb.SerializedObject(data=pickle.dumps(value, protocol=5))
     buffers: list[pickle.PickleBuffer] = []
 
     def keep_large(buf: pickle.PickleBuffer) -> bool:

@@ -11,6 +11,7 @@ import asyncio
 import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -163,6 +164,14 @@ OnBatch = Callable[[str, node_pb2.PeerBatch], None]
 OnPeerLost = Callable[[str], None]
 
 
+@dataclass
+class SendCounters:
+    """What a process wrote to its peer streams."""
+
+    messages: int = 0
+    batches: int = 0
+
+
 class PeerLink:
     """The sending half of a stream to one peer.
 
@@ -170,8 +179,10 @@ class PeerLink:
     out together as one ``PeerBatch``, so a burst of small tasks costs one write.
     """
 
-    def __init__(self, address: str, write: Callable[[node_pb2.PeerBatch], Awaitable[None]]):
+    def __init__(self, address: str, write: Callable[[node_pb2.PeerBatch], Awaitable[None]],
+                 counters: SendCounters) -> None:
         self.address = address
+        self.counters = counters
         self._write = write
         self._queue: list[node_pb2.PeerMessage] = []
         self._wake = asyncio.Event()
@@ -186,6 +197,8 @@ class PeerLink:
             await self._wake.wait()
             self._wake.clear()
             batch, self._queue = self._queue, []
+            self.counters.messages += len(batch)
+            self.counters.batches += 1
             await self._write(node_pb2.PeerBatch(messages=batch))
 
 
@@ -204,6 +217,7 @@ class Router:
         self._links: dict[str, PeerLink] = {}
         self._channels: dict[str, aio.Channel] = {}
         self._tasks: set[asyncio.Task] = set()
+        self.sent = SendCounters()
 
     def send(self, address: str, message: node_pb2.PeerMessage) -> None:
         link = self._links.get(address)
@@ -223,7 +237,7 @@ class Router:
             chan = self._channels[address] = channel(address)
         stub = node_pb2_grpc.NodeStub(chan)
         call = stub.Connect(metadata=metadata(self._token, x_actorrt_peer=self.own_address))
-        link = PeerLink(address, call.write)
+        link = PeerLink(address, call.write, self.sent)
         self._links[address] = link
         self._spawn(self._pump(link, call, self._read_client(address, call)))
         return link
@@ -240,7 +254,7 @@ class Router:
             raise InvalidRequestError(f"Connect needs the {PEER_METADATA} metadata")
         link = None
         if address not in self._links:
-            link = self._links[address] = PeerLink(address, context.write)
+            link = self._links[address] = PeerLink(address, context.write, self.sent)
 
         async def read() -> None:
             async for batch in requests:

@@ -50,15 +50,19 @@ class ActorStats(_message.Message):
     def __init__(self, actor_id: _Optional[bytes] = ..., class_name: _Optional[str] = ..., queued: _Optional[int] = ..., executed: _Optional[int] = ..., dead: _Optional[bool] = ...) -> None: ...
 
 class NodeStatsReply(_message.Message):
-    __slots__ = ("slot", "epoch", "actors", "pending_results", "objects")
+    __slots__ = ("slot", "epoch", "actors", "pending_results", "objects", "messages_sent", "batches_sent")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     ACTORS_FIELD_NUMBER: _ClassVar[int]
     PENDING_RESULTS_FIELD_NUMBER: _ClassVar[int]
     OBJECTS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_SENT_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_SENT_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     actors: _containers.RepeatedCompositeFieldContainer[ActorStats]
     pending_results: int
     objects: int
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., actors: _Optional[_Iterable[_Union[ActorStats, _Mapping]]] = ..., pending_results: _Optional[int] = ..., objects: _Optional[int] = ...) -> None: ...
+    messages_sent: int
+    batches_sent: int
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., actors: _Optional[_Iterable[_Union[ActorStats, _Mapping]]] = ..., pending_results: _Optional[int] = ..., objects: _Optional[int] = ..., messages_sent: _Optional[int] = ..., batches_sent: _Optional[int] = ...) -> None: ...

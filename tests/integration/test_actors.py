@@ -228,3 +228,5 @@ def test_stats_and_nodes_are_plain_dicts(cluster):
     assert node1["num_actors"] == len(node1["actors"])
     assert len(stats["store_shards"]) == 2
     assert stats["driver"]["pending_results"] == 0
+    # node 1 answered our tasks over a stream: every write carried at least one message
+    assert node1["batches_sent"] >= 1 and node1["messages_sent"] >= node1["batches_sent"]
