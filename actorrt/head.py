@@ -26,7 +26,7 @@ from actorrt.processes import spawn
 from actorrt.redis_shards import RedisShard
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.session import TOKEN_ENV, Session
-from actorrt.transport import InvalidRequestError, start_server
+from actorrt.transport import InvalidRequestError, check_message, start_server
 
 log = logging.getLogger("actorrt.head")
 
@@ -197,6 +197,7 @@ class Head:
         async def read() -> None:
             nonlocal member
             async for beat in requests:
+                await check_message(beat, context)
                 s = self.slots.get(beat.slot)
                 if beat.slot >= 0 and s is not None and s.info.epoch == beat.epoch:
                     member = (beat.slot, beat.epoch)

@@ -17,10 +17,10 @@ from typing import Any
 import grpc
 from google.protobuf import message_factory
 from google.protobuf.descriptor import ServiceDescriptor
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from grpc import aio
 
-from actorrt.rpc import node_pb2, node_pb2_grpc
+from actorrt.rpc import node_pb2
 
 log = logging.getLogger(__name__)
 
@@ -88,19 +88,21 @@ def _guard_unary(behavior: Callable, token: str) -> Callable:
     return handle
 
 
+async def check_message(message: Any, context: aio.ServicerContext) -> None:
+    """Abort the stream with INVALID_ARGUMENT if ``message`` (read from it) did not parse.
+
+    Stream handlers call this on every message they read (cheaper than wrapping the iterator).
+    """
+    if isinstance(message, _Malformed):
+        await _abort_invalid(context, f"malformed message: {message.error}")
+
+
 def _guard_stream(behavior: Callable, token: str) -> Callable:
     async def handle(requests: AsyncIterator[Any], context: aio.ServicerContext) -> Any:
         if not _token_ok(context, token):
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong cluster token")
-
-        async def checked() -> AsyncIterator[Any]:
-            async for request in requests:
-                if isinstance(request, _Malformed):
-                    await _abort_invalid(context, f"malformed message: {request.error}")
-                yield request
-
         try:
-            return await behavior(checked(), context)
+            return await behavior(requests, context)
         except InvalidRequestError as exc:
             await _abort_invalid(context, str(exc))
 
@@ -113,8 +115,9 @@ def add_service(
     """Serve every method of ``service`` from the same-named coroutine of ``servicer``.
 
     Each call must carry the cluster token (else UNAUTHENTICATED); a request that does not parse
-    or that the handler rejects with ``InvalidRequestError`` gets INVALID_ARGUMENT. Neither disturbs
-    other calls. Streaming responses are written with ``context.write``.
+    or that the handler rejects with ``InvalidRequestError`` gets INVALID_ARGUMENT (stream handlers
+    pass each message they read to ``check_message``). Neither disturbs other calls. Streaming
+    responses are written with ``context.write``.
     """
     handlers = {}
     for method in service.methods:
@@ -123,7 +126,7 @@ def add_service(
         behavior = getattr(servicer, method.name)
         kwargs = dict(
             request_deserializer=_tolerant(request_cls.FromString),
-            response_serializer=response_cls.SerializeToString,
+            response_serializer=_as_bytes if response_cls is node_pb2.PeerBatch else response_cls.SerializeToString,
         )
         if method.client_streaming and method.server_streaming:
             handler = grpc.stream_stream_rpc_method_handler(_guard_stream(behavior, token), **kwargs)
@@ -160,6 +163,39 @@ def metadata(token: str, **extra: str) -> tuple[tuple[str, str], ...]:
     return ((TOKEN_METADATA, token),) + tuple((k.replace("_", "-"), v) for k, v in extra.items())
 
 
+# PeerMessage field numbers: what ``Router.send`` takes as the kind of a message.
+SUBMIT = node_pb2.PeerMessage.SUBMIT_FIELD_NUMBER
+RESULT = node_pb2.PeerMessage.RESULT_FIELD_NUMBER
+FETCH = node_pb2.PeerMessage.FETCH_FIELD_NUMBER
+OBJECT = node_pb2.PeerMessage.OBJECT_FIELD_NUMBER
+_BATCH_ENTRY_TAG = bytes([node_pb2.PeerBatch.MESSAGES_FIELD_NUMBER << 3 | 2])
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def frame(kind: int, message: Message) -> bytes:
+    """``PeerBatch`` wire bytes holding one ``PeerMessage`` whose field ``kind`` is ``message``.
+
+    Batches are the concatenation of such frames (repeated fields concatenate on the wire), so a
+    message is serialized once, when sent, instead of being copied into a PeerMessage and then
+    into a PeerBatch (two deep copies that cost more than the serialization itself).
+    """
+    body = message.SerializeToString()
+    inner = bytes([kind << 3 | 2]) + _varint(len(body)) + body
+    return _BATCH_ENTRY_TAG + _varint(len(inner)) + inner
+
+
+def _as_bytes(message: bytes | Message) -> bytes:
+    return message if isinstance(message, bytes) else message.SerializeToString()
+
+
 OnBatch = Callable[[str, node_pb2.PeerBatch], None]
 OnPeerLost = Callable[[str], None]
 
@@ -179,17 +215,16 @@ class PeerLink:
     out together as one ``PeerBatch``, so a burst of small tasks costs one write.
     """
 
-    def __init__(self, address: str, write: Callable[[node_pb2.PeerBatch], Awaitable[None]],
-                 counters: SendCounters) -> None:
+    def __init__(self, address: str, write: Callable[[bytes], Awaitable[None]], counters: SendCounters) -> None:
         self.address = address
         self.counters = counters
         self._write = write
-        self._queue: list[node_pb2.PeerMessage] = []
+        self._queue: list[bytes] = []  # frames
         self._wake = asyncio.Event()
         self.closed = False
 
-    def send(self, message: node_pb2.PeerMessage) -> None:
-        self._queue.append(message)
+    def send(self, kind: int, message: Message) -> None:
+        self._queue.append(frame(kind, message))
         self._wake.set()
 
     async def run(self) -> None:
@@ -199,7 +234,7 @@ class PeerLink:
             batch, self._queue = self._queue, []
             self.counters.messages += len(batch)
             self.counters.batches += 1
-            await self._write(node_pb2.PeerBatch(messages=batch))
+            await self._write(b"".join(batch))
 
 
 class Router:
@@ -219,11 +254,12 @@ class Router:
         self._tasks: set[asyncio.Task] = set()
         self.sent = SendCounters()
 
-    def send(self, address: str, message: node_pb2.PeerMessage) -> None:
+    def send(self, address: str, kind: int, message: Message) -> None:
+        """Queue ``message`` as PeerMessage field ``kind`` (SUBMIT, RESULT, FETCH, OBJECT)."""
         link = self._links.get(address)
         if link is None:
             link = self._open(address)
-        link.send(message)
+        link.send(kind, message)
 
     def _spawn(self, coro: Awaitable) -> asyncio.Task:
         task = asyncio.ensure_future(coro)
@@ -235,8 +271,10 @@ class Router:
         chan = self._channels.get(address)
         if chan is None:
             chan = self._channels[address] = channel(address)
-        stub = node_pb2_grpc.NodeStub(chan)
-        call = stub.Connect(metadata=metadata(self._token, x_actorrt_peer=self.own_address))
+        connect = chan.stream_stream(
+            "/actorrt.Node/Connect", request_serializer=_as_bytes, response_deserializer=node_pb2.PeerBatch.FromString
+        )
+        call = connect(metadata=metadata(self._token, x_actorrt_peer=self.own_address))
         link = PeerLink(address, call.write, self.sent)
         self._links[address] = link
         self._spawn(self._pump(link, call, self._read_client(address, call)))
@@ -258,6 +296,7 @@ class Router:
 
         async def read() -> None:
             async for batch in requests:
+                await check_message(batch, context)
                 self._on_batch(address, batch)
 
         await self._pump(link, None, read())

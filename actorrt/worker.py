@@ -23,7 +23,7 @@ from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.serialization import deserialize, exception_from_error, runtime_error
 from actorrt.task_spec import SenderContext, build_task, encode_args
-from actorrt.transport import Router
+from actorrt.transport import FETCH, OBJECT, RESULT, SUBMIT, Router
 
 if TYPE_CHECKING:
     from actorrt.actor_host import ActorHost
@@ -180,7 +180,7 @@ class Worker:
         if address == self.address:
             self._assign(spec)
         else:
-            self.router.send(address, node_pb2.PeerMessage(submit=spec))
+            self.router.send(address, SUBMIT, spec)
 
     def _assign(self, spec: pb.TaskSpec) -> None:
         if self.host is None:
@@ -196,7 +196,7 @@ class Worker:
         if owner_address == self.address:
             self._on_result(value)
         else:
-            self.router.send(owner_address, node_pb2.PeerMessage(result=value))
+            self.router.send(owner_address, RESULT, value)
 
     def _on_result(self, value: pb.ObjectValue) -> None:
         self._inflight.pop(ids.producer_task(value.object_id), None)
@@ -230,7 +230,7 @@ class Worker:
         else:
             msg = f"object {ids.short(object_id)} is not held by its owner {self.address}"
             value = pb.ObjectValue(object_id=object_id, error=runtime_error(pb.OBJECT_LOST, msg))
-        self.router.send(peer, node_pb2.PeerMessage(object=value))
+        self.router.send(peer, OBJECT, value)
 
     async def resolve(self, ref: pb.ObjectRefProto) -> pb.ObjectValue:
         """The wire value of ``ref``, fetched from its owner if this process does not hold it."""
@@ -242,7 +242,7 @@ class Worker:
             self._borrowed[object_id] = 0
             self._fetches[object_id] = ref.owner_address
             fut = self.objects.expect(object_id)
-            self.router.send(ref.owner_address, node_pb2.PeerMessage(fetch=node_pb2.ObjectRequest(object_id=object_id)))
+            self.router.send(ref.owner_address, FETCH, node_pb2.ObjectRequest(object_id=object_id))
         else:
             fut = self.objects.expect(object_id)
         if object_id in self._borrowed:
