@@ -1,0 +1,220 @@
+"""The lineage stash's rules, without sockets: versions, TryEvict, lineage forwarding, Invariant 2."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actorrt import ids
+from actorrt.rpc import common_pb2 as pb
+from actorrt.stash import Stash
+from actorrt.task_spec import SenderContext, build_task
+
+
+def spec(name: str, deps: list[str] = (), version: int = 0) -> pb.TaskSpec:
+    return pb.TaskSpec(task_id=name.encode(), version=version, dependencies=[d.encode() for d in deps])
+
+
+def test_newest_version_wins():
+    s = Stash()
+    assert s.add(spec("t", ["a"], version=0))
+    assert s.add(spec("t", ["b"], version=1))
+    assert not s.add(spec("t", ["a"], version=0))  # stale
+    assert not s.add(spec("t", ["b"], version=1))  # same
+    assert list(s.get(b"t").dependencies) == [b"b"]
+
+
+def test_ack_of_an_older_version_does_not_commit():
+    s = Stash()
+    s.add(spec("t", version=0))
+    s.add(spec("t", version=1))
+    assert s.ack(b"t", 0) == []
+    assert b"t" in s
+    assert s.ack(b"t", 1) == [b"t"]
+    assert len(s) == 0
+
+
+def test_committed_task_waits_for_its_uncommitted_dependency_then_cascades():
+    s = Stash()
+    s.add(spec("a"))
+    s.add(spec("b", ["a"]))
+    s.add(spec("c", ["b"]))
+    assert s.ack(b"c", 0) == []  # committed, but b is still stashed
+    assert s.ack(b"b", 0) == []  # committed, but a is still stashed
+    assert s.is_committed(b"b") and s.is_committed(b"c")
+    assert sorted(s.ack(b"a", 0)) == [b"a", b"b", b"c"]  # eviction cascades to dependents
+    assert len(s) == 0 and s.evicted == 3
+
+
+def test_new_version_with_other_dependencies_relinks():
+    s = Stash()
+    s.add(spec("x"))
+    s.add(spec("t", ["x"], version=0))
+    s.add(spec("t", ["y"], version=1))  # predecessor overwritten: no longer depends on x
+    s.ack(b"t", 1)
+    assert b"t" not in s  # x being stashed does not hold it back any more
+    assert s.ack(b"x", 0) == [b"x"]
+
+
+def test_lineage_is_the_uncommitted_ancestors_and_goes_once_per_destination():
+    s = Stash()
+    s.add(spec("a"))
+    s.add(spec("b", ["a"]))
+    s.add(spec("c", ["b"]))
+    s.ack(b"b", 0)  # committed but kept: a is not
+    task = spec("d", ["c"])
+    names = lambda specs: sorted(x.task_id for x in specs)  # noqa: E731
+    assert names(s.uncommitted_lineage(task)) == [b"a", b"c"]  # walks through committed b to a
+    assert names(s.lineage_for(task, "node-1")) == [b"a", b"c"]
+    assert s.lineage_for(task, "node-1") == []  # already sent there, with its lineage
+    assert names(s.lineage_for(task, "node-2")) == [b"a", b"c"]  # another destination
+    s.add(spec("c", ["b"], version=1))  # a new version goes again
+    assert names(s.lineage_for(task, "node-1")) == [b"c"]
+    assert list(s.forwarded_sizes) == [2, 0, 2, 1]
+
+
+def test_max_forwards_bounds_how_often_a_task_travels():
+    s = Stash(max_forwards=2)
+    s.add(spec("a"))
+    sent = [len(s.lineage_for(spec(f"t{i}", ["a"]), f"node-{i}")) for i in range(4)]
+    assert sent == [1, 1, 0, 0]
+    with pytest.raises(ValueError):
+        Stash(max_forwards=-1)
+
+
+def test_figure7_chain_of_three_processes():
+    """A's task a1 runs on B, which submits b1 to C while a1 is uncommitted (the paper's Figure 7
+    situation as we read it): C receives a1 with b1; once the store acks a1, A, B and C all drop it,
+    and B's and C's stashes empty as their own tasks commit."""
+    stash_a, stash_b, stash_c = Stash(), Stash(), Stash()
+    a1 = spec("a1")
+    stash_a.add(a1)  # SubmitTask at A
+    assert stash_a.lineage_for(a1, "B") == []  # nothing uncommitted before it
+    stash_b.add(a1)  # AssignTask at B
+    b1 = spec("b1", ["a1"])  # submitted by a1's execution on B
+    stash_b.add(b1)
+    lineage = stash_b.lineage_for(b1, "C")
+    assert [x.task_id for x in lineage] == [b"a1"]
+    for x in [*lineage, b1]:
+        stash_c.add(x)  # AssignTask at C: the forwarded lineage first
+    assert stash_c.ack(b"b1", 0) == []  # b1 committed, but a1 is not: C keeps both
+    for stash in (stash_a, stash_b, stash_c):
+        stash.ack(b"a1", 0)
+    assert len(stash_a) == 0 and len(stash_c) == 0
+    assert list(stash_b.specs()) == [b1]
+    assert stash_b.ack(b"b1", 0) == [b"b1"]
+
+
+# ---- Invariant 2 on random task graphs and random ack orders -----------------------------------
+
+
+@dataclass
+class Process:
+    name: str
+    nondeterministic: bool
+    stash: Stash
+    ctx: SenderContext
+    inbox: list[tuple[pb.TaskSpec, list[pb.TaskSpec]]] = field(default_factory=list)
+    last_executed: bytes = b""
+    mine: dict[bytes, pb.TaskSpec] = field(default_factory=dict)  # submitted or executed, my version
+    owned: list[bytes] = field(default_factory=list)  # tasks I submitted (their results are mine)
+
+
+class Cluster:
+    """Processes exchanging tasks with lineage, and a store that applies writes in any order."""
+
+    def __init__(self, n: int, nondeterministic: list[bool], max_forwards: int | None) -> None:
+        self.procs = [
+            Process(f"p{i}", nondeterministic[i], Stash(max_forwards), SenderContext(ids.actor_id(b"sim", i)))
+            for i in range(n)
+        ]
+        self.store: dict[bytes, pb.TaskSpec] = {}
+        self.pending: list[tuple[Process, pb.TaskSpec]] = []  # flushes not yet applied
+
+    def flush(self, proc: Process, task: pb.TaskSpec) -> None:
+        self.pending.append((proc, task))
+
+    def stash_add(self, proc: Process, task: pb.TaskSpec) -> None:
+        if proc.stash.add(task):
+            self.flush(proc, task)
+
+    def submit(self, src: Process, dst: Process, arg_of: bytes | None) -> None:
+        task = build_task(src.ctx, dst.ctx.sender_id, "m", [], [], src.name)
+        if arg_of is not None:  # a reference argument: its producer becomes a dependency
+            task.argument_ids.append(ids.object_id(arg_of))
+            task.dependencies.append(arg_of)
+        src.mine[task.task_id] = task
+        src.owned.append(task.task_id)
+        self.stash_add(src, task)
+        dst.inbox.append((task, src.stash.lineage_for(task, dst.name)))
+
+    def execute(self, proc: Process) -> None:
+        task, lineage = proc.inbox.pop(0)
+        for ancestor in lineage:
+            self.stash_add(proc, ancestor)
+        if proc.nondeterministic and proc.last_executed:
+            task = pb.TaskSpec.FromString(task.SerializeToString())
+            del task.dependencies[1]
+            task.dependencies.insert(1, proc.last_executed)
+            task.predecessor_id = proc.last_executed
+            task.version += 1
+        self.stash_add(proc, task)
+        proc.mine[task.task_id] = task
+        proc.last_executed = task.task_id
+        proc.ctx.current_task = task.task_id
+
+    def apply_write(self, index: int) -> None:
+        proc, task = self.pending.pop(index)
+        held = self.store.get(task.task_id)
+        if held is None or held.version < task.version:
+            self.store[task.task_id] = task
+        proc.stash.ack(task.task_id, self.store[task.task_id].version)
+
+    def check_invariant(self) -> None:
+        """Every uncommitted ancestor of a task a process submitted or executed is in its stash."""
+        for proc in self.procs:
+            for task in proc.mine.values():
+                start = proc.stash.get(task.task_id) or task
+                todo, seen = [d for d in start.dependencies if d], set()
+                while todo:
+                    dep = todo.pop()
+                    if dep in seen:
+                        continue
+                    seen.add(dep)
+                    known = proc.stash.get(dep) or self.store.get(dep)
+                    assert known is not None, f"{proc.name}: uncommitted ancestor {dep.hex()[:8]} not stashed"
+                    todo.extend(d for d in known.dependencies if d)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_invariant_2_holds_on_random_graphs_and_ack_orders(data):
+    n = data.draw(st.integers(2, 4), label="processes")
+    nondet = data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="nondeterministic")
+    cluster = Cluster(n, nondet, max_forwards=None)
+    for _ in range(data.draw(st.integers(1, 60), label="steps")):
+        choices = ["submit"] + (["execute"] if any(p.inbox for p in cluster.procs) else []) + (
+            ["ack"] if cluster.pending else [])
+        op = data.draw(st.sampled_from(choices))
+        if op == "submit":
+            src = data.draw(st.sampled_from(cluster.procs))
+            dst = data.draw(st.sampled_from([p for p in cluster.procs if p is not src]))
+            arg = data.draw(st.sampled_from([None, *src.owned]))
+            cluster.submit(src, dst, arg)
+        elif op == "execute":
+            cluster.execute(data.draw(st.sampled_from([p for p in cluster.procs if p.inbox])))
+        else:
+            cluster.apply_write(data.draw(st.integers(0, len(cluster.pending) - 1)))
+        cluster.check_invariant()
+    # Idle: execute what is queued, apply every write; every stash drains to zero.
+    while any(p.inbox for p in cluster.procs) or cluster.pending:
+        for p in cluster.procs:
+            while p.inbox:
+                cluster.execute(p)
+        while cluster.pending:
+            cluster.apply_write(data.draw(st.integers(0, len(cluster.pending) - 1)))
+        cluster.check_invariant()
+    assert [len(p.stash) for p in cluster.procs] == [0] * n
