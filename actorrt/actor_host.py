@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from typing import TYPE_CHECKING, Any
 
 import cloudpickle
@@ -22,6 +23,8 @@ from actorrt.worker import current_sender
 
 if TYPE_CHECKING:
     from actorrt.worker import Worker
+
+log = logging.getLogger(__name__)
 
 # A task can reach a node before the creation of its actor when it comes over another stream
 # (the handle travelled faster than the creation task); it waits this long for the actor.
@@ -47,9 +50,21 @@ class ActorInstance:
         self.death: pb.RemoteError | None = None
         self.executed = 0
         self._runner = asyncio.ensure_future(self._run())
+        self._runner.add_done_callback(self._runner_ended)
 
     def stop(self) -> None:
         self._runner.cancel()
+
+    def _runner_ended(self, runner: asyncio.Task) -> None:
+        if runner.cancelled():
+            return
+        # Only a runtime bug gets here (method errors become results); fail loudly, not silently.
+        log.error("actor %s stopped", ids.short(self.actor_id), exc_info=runner.exception())
+        self.death = runtime_error(pb.ACTOR_DIED, f"actor {ids.short(self.actor_id)} stopped: {runner.exception()!r}")
+        while not self.mailbox.empty():
+            spec = self.mailbox.get_nowait()
+            self.worker.send_result(spec.owner_address, pb.ObjectValue(object_id=ids.object_id(spec.task_id),
+                                                                     error=self.death))
 
     async def _run(self) -> None:
         while True:
@@ -73,7 +88,11 @@ class ActorInstance:
             return pb.ObjectValue(object_id=object_id, value=serialize(result))
         except _ArgumentError as exc:
             return pb.ObjectValue(object_id=object_id, error=exc.error)
-        except Exception as exc:  # noqa: BLE001 - any user error goes back to the caller
+        except asyncio.CancelledError as exc:
+            if asyncio.current_task().cancelling():
+                raise  # the actor itself is being stopped
+            return pb.ObjectValue(object_id=object_id, error=error_from_exception(exc, self.actor_id))
+        except BaseException as exc:  # noqa: BLE001 - any user error, SystemExit included, goes back
             error = error_from_exception(exc, self.actor_id)
             if spec.method == "__init__":
                 who = f"{self.class_name}({ids.short(self.actor_id)})"
@@ -101,8 +120,8 @@ class ActorInstance:
         kwargs: dict[str, Any] = {}
         for arg in wire:
             if arg.WhichOneof("kind") == "ref":
+                resolved.append(arg.ref.object_id)  # before awaiting: unborrowed even if cancelled
                 value = await self.worker.resolve(arg.ref)
-                resolved.append(arg.ref.object_id)
                 if value.WhichOneof("kind") == "error":
                     raise _ArgumentError(value.error)
                 item = deserialize(value.value)

@@ -25,8 +25,7 @@ from click.core import ParameterSource
 from actorrt import session
 from actorrt.cluster import start_head
 from actorrt.exceptions import ActorRTError, ClusterError
-from actorrt.head_client import HeadClient
-from actorrt.node import HEAD_LOSS_GRACE_S
+from actorrt.head_client import HEAD_LOSS_GRACE_S, HeadClient
 from actorrt.processes import process_alive
 from actorrt.rpc import head_pb2
 from actorrt.session import SESSION_FILE, TOKEN_ENV, Session

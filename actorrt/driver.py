@@ -20,7 +20,7 @@ from grpc import aio
 from actorrt import ids
 from actorrt.cluster import HeadProcess
 from actorrt.exceptions import ClusterError
-from actorrt.head_client import HeadClient
+from actorrt.head_client import HEAD_LOSS_GRACE_S, HeadClient
 from actorrt.node_service import NodeServicer
 from actorrt.object_ref import ObjectRef
 from actorrt.rpc import head_pb2, node_pb2, node_pb2_grpc
@@ -106,15 +106,10 @@ class Driver:
 
     async def _follow_head(self, first_view: asyncio.Future) -> None:
         beat = head_pb2.Heartbeat(slot=-1)
-        while True:
-            try:
-                await self._head.subscribe(self.worker.apply_view, lambda: beat, first_view)
-            except ClusterError as exc:
-                if not first_view.done():
-                    first_view.set_exception(exc)
-                    return
-                log.warning("%s; reconnecting", exc)
-            await asyncio.sleep(0.25)
+        why = await self._head.follow(self.worker.apply_view, lambda: beat, HEAD_LOSS_GRACE_S, first_view)
+        if first_view.done() and first_view.exception() is None:
+            log.error("%s: failing every pending task", why)
+            self.worker.lose_cluster(f"lost the head at {self.head_address}")
 
     # ---- API calls ----------------------------------------------------------------------------
 
@@ -134,11 +129,8 @@ class Driver:
 
     def stats(self) -> dict[str, Any]:
         """Asks every live node for a fresh snapshot (actors, queue sizes)."""
-        per_node = dict(zip(
-            [n.slot for n in self.worker.alive_nodes()],
-            self.call(self._node_stats(self.worker.alive_nodes()), timeout=30.0),
-            strict=True,
-        ))
+        alive = self.worker.alive_nodes()
+        per_node = dict(zip([n.slot for n in alive], self.call(self._node_stats(alive), timeout=30.0), strict=True))
         nodes = []
         for info in self.worker.view.nodes:
             entry = _node_dict(info)

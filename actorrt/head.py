@@ -22,6 +22,7 @@ import uvloop
 from grpc import aio
 
 from actorrt import session
+from actorrt.background import BackgroundTasks
 from actorrt.processes import spawn
 from actorrt.redis_shards import RedisShard
 from actorrt.rpc import head_pb2, node_pb2
@@ -36,10 +37,17 @@ log = logging.getLogger("actorrt.head")
 HEARTBEAT_TIMEOUT_S = 10.0
 
 
+# A slot whose process dies before registering is restarted after a growing pause (a node that
+# cannot start, e.g. a broken environment, must not be relaunched in a tight loop). A node that
+# fails after registering is restarted at once.
+MAX_RESTART_DELAY_S = 30.0
+
+
 @dataclass
 class Slot:
     info: head_pb2.NodeInfo
     process: asyncio.subprocess.Process | None = None
+    restart_delay: float = 0.0
     last_heartbeat: float = 0.0
     stats: node_pb2.NodeStatsReply = field(default_factory=node_pb2.NodeStatsReply)
 
@@ -62,7 +70,7 @@ class Head:
         self._subscribers: set[asyncio.Queue[head_pb2.ClusterView]] = set()
         self._stopping = False
         self.stopped = asyncio.Event()
-        self._tasks: set[asyncio.Task] = set()
+        self._background = BackgroundTasks("head")
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -77,9 +85,9 @@ class Head:
         for slot in range(self.num_nodes):
             self.slots[slot] = Slot(head_pb2.NodeInfo(slot=slot, epoch=0, managed=True))
             await self._launch(slot)
-        self._spawn(self._check_heartbeats())
+        self._background.spawn(self._check_heartbeats())
         if self.parent_pid:
-            self._spawn(self._watch_parent())
+            self._background.spawn(self._watch_parent())
         session.write(Session(self.address, self.token, os.getpid(), str(self.session_dir)))
         log.info("head serving on %s with %d nodes and %d store shards", self.address, self.num_nodes, self.num_shards)
         return server
@@ -101,11 +109,6 @@ class Head:
         session.remove(self.session_dir)
         self.stopped.set()
 
-    def _spawn(self, coro) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def _launch(self, slot: int) -> None:
         s = self.slots[slot]
         s.info.epoch += 1
@@ -117,7 +120,7 @@ class Head:
         argv = [sys.executable, "-m", "actorrt.node", "--head", self.address, "--slot", str(slot), "--host", self.host]
         s.process = await spawn(argv, env, logs / f"node-{slot}.log")
         s.info.pid = s.process.pid
-        self._spawn(self._watch_process(slot, s.info.epoch, s.process))
+        self._background.spawn(self._watch_process(slot, s.info.epoch, s.process))
         self._publish()
 
     async def _watch_process(self, slot: int, epoch: int, process: asyncio.subprocess.Process) -> None:
@@ -129,11 +132,18 @@ class Head:
         if s is None or s.info.epoch != epoch or s.info.state == head_pb2.DEAD or self._stopping:
             return
         log.warning("node %d (epoch %d) failed: %s", slot, epoch, reason)
+        never_started = s.info.state == head_pb2.STARTING
         if s.process is not None and s.process.returncode is None:
             s.process.kill()  # fail-stop: a node declared dead must not keep running
         s.info.state = head_pb2.DEAD
         self._publish()
         if s.info.managed:
+            s.restart_delay = min(max(0.5, 2 * s.restart_delay), MAX_RESTART_DELAY_S) if never_started else 0.0
+            if s.restart_delay:
+                log.warning("node %d died before registering; restarting in %.1f s", slot, s.restart_delay)
+                await asyncio.sleep(s.restart_delay)
+                if self._stopping or s.info.epoch != epoch:
+                    return
             await self._launch(slot)
 
     async def _check_heartbeats(self) -> None:
@@ -218,7 +228,7 @@ class Head:
             reader.cancel()
             self._subscribers.discard(queue)
             if member is not None:
-                self._spawn(self.node_failed(*member, "heartbeat stream closed"))
+                self._background.spawn(self.node_failed(*member, "heartbeat stream closed"))
 
     async def KillNode(self, request: head_pb2.KillNodeRequest, context) -> head_pb2.KillNodeReply:  # noqa: N802
         s = self.slots.get(request.slot)

@@ -10,12 +10,15 @@ import grpc
 from grpc import aio
 
 from actorrt.exceptions import ClusterError
-from actorrt.rpc import head_pb2, head_pb2_grpc, node_pb2
+from actorrt.rpc import head_pb2, head_pb2_grpc
 from actorrt.transport import channel, metadata
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 0.2
+# How long a node or driver waits for an unreachable head before giving up on the cluster (a node
+# exits, so no orphan keeps running; a driver fails what is pending).
+HEAD_LOSS_GRACE_S = 5.0
 
 
 class HeadClient:
@@ -74,9 +77,37 @@ class HeadClient:
             call.cancel()
         raise ClusterError(f"the head at {self.address} closed the stream")
 
+    async def follow(
+        self,
+        on_view: Callable[[head_pb2.ClusterView], None],
+        heartbeat: Callable[[], head_pb2.Heartbeat],
+        grace: float,
+        first_view: asyncio.Future | None = None,
+    ) -> str:
+        """Keep the heartbeat/view stream up, reconnecting; return why once the head has been
+        unreachable for ``grace`` seconds. A failure before the first view goes to ``first_view``."""
+        loop = asyncio.get_running_loop()
+        lost_since: float | None = None
+
+        def seen(view: head_pb2.ClusterView) -> None:
+            nonlocal lost_since
+            lost_since = None
+            on_view(view)
+
+        while True:
+            try:
+                await self.subscribe(seen, heartbeat, first_view)
+            except ClusterError as exc:
+                if first_view is not None and not first_view.done():
+                    first_view.set_exception(exc)
+                    return str(exc)
+                now = loop.time()
+                lost_since = lost_since if lost_since is not None else now
+                if now - lost_since >= grace:
+                    return f"{exc} (unreachable for {now - lost_since:.1f} s)"
+                log.warning("%s; reconnecting", exc)
+            await asyncio.sleep(0.25)
+
     async def aclose(self) -> None:
         await self._channel.close()
 
-
-def empty_stats() -> node_pb2.NodeStatsReply:
-    return node_pb2.NodeStatsReply(slot=-1)

@@ -19,8 +19,8 @@ import uvloop
 
 from actorrt import ids, runtime
 from actorrt.actor_host import ActorHost
-from actorrt.exceptions import ActorRTError, ClusterError
-from actorrt.head_client import HeadClient
+from actorrt.exceptions import ActorRTError
+from actorrt.head_client import HEAD_LOSS_GRACE_S, HeadClient
 from actorrt.node_service import NodeServicer
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.session import TOKEN_ENV
@@ -30,8 +30,6 @@ from actorrt.worker import Worker
 
 log = logging.getLogger("actorrt.node")
 
-# How long a node outlives an unreachable head before exiting (so no orphan keeps running).
-HEAD_LOSS_GRACE_S = 5.0
 
 
 class NodeProcess:
@@ -56,6 +54,7 @@ class NodeProcess:
         )
         self.worker.bind(address)
         runtime.set_current(self)
+        self._main_task = asyncio.current_task()
         reply = await self.head.register(self.requested_slot, address, os.getpid(), socket.gethostname())
         self.servicer.slot, self.servicer.epoch = reply.slot, reply.epoch
         # Tasks submitted outside any actor task come from the node itself.
@@ -69,20 +68,17 @@ class NodeProcess:
             await server.stop(0.5)
 
     async def _follow_head(self) -> None:
-        lost_since: float | None = None
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                await self.head.subscribe(self.worker.apply_view, self._heartbeat)
-            except ClusterError as exc:
-                now = loop.time()
-                lost_since = lost_since or now
-                if now - lost_since > HEAD_LOSS_GRACE_S:
-                    log.error("head unreachable for %.0f s (%s); exiting", now - lost_since, exc)
-                    return
-                await asyncio.sleep(0.25)
-                continue
-            lost_since = None
+        why = await self.head.follow(self._apply_view, self._heartbeat, HEAD_LOSS_GRACE_S)
+        log.error("%s; exiting", why)
+
+    def _apply_view(self, view: head_pb2.ClusterView) -> None:
+        self.worker.apply_view(view)
+        me = self.worker.node(self.servicer.slot)
+        if me is None or me.epoch != self.servicer.epoch or me.state != head_pb2.ALIVE:
+            # Fail-stop: the cluster has declared this incarnation dead and told its callers so;
+            # running their tasks any further would contradict that.
+            log.error("the head declared node %d (epoch %d) dead; exiting", self.servicer.slot, self.servicer.epoch)
+            asyncio.get_running_loop().call_soon(self._main_task.cancel)
 
     def _heartbeat(self) -> head_pb2.Heartbeat:
         return head_pb2.Heartbeat(slot=self.servicer.slot, epoch=self.servicer.epoch, stats=self.servicer.stats())

@@ -36,9 +36,6 @@ class ObjectStore:
         fut.set_result(value)
         return True
 
-    def pending(self) -> int:
-        return sum(1 for fut in self._entries.values() if not fut.done())
-
     def release(self, object_id: bytes) -> None:
         fut = self._entries.pop(object_id, None)
         if fut is not None and not fut.done():

@@ -39,7 +39,8 @@ def write(session: Session) -> Path:
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = directory / SESSION_FILE
     tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp.unlink(missing_ok=True)  # O_EXCL below: never reuse a file someone else may have opened
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(asdict(session), f)
     os.replace(tmp, path)

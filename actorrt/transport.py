@@ -20,6 +20,7 @@ from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError, Message
 from grpc import aio
 
+from actorrt.background import BackgroundTasks
 from actorrt.rpc import node_pb2
 
 log = logging.getLogger(__name__)
@@ -221,7 +222,6 @@ class PeerLink:
         self._write = write
         self._queue: list[bytes] = []  # frames
         self._wake = asyncio.Event()
-        self.closed = False
 
     def send(self, kind: int, message: Message) -> None:
         self._queue.append(frame(kind, message))
@@ -251,7 +251,7 @@ class Router:
         self._on_peer_lost = on_peer_lost
         self._links: dict[str, PeerLink] = {}
         self._channels: dict[str, aio.Channel] = {}
-        self._tasks: set[asyncio.Task] = set()
+        self._background = BackgroundTasks(f"router {own_address}")
         self.sent = SendCounters()
 
     def send(self, address: str, kind: int, message: Message) -> None:
@@ -260,12 +260,6 @@ class Router:
         if link is None:
             link = self._open(address)
         link.send(kind, message)
-
-    def _spawn(self, coro: Awaitable) -> asyncio.Task:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
 
     def _open(self, address: str) -> PeerLink:
         chan = self._channels.get(address)
@@ -277,7 +271,7 @@ class Router:
         call = connect(metadata=metadata(self._token, x_actorrt_peer=self.own_address))
         link = PeerLink(address, call.write, self.sent)
         self._links[address] = link
-        self._spawn(self._pump(link, call, self._read_client(address, call)))
+        self._background.spawn(self._pump(link, call, self._read_client(address, call)))
         return link
 
     async def _read_client(self, address: str, call: Any) -> None:
@@ -302,12 +296,12 @@ class Router:
         await self._pump(link, None, read())
 
     async def _pump(self, link: PeerLink | None, call: Any, reader: Awaitable) -> None:
-        writer = self._spawn(link.run()) if link is not None else None
+        writer = self._background.spawn(link.run()) if link is not None else None
         try:
             if writer is None:
                 await reader
             else:
-                read_task = self._spawn(reader)
+                read_task = self._background.spawn(reader)
                 done, _ = await asyncio.wait({read_task, writer}, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     task.result()
@@ -318,22 +312,24 @@ class Router:
                 writer.cancel()
             if call is not None:
                 call.cancel()
-            if link is not None:
-                link.closed = True
-                if self._links.get(link.address) is link:
-                    del self._links[link.address]
-                    self._on_peer_lost(link.address)
+            if link is not None and self._links.get(link.address) is link:
+                del self._links[link.address]
+                self._close_channel(link.address)
+                self._on_peer_lost(link.address)
 
     def forget(self, address: str) -> None:
         """Drop the stream and channel to a peer known to be gone."""
-        self._links.pop(address, None)
+        if self._links.pop(address, None) is not None:
+            self._close_channel(address)
+            self._on_peer_lost(address)
+
+    def _close_channel(self, address: str) -> None:
         chan = self._channels.pop(address, None)
         if chan is not None:
-            self._spawn(chan.close())
+            self._background.spawn(chan.close())
 
     async def aclose(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
+        self._background.cancel_all()
         for chan in self._channels.values():
             await chan.close()
         self._channels.clear()

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from actorrt import ids
+from actorrt.background import BackgroundTasks
 from actorrt.exceptions import ActorRTError, ClusterError, GetTimeoutError
 from actorrt.object_ref import ObjectRef
 from actorrt.object_store import ObjectStore
@@ -41,6 +42,7 @@ class _Inflight:
 
     slot: int
     epoch: int
+    address: str
     object_id: bytes
     arg_refs: list[ObjectRef] = field(default_factory=list)  # keep borrowed values alive
 
@@ -61,7 +63,7 @@ class Worker:
         self._fetches: dict[bytes, str] = {}  # object id -> owner asked for it
         self._borrowed: dict[bytes, int] = {}  # fetched object id -> tasks using it
         self._loop_thread: int | None = None
-        self._background: set[asyncio.Future] = set()
+        self._background = BackgroundTasks("worker")
 
     def bind(self, address: str) -> None:
         """Start routing as ``address`` (this process's gRPC server)."""
@@ -77,11 +79,6 @@ class Worker:
             fn(*args)
         else:
             self.loop.call_soon_threadsafe(fn, *args)
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
     # ---- cluster view -------------------------------------------------------------------------
 
@@ -175,8 +172,8 @@ class Worker:
         if not self._incarnation_alive(slot, epoch):
             self.objects.put(self._died(object_id, slot, epoch))
             return
-        self._inflight[spec.task_id] = _Inflight(slot, epoch, object_id, refs)
         address = self._nodes[slot].address
+        self._inflight[spec.task_id] = _Inflight(slot, epoch, address, object_id, refs)
         if address == self.address:
             self._assign(spec)
         else:
@@ -210,12 +207,19 @@ class Worker:
             elif kind == "result":
                 self._on_result(message.result)
             elif kind == "fetch":
-                self._spawn(self._answer_fetch(peer, message.fetch.object_id))
+                self._background.spawn(self._answer_fetch(peer, message.fetch.object_id))
             elif kind == "object":
                 self._fetches.pop(message.object.object_id, None)
                 self.objects.put(message.object)
 
     def _on_peer_lost(self, peer: str) -> None:
+        # Until recovery re-sends them, tasks whose stream broke must fail rather than hang: the
+        # peer may or may not have run them.
+        broken = [tid for tid, t in self._inflight.items() if t.address == peer]
+        for tid in broken:
+            t = self._inflight.pop(tid)
+            msg = f"the stream to node {t.slot} ({peer}) broke before the task's result came back"
+            self.objects.put(pb.ObjectValue(object_id=t.object_id, error=runtime_error(pb.ACTOR_DIED, msg)))
         for object_id, owner in list(self._fetches.items()):
             if owner == peer:
                 del self._fetches[object_id]
@@ -269,8 +273,8 @@ class Worker:
                 pass
 
     async def get_value(self, ref: ObjectRef) -> Any:
-        value = await self.resolve(ref.to_proto())
         try:
+            value = await self.resolve(ref.to_proto())
             if value.WhichOneof("kind") == "error":
                 raise exception_from_error(value.error)
             return deserialize(value.value)
@@ -306,15 +310,27 @@ class Worker:
     def pending_results(self) -> int:
         return len(self._inflight)
 
+    def lose_cluster(self, reason: str) -> None:
+        """The head is gone for good: every node counts as dead, so nothing waits on them."""
+        view = head_pb2.ClusterView()
+        view.CopyFrom(self.view)
+        view.revision += 1
+        for node in view.nodes:
+            node.state = head_pb2.DEAD
+        self.apply_view(view)
+        self.fail_all(reason)
+
     def fail_all(self, reason: str) -> None:
         """Fail every task still waiting for a result (the cluster is going away)."""
         for t in self._inflight.values():
             self.objects.put(pb.ObjectValue(object_id=t.object_id, error=runtime_error(pb.ACTOR_DIED, reason)))
         self._inflight.clear()
+        for object_id in self._fetches:
+            self.objects.put(pb.ObjectValue(object_id=object_id, error=runtime_error(pb.OBJECT_LOST, reason)))
+        self._fetches.clear()
 
     async def aclose(self) -> None:
-        for task in list(self._background):
-            task.cancel()
+        self._background.cancel_all()
         if self.router is not None:
             await self.router.aclose()
 

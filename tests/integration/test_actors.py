@@ -51,6 +51,14 @@ class Counter:
     def double(self, arr):
         return arr * 2
 
+    def exit(self):
+        raise SystemExit(3)
+
+    async def cancelled(self):
+        fut = asyncio.get_running_loop().create_future()
+        fut.cancel()
+        return await fut
+
     def where(self):
         import os
 
@@ -129,6 +137,15 @@ def test_task_error_carries_remote_details_and_actor_keeps_serving(cluster):
     assert err.type_name == "builtins.ValueError"
     assert err.remote_message == "bad input"
     assert "in fail" in err.remote_traceback and "raise ValueError(msg)" in err.remote_traceback
+    assert actorrt.get(a.add.remote(1), timeout=30) == 1
+
+
+def test_base_exceptions_in_methods_are_task_errors_too(cluster):
+    a = Counter.options(node=0).remote()
+    with pytest.raises(actorrt.TaskError, match="SystemExit"):
+        actorrt.get(a.exit.remote(), timeout=30)
+    with pytest.raises(actorrt.TaskError, match="CancelledError"):
+        actorrt.get(a.cancelled.remote(), timeout=30)
     assert actorrt.get(a.add.remote(1), timeout=30) == 1
 
 

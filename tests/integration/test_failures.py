@@ -78,3 +78,16 @@ def test_external_sigkill_is_detected_too(fresh_cluster):
 def test_killing_an_unknown_node_is_an_error(fresh_cluster):
     with pytest.raises(ValueError, match="no node 9"):
         actorrt.kill_node(9)
+
+
+def test_losing_the_head_fails_pending_calls_instead_of_hanging(fresh_cluster):
+    from actorrt import runtime
+
+    a = Worker.options(node=0).remote()
+    assert actorrt.get(a.inc.remote(), timeout=30) == 1
+    pending = a.sleep.remote(60)
+    os.kill(runtime.current().head_process.process.pid, signal.SIGKILL)  # its nodes die with it
+    with pytest.raises(actorrt.ActorDiedError):
+        actorrt.get(pending, timeout=30)
+    with pytest.raises(actorrt.ActorDiedError):  # and new calls fail fast
+        actorrt.get(a.inc.remote(), timeout=30)
