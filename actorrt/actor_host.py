@@ -49,6 +49,7 @@ class ActorInstance:
         self.instance: Any = None
         self.death: pb.RemoteError | None = None
         self.executed = 0
+        self.last_executed = b""  # the predecessor of the next task, for AssignTask
         self._runner = asyncio.ensure_future(self._run())
         self._runner.add_done_callback(self._runner_ended)
 
@@ -67,8 +68,13 @@ class ActorInstance:
                                                                      error=self.death))
 
     async def _run(self) -> None:
+        ft = self.worker.ft
         while True:
             spec = await self.mailbox.get()
+            if ft.over_limit:  # back-pressure: the tasks this one submits would grow the stash
+                await ft.wait_below_limit()
+            spec = await ft.on_assign(spec, self.last_executed, self.nondeterministic)  # AssignTask
+            self.last_executed = spec.task_id
             value = await self._execute(spec)
             self.executed += 1
             self.worker.send_result(spec.owner_address, value)

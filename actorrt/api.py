@@ -13,6 +13,7 @@ from actorrt import runtime, session
 from actorrt.cluster import start_head
 from actorrt.driver import ClusterOptions, Driver
 from actorrt.exceptions import ActorRTError
+from actorrt.fault_tolerance import FaultToleranceOptions
 from actorrt.handles import ActorClass
 from actorrt.object_ref import ObjectRef
 
@@ -28,6 +29,9 @@ def init(
     token: str | None = None,
     host: str = "127.0.0.1",
     timeout: float = 60.0,
+    ft: str = "lineage_stash",
+    store_delay_ms: float = 0.0,
+    max_forwards: int | None = None,
 ) -> dict[str, Any]:
     """Start an embedded cluster, or connect to a running one.
 
@@ -39,6 +43,11 @@ def init(
         token: the cluster token (default: ``ACTORRT_TOKEN``, else the local session file).
         host: the address this driver (and an embedded cluster) binds.
         timeout: seconds to wait for the nodes to come up.
+        ft: lineage logging of the embedded cluster: ``"lineage_stash"`` (flushes off the critical
+            path), ``"write_first"`` (the baseline: the spec is acked by the store before the task
+            runs) or ``"none"``. A cluster joined by address keeps its own.
+        store_delay_ms: simulated lineage-store latency added to every ack.
+        max_forwards: the paper's f: how often an uncommitted task may be forwarded (None: unlimited).
 
     Returns:
         ``{"address": head address, "nodes": [...]}``.
@@ -48,8 +57,10 @@ def init(
             raise ActorRTError("actorrt is already initialized; call actorrt.shutdown() first")
         if address is None:
             opts = ClusterOptions(num_nodes, store_shards, host)
+            ft_options = FaultToleranceOptions(ft, store_delay_ms, max_forwards)
             session_dir = Path(tempfile.mkdtemp(prefix="actorrt-"))
-            head = start_head(session_dir, num_nodes=opts.num_nodes, store_shards=opts.store_shards, host=opts.host)
+            head = start_head(session_dir, num_nodes=opts.num_nodes, store_shards=opts.store_shards, host=opts.host,
+                              fault_tolerance=ft_options)
             driver = Driver(head.session.head_address, head.session.token, host, head)
             wait_for = opts.num_nodes
         else:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from actorrt import session
 from actorrt.exceptions import ClusterError
+from actorrt.fault_tolerance import FaultToleranceOptions
 from actorrt.processes import process_alive
 from actorrt.session import TOKEN_ENV, Session
 
@@ -46,6 +47,7 @@ def start_head(
     port: int = 0,
     token: str | None = None,
     tied_to_caller: bool = True,
+    fault_tolerance: FaultToleranceOptions = FaultToleranceOptions(),
 ) -> HeadProcess:
     """Launch a head and wait until its session file names its address.
 
@@ -66,6 +68,10 @@ def start_head(
         sys.executable, "-m", "actorrt.head", "--host", host, "--port", str(port), "--nodes", str(num_nodes),
         "--store-shards", str(store_shards), "--session-dir", str(session_dir),
     ]
+    ft = fault_tolerance
+    argv += ["--ft", ft.mode, "--store-delay-ms", str(ft.store_delay_ms)]
+    if ft.max_forwards is not None:
+        argv += ["--max-forwards", str(ft.max_forwards)]
     if tied_to_caller:
         argv += ["--parent-pid", str(os.getpid())]
     with open(logs / "head.log", "ab") as log:

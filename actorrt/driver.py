@@ -53,6 +53,15 @@ def _node_dict(n: head_pb2.NodeInfo) -> dict[str, Any]:
     }
 
 
+def _lineage_dict(s: node_pb2.LineageStats) -> dict[str, Any]:
+    return {f.name: getattr(s, f.name) for f in node_pb2.LineageStats.DESCRIPTOR.fields}
+
+
+def _ft_dict(ft: head_pb2.FaultTolerance) -> dict[str, Any]:
+    return {"mode": ft.mode, "store_delay_ms": ft.store_delay_ms,
+            "max_forwards": None if ft.max_forwards < 0 else ft.max_forwards}
+
+
 class Driver:
     """What ``actorrt.runtime.current()`` is in a driver process."""
 
@@ -144,13 +153,16 @@ class Driver:
                 num_actors=len(actors), queued=sum(a["queued"] for a in actors), actors=actors,
                 pending_results=s.pending_results if s else 0, objects=s.objects if s else 0,
                 messages_sent=s.messages_sent if s else 0, batches_sent=s.batches_sent if s else 0,
+                lineage=_lineage_dict(s.lineage) if s else {},
             )
             nodes.append(entry)
         return {
             "head": self.head_address,
             "nodes": nodes,
             "store_shards": [s.address for s in self.worker.view.store_shards],
-            "driver": {"pending_results": self.worker.pending_results(), "objects": len(self.worker.objects)},
+            "fault_tolerance": _ft_dict(self.worker.view.fault_tolerance),
+            "driver": {"pending_results": self.worker.pending_results(), "objects": len(self.worker.objects),
+                       "lineage": _lineage_dict(self.worker.ft.stats()) if self.worker.ft else {}},
         }
 
     async def _node_stats(self, nodes: list[head_pb2.NodeInfo]) -> list[node_pb2.NodeStatsReply | None]:

@@ -23,6 +23,7 @@ from grpc import aio
 
 from actorrt import session
 from actorrt.background import BackgroundTasks
+from actorrt.fault_tolerance import MODES, FaultToleranceOptions
 from actorrt.processes import spawn
 from actorrt.redis_shards import RedisShard
 from actorrt.rpc import head_pb2, node_pb2
@@ -54,7 +55,8 @@ class Slot:
 
 class Head:
     def __init__(self, token: str, host: str, session_dir: Path, num_nodes: int, store_shards: int,
-                 parent_pid: int | None = None, heartbeat_timeout: float = HEARTBEAT_TIMEOUT_S) -> None:
+                 parent_pid: int | None = None, heartbeat_timeout: float = HEARTBEAT_TIMEOUT_S,
+                 fault_tolerance: FaultToleranceOptions = FaultToleranceOptions()) -> None:
         self.token = token
         self.host = host
         self.session_dir = session_dir
@@ -62,6 +64,7 @@ class Head:
         self.num_shards = store_shards
         self.parent_pid = parent_pid
         self.heartbeat_timeout = heartbeat_timeout
+        self.fault_tolerance = fault_tolerance
         self.address = ""
         self.slots: dict[int, Slot] = {}
         self.shards: list[RedisShard] = []
@@ -169,6 +172,7 @@ class Head:
             nodes=[s.info for _, s in sorted(self.slots.items())],
             store_shards=[head_pb2.StoreShard(address=shard.address) for shard in self.shards],
             store_password=self.store_password,
+            fault_tolerance=self.fault_tolerance.to_proto(),
         )
 
     def _publish(self) -> None:
@@ -195,7 +199,7 @@ class Head:
         s.info.address, s.info.pid, s.info.hostname = request.address, request.pid, request.hostname
         s.last_heartbeat = asyncio.get_running_loop().time()
         self._publish()
-        return head_pb2.RegisterNodeReply(slot=slot, epoch=s.info.epoch)
+        return head_pb2.RegisterNodeReply(slot=slot, epoch=s.info.epoch, view=self.view())
 
     async def Subscribe(self, requests, context) -> None:  # noqa: N802
         queue: asyncio.Queue[head_pb2.ClusterView] = asyncio.Queue()
@@ -256,6 +260,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--store-shards", type=int, default=2)
     parser.add_argument("--session-dir", type=Path, default=session.default_dir())
     parser.add_argument("--parent-pid", type=int, default=None, help="stop when this process exits")
+    parser.add_argument("--ft", choices=MODES, default="lineage_stash", help="lineage logging mode")
+    parser.add_argument("--store-delay-ms", type=float, default=0.0, help="simulated lineage-store latency")
+    parser.add_argument("--max-forwards", type=int, default=None, help="the paper's f (default: unlimited)")
     parser.add_argument("--heartbeat-timeout", type=float, default=HEARTBEAT_TIMEOUT_S,
                         help="seconds without heartbeats before a node is declared dead")
     args = parser.parse_args(argv)
@@ -266,7 +273,8 @@ def main(argv: list[str] | None = None) -> None:
 
     async def amain() -> None:
         head = Head(token, args.host, args.session_dir, args.nodes, args.store_shards, args.parent_pid,
-                    args.heartbeat_timeout)
+                    args.heartbeat_timeout,
+                    FaultToleranceOptions(args.ft, args.store_delay_ms, args.max_forwards))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, lambda: asyncio.ensure_future(head.stop()))

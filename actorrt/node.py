@@ -57,6 +57,7 @@ class NodeProcess:
         self._main_task = asyncio.current_task()
         reply = await self.head.register(self.requested_slot, address, os.getpid(), socket.gethostname())
         self.servicer.slot, self.servicer.epoch = reply.slot, reply.epoch
+        self.worker.apply_view(reply.view)
         # Tasks submitted outside any actor task come from the node itself.
         self.worker.process_context = SenderContext(ids.actor_id(f"node-{reply.slot}".encode(), reply.epoch))
         log.info("node %d (epoch %d) serving on %s", reply.slot, reply.epoch, address)

@@ -32,4 +32,5 @@ class NodeServicer:
             objects=len(self.worker.objects),
             messages_sent=self.worker.router.sent.messages,
             batches_sent=self.worker.router.sent.batches,
+            lineage=self.worker.ft.stats() if self.worker.ft is not None else None,
         )

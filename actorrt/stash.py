@@ -5,8 +5,10 @@ A synchronous, in-memory structure with no I/O, so its rules are tested without 
 - ``add`` keeps the newest version of a task (Definition 4.1); the caller flushes what it returns.
 - ``ack`` records that the store holds a version; ``TryEvict`` then drops a task once it (or a newer
   version) is committed and none of its dependencies is still stashed, cascading to dependents.
-- ``lineage_for`` is ``GetUncommittedLineage`` for one destination: the uncommitted ancestors of a
-  task that this destination has not been sent yet, each forwarded at most ``max_forwards`` times.
+- ``lineage_for`` is ``GetUncommittedLineage`` for one destination: the stashed ancestors of a task
+  that this destination has not been sent yet, each forwarded at most ``max_forwards`` times. A
+  committed ancestor is only stashed while it leads to an uncommitted one, and it goes along: the
+  receiver's own lineage walks must be able to pass through it.
 
 Invariant (paper Invariant 2): for every task this process executed or submitted, its uncommitted
 lineage is in this stash. Committed tasks stay while an ancestor is uncommitted, so the lineage
@@ -128,8 +130,6 @@ class Stash:
         """
         out: list[pb.TaskSpec] = []
         for entry in self._walk(spec, destination):
-            if entry.is_committed:
-                continue
             if self.max_forwards is not None and entry.forwards >= self.max_forwards:
                 continue
             entry.forwards += 1

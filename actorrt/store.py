@@ -1,19 +1,22 @@
 """Async client of the lineage store: K Redis shards, keys spread by client-side sharding.
 
-Keys are task IDs (already uniform hashes), so a key's shard is its leading 8 bytes modulo K and
-any process computes the same placement. Writes are grouped per shard and sent as one pipeline.
+Keys end with a task ID (a uniform hash), so a key's shard is its last 8 bytes modulo K and any
+process computes the same placement. Writes are grouped per shard and sent as one pipeline.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TypeVar
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
 from actorrt.exceptions import ClusterError
+
+T = TypeVar("T")
 
 
 class ShardedStore:
@@ -30,7 +33,7 @@ class ShardedStore:
             ))
 
     def shard_of(self, key: bytes) -> int:
-        return int.from_bytes(key[:8], "big") % len(self._clients)
+        return int.from_bytes(key[-8:], "big") % len(self._clients)
 
     def _by_shard(self, keys: Sequence[bytes]) -> dict[int, list[bytes]]:
         groups: dict[int, list[bytes]] = {}
@@ -38,24 +41,31 @@ class ShardedStore:
             groups.setdefault(self.shard_of(key), []).append(key)
         return groups
 
-    async def put_many(self, items: Mapping[bytes, bytes]) -> None:
-        """Write every item; one pipelined round trip per shard, shards in parallel."""
+    async def per_shard(
+        self, keys: Sequence[bytes], fn: Callable[[aioredis.Redis, list[bytes]], Awaitable[T]]
+    ) -> list[T]:
+        """Run ``fn(shard_client, keys_of_that_shard)`` for every shard holding some of ``keys``,
+        shards in parallel (one pipelined round trip each when ``fn`` uses a pipeline)."""
+        return await self._gather(fn(self._clients[s], ks) for s, ks in self._by_shard(keys).items())
 
-        async def write(shard: int, keys: list[bytes]) -> None:
-            async with self._clients[shard].pipeline(transaction=False) as pipe:
+    async def put_many(self, items: Mapping[bytes, bytes]) -> None:
+        """Write every item."""
+
+        async def write(client: aioredis.Redis, keys: list[bytes]) -> None:
+            async with client.pipeline(transaction=False) as pipe:
                 for key in keys:
                     pipe.set(key, items[key])
                 await pipe.execute()
 
-        await self._gather(write(s, ks) for s, ks in self._by_shard(list(items)).items())
+        await self.per_shard(list(items), write)
 
     async def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes | None]:
+        async def read(client: aioredis.Redis, ks: list[bytes]) -> dict[bytes, bytes | None]:
+            return dict(zip(ks, await client.mget(ks), strict=True))
+
         out: dict[bytes, bytes | None] = {}
-
-        async def read(shard: int, ks: list[bytes]) -> None:
-            out.update(zip(ks, await self._clients[shard].mget(ks), strict=True))
-
-        await self._gather(read(s, ks) for s, ks in self._by_shard(keys).items())
+        for part in await self.per_shard(keys, read):
+            out.update(part)
         return out
 
     async def ping(self) -> None:

@@ -169,6 +169,7 @@ SUBMIT = node_pb2.PeerMessage.SUBMIT_FIELD_NUMBER
 RESULT = node_pb2.PeerMessage.RESULT_FIELD_NUMBER
 FETCH = node_pb2.PeerMessage.FETCH_FIELD_NUMBER
 OBJECT = node_pb2.PeerMessage.OBJECT_FIELD_NUMBER
+LINEAGE = node_pb2.PeerMessage.LINEAGE_FIELD_NUMBER
 _BATCH_ENTRY_TAG = bytes([node_pb2.PeerBatch.MESSAGES_FIELD_NUMBER << 3 | 2])
 
 
@@ -296,20 +297,19 @@ class Router:
         await self._pump(link, None, read())
 
     async def _pump(self, link: PeerLink | None, call: Any, reader: Awaitable) -> None:
-        writer = self._background.spawn(link.run()) if link is not None else None
+        """Read (and write, with ``link``) one stream until either side of it ends."""
+        halves = {asyncio.ensure_future(reader)}
+        if link is not None:
+            halves.add(asyncio.ensure_future(link.run()))
         try:
-            if writer is None:
-                await reader
-            else:
-                read_task = self._background.spawn(reader)
-                done, _ = await asyncio.wait({read_task, writer}, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    task.result()
+            done, _ = await asyncio.wait(halves, return_when=asyncio.FIRST_COMPLETED)
+            for half in done:
+                half.result()
         except (aio.AioRpcError, asyncio.InvalidStateError, grpc.RpcError) as exc:
             log.debug("stream to %s ended: %s", link.address if link else "?", exc)
         finally:
-            if writer is not None:
-                writer.cancel()
+            for half in halves:
+                half.cancel()
             if call is not None:
                 call.cancel()
             if link is not None and self._links.get(link.address) is link:

@@ -18,13 +18,16 @@ from typing import TYPE_CHECKING, Any
 from actorrt import ids
 from actorrt.background import BackgroundTasks
 from actorrt.exceptions import ActorRTError, ClusterError, GetTimeoutError
+from actorrt.fault_tolerance import FaultTolerance, FaultToleranceOptions
+from actorrt.lineage_store import LineageStore
 from actorrt.object_ref import ObjectRef
 from actorrt.object_store import ObjectStore
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.serialization import deserialize, exception_from_error, runtime_error
+from actorrt.store import ShardedStore
 from actorrt.task_spec import SenderContext, build_task, encode_args
-from actorrt.transport import FETCH, OBJECT, RESULT, SUBMIT, Router
+from actorrt.transport import FETCH, LINEAGE, OBJECT, RESULT, SUBMIT, Router
 
 if TYPE_CHECKING:
     from actorrt.actor_host import ActorHost
@@ -56,6 +59,7 @@ class Worker:
         self.objects = ObjectStore()
         self.host: ActorHost | None = None
         self.router: Router | None = None
+        self.ft: FaultTolerance | None = None  # from the first cluster view
         self.view = head_pb2.ClusterView()
         self._nodes: dict[int, head_pb2.NodeInfo] = {}
         self._view_changed = asyncio.Event()
@@ -86,6 +90,8 @@ class Worker:
         """Take a newer cluster view; fail tasks whose node incarnation is gone."""
         if view.revision < self.view.revision:
             return
+        if self.ft is None:
+            self._start_lineage_logging(view)
         old = self._nodes
         self.view = view
         self._nodes = {n.slot: n for n in view.nodes}
@@ -100,6 +106,16 @@ class Worker:
             self.objects.put(self._died(t.object_id, t.slot, t.epoch))
         self._view_changed.set()
         self._view_changed = asyncio.Event()
+
+    def _start_lineage_logging(self, view: head_pb2.ClusterView) -> None:
+        options = FaultToleranceOptions.from_proto(view.fault_tolerance)
+        store = None
+        if options.mode != "none":
+            shards = ShardedStore([s.address for s in view.store_shards], view.store_password)
+            store = LineageStore(shards)
+        self.ft = FaultTolerance.create(options, store)
+        if self.ft.flusher is not None:
+            self._background.spawn(self.ft.flusher.run())
 
     async def wait_view(self, predicate: Any, timeout: float) -> None:
         """Wait until ``predicate(self)`` holds for the current view."""
@@ -130,13 +146,19 @@ class Worker:
                     kwargs: dict[str, Any]) -> ObjectRef:
         """Submit ``handle.method(*args, **kwargs)``; returns the ref to its result."""
         wire_args, refs = encode_args(args, kwargs)
+        self._wait_for_stash_room()
         ctx = self._sender()
         with ctx.lock:
             spec = build_task(ctx, handle.actor_id, method, wire_args, refs, self.address)
             object_id = ids.object_id(spec.task_id)
             ref = ObjectRef(object_id, self.address, owned=True)
-            self._call_soon(self._send_task, spec, handle.slot, handle.epoch, refs)
+            self._call_soon(self._send_task, spec, handle.slot, handle.epoch, refs, handle.nondeterministic)
         return ref
+
+    def _wait_for_stash_room(self) -> None:
+        """Back-pressure for driver threads (actors wait in their runner instead)."""
+        if self.ft is not None and self.ft.over_limit and not self.on_loop_thread():
+            asyncio.run_coroutine_threadsafe(self.ft.wait_below_limit(), self.loop).result()
 
     def create_actor(self, creation: pb.ActorCreation, args: Sequence[Any],
                      kwargs: dict[str, Any], node: int | None) -> tuple[bytes, int, int]:
@@ -148,7 +170,7 @@ class Worker:
             info = self._place(node, ctx.actors_created)
             creation.slot, creation.node_epoch = info.slot, info.epoch
             spec = build_task(ctx, actor_id, "__init__", wire_args, refs, self.address, creation)
-            self._call_soon(self._send_task, spec, info.slot, info.epoch, refs)
+            self._call_soon(self._send_task, spec, info.slot, info.epoch, refs, creation.nondeterministic)
         return actor_id, info.slot, info.epoch
 
     def _place(self, node: int | None, counter: int) -> head_pb2.NodeInfo:
@@ -165,7 +187,8 @@ class Worker:
 
     # ---- routing (loop thread) ----------------------------------------------------------------
 
-    def _send_task(self, spec: pb.TaskSpec, slot: int, epoch: int, refs: list[ObjectRef]) -> None:
+    def _send_task(self, spec: pb.TaskSpec, slot: int, epoch: int, refs: list[ObjectRef],
+                   nondeterministic: bool) -> None:
         object_id = ids.object_id(spec.task_id)
         if not spec.HasField("actor_creation"):
             self.objects.expect(object_id)
@@ -174,9 +197,12 @@ class Worker:
             return
         address = self._nodes[slot].address
         self._inflight[spec.task_id] = _Inflight(slot, epoch, address, object_id, refs)
+        lineage = self.ft.on_submit(spec, address, nondeterministic)  # SubmitTask
         if address == self.address:
-            self._assign(spec)
+            self._assign(spec)  # same process, same stash: no lineage to send
         else:
+            for ancestor in lineage:  # ahead of the task on the same ordered stream
+                self.router.send(address, LINEAGE, ancestor)
             self.router.send(address, SUBMIT, spec)
 
     def _assign(self, spec: pb.TaskSpec) -> None:
@@ -211,6 +237,8 @@ class Worker:
             elif kind == "object":
                 self._fetches.pop(message.object.object_id, None)
                 self.objects.put(message.object)
+            elif kind == "lineage":
+                self.ft.on_lineage(message.lineage)
 
     def _on_peer_lost(self, peer: str) -> None:
         # Until recovery re-sends them, tasks whose stream broke must fail rather than hang: the
@@ -331,6 +359,8 @@ class Worker:
 
     async def aclose(self) -> None:
         self._background.cancel_all()
+        if self.ft is not None and self.ft.flusher is not None:
+            await self.ft.flusher.store.aclose()
         if self.router is not None:
             await self.router.aclose()
 

@@ -43,17 +43,29 @@ class StoreShard(_message.Message):
     address: str
     def __init__(self, address: _Optional[str] = ...) -> None: ...
 
+class FaultTolerance(_message.Message):
+    __slots__ = ("mode", "store_delay_ms", "max_forwards")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    STORE_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_FORWARDS_FIELD_NUMBER: _ClassVar[int]
+    mode: str
+    store_delay_ms: float
+    max_forwards: int
+    def __init__(self, mode: _Optional[str] = ..., store_delay_ms: _Optional[float] = ..., max_forwards: _Optional[int] = ...) -> None: ...
+
 class ClusterView(_message.Message):
-    __slots__ = ("revision", "nodes", "store_shards", "store_password")
+    __slots__ = ("revision", "nodes", "store_shards", "store_password", "fault_tolerance")
     REVISION_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     STORE_SHARDS_FIELD_NUMBER: _ClassVar[int]
     STORE_PASSWORD_FIELD_NUMBER: _ClassVar[int]
+    FAULT_TOLERANCE_FIELD_NUMBER: _ClassVar[int]
     revision: int
     nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
     store_shards: _containers.RepeatedCompositeFieldContainer[StoreShard]
     store_password: str
-    def __init__(self, revision: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., store_shards: _Optional[_Iterable[_Union[StoreShard, _Mapping]]] = ..., store_password: _Optional[str] = ...) -> None: ...
+    fault_tolerance: FaultTolerance
+    def __init__(self, revision: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., store_shards: _Optional[_Iterable[_Union[StoreShard, _Mapping]]] = ..., store_password: _Optional[str] = ..., fault_tolerance: _Optional[_Union[FaultTolerance, _Mapping]] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
     __slots__ = ("slot", "address", "pid", "hostname")
@@ -68,12 +80,14 @@ class RegisterNodeRequest(_message.Message):
     def __init__(self, slot: _Optional[int] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., hostname: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeReply(_message.Message):
-    __slots__ = ("slot", "epoch")
+    __slots__ = ("slot", "epoch", "view")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    VIEW_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+    view: ClusterView
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., view: _Optional[_Union[ClusterView, _Mapping]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("slot", "epoch", "stats")

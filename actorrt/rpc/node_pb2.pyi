@@ -14,16 +14,18 @@ class PeerBatch(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
-    __slots__ = ("submit", "result", "fetch", "object")
+    __slots__ = ("submit", "result", "fetch", "object", "lineage")
     SUBMIT_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     FETCH_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
+    LINEAGE_FIELD_NUMBER: _ClassVar[int]
     submit: _common_pb2.TaskSpec
     result: _common_pb2.ObjectValue
     fetch: ObjectRequest
     object: _common_pb2.ObjectValue
-    def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ...) -> None: ...
+    lineage: _common_pb2.TaskSpec
+    def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., lineage: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ...) -> None: ...
 
 class ObjectRequest(_message.Message):
     __slots__ = ("object_id",)
@@ -50,7 +52,7 @@ class ActorStats(_message.Message):
     def __init__(self, actor_id: _Optional[bytes] = ..., class_name: _Optional[str] = ..., queued: _Optional[int] = ..., executed: _Optional[int] = ..., dead: _Optional[bool] = ...) -> None: ...
 
 class NodeStatsReply(_message.Message):
-    __slots__ = ("slot", "epoch", "actors", "pending_results", "objects", "messages_sent", "batches_sent")
+    __slots__ = ("slot", "epoch", "actors", "pending_results", "objects", "messages_sent", "batches_sent", "lineage")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     ACTORS_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +60,7 @@ class NodeStatsReply(_message.Message):
     OBJECTS_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_SENT_FIELD_NUMBER: _ClassVar[int]
     BATCHES_SENT_FIELD_NUMBER: _ClassVar[int]
+    LINEAGE_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     actors: _containers.RepeatedCompositeFieldContainer[ActorStats]
@@ -65,4 +68,25 @@ class NodeStatsReply(_message.Message):
     objects: int
     messages_sent: int
     batches_sent: int
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., actors: _Optional[_Iterable[_Union[ActorStats, _Mapping]]] = ..., pending_results: _Optional[int] = ..., objects: _Optional[int] = ..., messages_sent: _Optional[int] = ..., batches_sent: _Optional[int] = ...) -> None: ...
+    lineage: LineageStats
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., actors: _Optional[_Iterable[_Union[ActorStats, _Mapping]]] = ..., pending_results: _Optional[int] = ..., objects: _Optional[int] = ..., messages_sent: _Optional[int] = ..., batches_sent: _Optional[int] = ..., lineage: _Optional[_Union[LineageStats, _Mapping]] = ...) -> None: ...
+
+class LineageStats(_message.Message):
+    __slots__ = ("stash_size", "flushed", "committed", "evicted", "forwarded_mean", "forwarded_median", "store_latency_ms_p50", "store_latency_ms_mean")
+    STASH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    FLUSHED_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    EVICTED_FIELD_NUMBER: _ClassVar[int]
+    FORWARDED_MEAN_FIELD_NUMBER: _ClassVar[int]
+    FORWARDED_MEDIAN_FIELD_NUMBER: _ClassVar[int]
+    STORE_LATENCY_MS_P50_FIELD_NUMBER: _ClassVar[int]
+    STORE_LATENCY_MS_MEAN_FIELD_NUMBER: _ClassVar[int]
+    stash_size: int
+    flushed: int
+    committed: int
+    evicted: int
+    forwarded_mean: float
+    forwarded_median: float
+    store_latency_ms_p50: float
+    store_latency_ms_mean: float
+    def __init__(self, stash_size: _Optional[int] = ..., flushed: _Optional[int] = ..., committed: _Optional[int] = ..., evicted: _Optional[int] = ..., forwarded_mean: _Optional[float] = ..., forwarded_median: _Optional[float] = ..., store_latency_ms_p50: _Optional[float] = ..., store_latency_ms_mean: _Optional[float] = ...) -> None: ...

@@ -1,0 +1,155 @@
+"""Where the lineage stash meets the task path: SubmitTask, AssignTask, acks (paper Figs. 5, 6, 8).
+
+The worker calls these hooks; they decide what to stash, flush, forward and wait for, so the
+protocol stays out of the transport. Modes:
+
+- ``lineage_stash``: stash and flush asynchronously on submit; forward the uncommitted lineage a
+  nondeterministic receiver has not been sent; on assign, a nondeterministic receiver records its
+  execution order (new ``predecessor_id``, version bump) and flushes again. Nothing waits on the
+  store, except submission when the stash is over its bound (back-pressure).
+- ``write_first``: the baseline: before a task runs its spec is written and the ack awaited; a
+  nondeterministic receiver then writes and awaits its execution order too.
+- ``none``: no logging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from dataclasses import dataclass
+
+from actorrt.flusher import Ack, Flusher
+from actorrt.rpc import common_pb2 as pb
+from actorrt.rpc import head_pb2, node_pb2
+from actorrt.stash import Stash
+
+MODES = ("lineage_stash", "write_first", "none")
+# Submission waits while the stash holds more specs than this (the store is slow or down).
+STASH_LIMIT = 200_000
+
+
+@dataclass(frozen=True)
+class FaultToleranceOptions:
+    """How the cluster logs lineage (``actorrt.init(ft=..., store_delay_ms=..., max_forwards=...)``)."""
+
+    mode: str = "lineage_stash"
+    store_delay_ms: float = 0.0
+    max_forwards: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"ft must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if not isinstance(self.store_delay_ms, int | float) or self.store_delay_ms < 0:
+            raise ValueError(f"store_delay_ms must be a number >= 0, not {self.store_delay_ms!r}")
+        if self.max_forwards is not None and (not isinstance(self.max_forwards, int) or self.max_forwards < 0):
+            raise ValueError(f"max_forwards must be an int >= 0 or None, not {self.max_forwards!r}")
+
+    def to_proto(self) -> head_pb2.FaultTolerance:
+        return head_pb2.FaultTolerance(
+            mode=self.mode, store_delay_ms=self.store_delay_ms,
+            max_forwards=-1 if self.max_forwards is None else self.max_forwards,
+        )
+
+    @classmethod
+    def from_proto(cls, proto: head_pb2.FaultTolerance) -> FaultToleranceOptions:
+        return cls(proto.mode or "lineage_stash", proto.store_delay_ms,
+                   None if proto.max_forwards < 0 else proto.max_forwards)
+
+
+def reordered(spec: pb.TaskSpec, predecessor: bytes) -> pb.TaskSpec:
+    """``spec`` as executed right after ``predecessor`` (AssignTask at a nondeterministic receiver)."""
+    out = pb.TaskSpec()
+    out.CopyFrom(spec)
+    out.predecessor_id = predecessor
+    out.dependencies[1] = predecessor  # dependencies = [parent_id, predecessor_id] + producers
+    out.version = spec.version + 1
+    return out
+
+
+class FaultTolerance:
+    """One process's lineage logging: its stash, its flusher, and the hooks of the task path."""
+
+    def __init__(self, options: FaultToleranceOptions, flusher: Flusher | None) -> None:
+        self.options = options
+        self.mode = options.mode
+        self.stash = Stash(options.max_forwards)
+        self.flusher = flusher
+        self._below_limit = asyncio.Event()
+        self._below_limit.set()
+
+    @classmethod
+    def create(cls, options: FaultToleranceOptions, store) -> FaultTolerance:
+        """With ``store`` a LineageStore (None for mode ``none``); the caller runs ``flusher.run()``."""
+        ft = cls(options, None)
+        if options.mode != "none":
+            ft.flusher = Flusher(store, ft.on_acks, options.store_delay_ms / 1e3)
+        return ft
+
+    # ---- SubmitTask -------------------------------------------------------------------------------
+
+    def on_submit(self, spec: pb.TaskSpec, destination: str, nondeterministic: bool) -> list[pb.TaskSpec]:
+        """Stash and flush ``spec``; returns the lineage to send ahead of it to ``destination``."""
+        if self.mode != "lineage_stash":
+            return []
+        self._stash(spec)
+        return self.stash.lineage_for(spec, destination) if nondeterministic else []
+
+    def on_lineage(self, spec: pb.TaskSpec) -> None:
+        """Forwarded lineage arrived (ahead of the task it belongs to)."""
+        if self.mode == "lineage_stash":
+            self._stash(spec)
+
+    def _stash(self, spec: pb.TaskSpec) -> None:
+        if self.stash.add(spec):
+            self.flusher.flush(spec)
+            if len(self.stash) > STASH_LIMIT:
+                self._below_limit.clear()
+
+    async def wait_below_limit(self) -> None:
+        """Back-pressure: returns once the stash is under its bound."""
+        await self._below_limit.wait()
+
+    @property
+    def over_limit(self) -> bool:
+        return not self._below_limit.is_set()
+
+    # ---- AssignTask -------------------------------------------------------------------------------
+
+    async def on_assign(self, spec: pb.TaskSpec, predecessor: bytes, nondeterministic: bool) -> pb.TaskSpec:
+        """Before ``spec`` runs; ``predecessor`` is the task its actor executed just before.
+        Returns the version of the spec that runs."""
+        if self.mode == "none":
+            return spec
+        if nondeterministic and predecessor and predecessor != spec.predecessor_id:
+            first, spec = spec, reordered(spec, predecessor)
+        else:
+            first = None
+        if self.mode == "write_first":
+            if first is not None:
+                await self.flusher.write_now([first])
+            await self.flusher.write_now([spec])
+            return spec
+        self._stash(spec)
+        return spec
+
+    # ---- acks ---------------------------------------------------------------------------------------
+
+    def on_acks(self, acks: list[Ack]) -> None:
+        for task_id, version in acks:
+            self.stash.ack(task_id, version)
+        if self.over_limit and len(self.stash) <= STASH_LIMIT * 0.9:
+            self._below_limit.set()
+
+    def stats(self) -> node_pb2.LineageStats:
+        sizes = self.stash.forwarded_sizes
+        f = self.flusher
+        return node_pb2.LineageStats(
+            stash_size=len(self.stash),
+            flushed=f.flushed if f else 0,
+            committed=f.committed if f else 0,
+            evicted=self.stash.evicted,
+            forwarded_mean=statistics.fmean(sizes) if sizes else 0.0,
+            forwarded_median=statistics.median(sizes) if sizes else 0.0,
+            store_latency_ms_p50=f.latency_p50_ms() if f else 0.0,
+            store_latency_ms_mean=f.latency_mean_ms() if f else 0.0,
+        )
