@@ -78,6 +78,8 @@ class ActorInstance:
             value = await self._execute(spec)
             self.executed += 1
             self.worker.send_result(spec.owner_address, value)
+            if not self.mailbox.empty():
+                await asyncio.sleep(0)  # fairness: a backlog here must not starve the node's other actors
 
     async def _execute(self, spec: pb.TaskSpec) -> pb.ObjectValue:
         object_id = ids.object_id(spec.task_id)

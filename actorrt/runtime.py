@@ -40,3 +40,11 @@ def release(object_id: bytes) -> None:
     """Free an owned object whose last ref went away (called from ``ObjectRef.__del__``)."""
     if _current is not None:
         _current.worker.release(object_id)
+
+
+def current_task_id() -> bytes:
+    """The ID of the task running now in this actor (empty outside tasks)."""
+    from actorrt.worker import current_sender
+
+    ctx = current_sender.get(None)
+    return ctx.current_task if ctx is not None else b""

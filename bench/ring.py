@@ -147,10 +147,10 @@ def _drive(make_actor: Any, make_collector: Any, get: Any, actors: int, rounds: 
 
 
 def run_actorrt(actors: int, nodes: int, rounds: int, warmup: int, timeout: float,
-                hold: float) -> dict[str, Any]:
+                hold: float, ft: str = "lineage_stash", nondeterministic: bool = True) -> dict[str, Any]:
     import actorrt
 
-    actorrt.init(num_nodes=nodes)
+    actorrt.init(num_nodes=nodes, ft=ft)
     try:
         node_pids = {n["node"]: n["pid"] for n in actorrt.nodes()}
         ring_cls = actorrt.remote(RingActor)
@@ -159,14 +159,16 @@ def run_actorrt(actors: int, nodes: int, rounds: int, warmup: int, timeout: floa
             click.echo(f"actorrt node pids: {node_pids}; starting in {hold:.0f} s", err=True)
             time.sleep(hold)
         times, wall = _drive(
-            lambda i: ring_cls.options(node=i % nodes).remote(i, actors, warmup + rounds),
+            lambda i: ring_cls.options(node=i % nodes, nondeterministic=nondeterministic).remote(
+                i, actors, warmup + rounds),
             lambda: coll_cls.options(node=0).remote(),
             lambda refs, t: actorrt.get(refs, timeout=t),
             actors, rounds, timeout,
         )
     finally:
         actorrt.shutdown()
-    return {"system": "actorrt", "nodes": nodes, "placement": "actor i on node i % nodes",
+    return {"system": "actorrt", "ft": ft, "nondeterministic": nondeterministic,
+            "nodes": nodes, "placement": "actor i on node i % nodes",
             "wall_s": wall, "node_pids": node_pids, **_summary(times, actors, warmup)}
 
 
@@ -250,11 +252,14 @@ def _table(results: list[dict[str, Any]], ratios: dict[str, float] | None) -> st
 @click.option("--out", "out_dir", default="bench/results", show_default=True, type=click.Path(file_okay=False),
               help="directory for the JSON and PNG")
 @click.option("--peer", type=click.Choice(["ray"]), default=None, help="also run the ring on this system")
+@click.option("--ft", type=click.Choice(["lineage_stash", "write_first", "none"]), default="lineage_stash",
+              show_default=True, help="actorrt's lineage logging (none = the runtime alone)")
+@click.option("--deterministic", is_flag=True, help="ring actors are deterministic receivers (default: not)")
 @click.option("--timeout", default=120.0, show_default=True, help="seconds one ring may take")
 @click.option("--hold", default=0.0, show_default=True,
               help="seconds to wait after start-up before the ring runs (to attach py-spy to the nodes)")
 def main(actors: int, nodes: int, rounds: int, warmup: int, out_dir: str, peer: str | None,
-         timeout: float, hold: float) -> None:
+         ft: str, deterministic: bool, timeout: float, hold: float) -> None:
     """Per-hop latency of a ring of actors with P tokens in flight (actorrt, optionally vs Ray)."""
     if actors < 2 or nodes < 1 or rounds < 1 or warmup < 0:
         raise click.BadParameter("need --actors >= 2, --nodes >= 1, --rounds >= 1, --warmup >= 0")
@@ -265,12 +270,13 @@ def main(actors: int, nodes: int, rounds: int, warmup: int, out_dir: str, peer: 
         cloudpickle.register_pickle_by_value(sys.modules[__name__])
     now = _dt.datetime.now()
     params = {"actors": actors, "nodes": nodes, "rounds": rounds, "warmup": warmup, "peer": peer,
+              "ft": ft, "nondeterministic": not deterministic,
               "mode": "fire-and-forget", "payload": "(origin:int, round:int)",
               "per_hop": "round-trip time measured in the origin actor / actors"}
     machine = {"cores": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                "calibration_loop_s_before": _calibrate()}
 
-    results = [run_actorrt(actors, nodes, rounds, warmup, timeout, hold)]
+    results = [run_actorrt(actors, nodes, rounds, warmup, timeout, hold, ft, not deterministic)]
     peer_note = None
     if peer == "ray":
         ok, info = ray_available()

@@ -1,0 +1,150 @@
+"""The lineage stash on a real cluster: flushes, versions in the store, draining, WriteFirst."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import actorrt
+from actorrt import runtime
+
+
+@actorrt.remote
+class Reducer:
+    """A nondeterministic receiver: records the tasks it executed, in order."""
+
+    def __init__(self):
+        self.order = []
+        self.total = 0
+
+    def add(self, x):
+        self.order.append(runtime.current_task_id())
+        self.total += x
+        return self.total
+
+    def executed(self):
+        return self.order
+
+
+@actorrt.remote
+class Mapper:
+    def __init__(self, reducer):
+        self.reducer = reducer
+
+    def emit(self, x):
+        self.reducer.add.remote(x)  # fire-and-forget, from inside a task
+
+    def ping(self):
+        return True
+
+
+@actorrt.remote
+class Probe:
+    """Looks at its own task while it runs."""
+
+    async def stored_version(self):
+        worker = runtime.current().worker
+        task_id = runtime.current_task_id()
+        held = await worker.ft.flusher.store.read([task_id])
+        return held[task_id].version if task_id in held else None
+
+    def committed_here(self):
+        worker = runtime.current().worker
+        return worker.ft.stash.is_committed(runtime.current_task_id())
+
+
+def _lineage(stats):
+    return [n["lineage"] for n in stats["nodes"] if n["state"] == "ALIVE"] + [stats["driver"]["lineage"]]
+
+
+def wait_drained(timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        stats = actorrt.stats()
+        if all(x["stash_size"] == 0 for x in _lineage(stats)):
+            return stats
+        time.sleep(0.1)
+    raise AssertionError(f"stashes did not drain: {[x['stash_size'] for x in _lineage(actorrt.stats())]}")
+
+
+@pytest.fixture
+def stash_cluster():
+    actorrt.init(num_nodes=2, store_shards=2, ft="lineage_stash", store_delay_ms=50)
+    try:
+        yield
+    finally:
+        actorrt.shutdown()
+
+
+def test_nondeterministic_order_is_logged_as_new_versions_and_stashes_drain(stash_cluster):
+    reducer = Reducer.options(node=1, nondeterministic=True).remote()
+    mappers = [Mapper.options(node=0).remote(reducer) for _ in range(3)]
+    actorrt.get([m.ping.remote() for m in mappers], timeout=30)
+    for i in range(60):
+        mappers[i % 3].emit.remote(i)
+    deadline = time.monotonic() + 30
+    while actorrt.get(reducer.add.remote(0), timeout=30) != sum(range(60)):
+        assert time.monotonic() < deadline
+    stats = wait_drained()
+
+    nodes = {n["node"]: n["lineage"] for n in stats["nodes"]}
+    assert nodes[0]["flushed"] > 60 and nodes[1]["flushed"] > 60
+    assert nodes[0]["committed"] > 0 and nodes[1]["evicted"] > 0
+    # Store latency includes the simulated 50 ms ack delay.
+    assert nodes[1]["store_latency_ms_p50"] >= 50
+
+    # The store holds, for every task the reducer ran, the version that names its true predecessor.
+    order = actorrt.get(reducer.executed.remote(), timeout=30)
+    store = runtime.current().worker.ft.flusher.store
+    held = runtime.current().call(store.read(order))
+    assert set(held) == set(order)
+    for before, task in zip(order, order[1:], strict=False):
+        assert held[task].predecessor_id == before
+        assert held[task].dependencies[1] == before
+    # Three senders interleave, so most tasks were reordered: version 1.
+    assert sum(held[t].version == 1 for t in order) > len(order) // 2
+
+
+def test_lineage_is_forwarded_while_uncommitted(stash_cluster):
+    reducer = Reducer.options(node=0, nondeterministic=True).remote()
+    mapper = Mapper.options(node=1).remote(reducer)
+    # The mapper's tasks come from the driver and are uncommitted for 50 ms: each emit forwards
+    # the uncommitted mapper task it runs in (its parent) along with the reducer's task.
+    actorrt.get([mapper.emit.remote(i) for i in range(20)], timeout=30)
+    stats = wait_drained()
+    node1 = next(n for n in stats["nodes"] if n["node"] == 1)["lineage"]
+    assert node1["forwarded_mean"] > 0
+
+
+def test_lineage_stash_does_not_wait_for_the_store():
+    actorrt.init(num_nodes=1, store_shards=1, ft="lineage_stash", store_delay_ms=500)
+    try:
+        probe = Probe.remote()
+        assert actorrt.get(probe.committed_here.remote(), timeout=30) is False
+    finally:
+        actorrt.shutdown()
+
+
+def test_write_first_runs_a_task_only_after_the_store_holds_it():
+    actorrt.init(num_nodes=1, store_shards=1, ft="write_first", store_delay_ms=20)
+    try:
+        probe = Probe.options(nondeterministic=False).remote()
+        assert actorrt.get(probe.stored_version.remote(), timeout=30) == 0
+        ndprobe = Probe.options(nondeterministic=True).remote()
+        actorrt.get(ndprobe.stored_version.remote(), timeout=30)
+        # Its second task follows the driver's first (same sender): nothing to reorder.
+        assert actorrt.get(ndprobe.stored_version.remote(), timeout=30) == 0
+        assert actorrt.stats()["fault_tolerance"]["mode"] == "write_first"
+    finally:
+        actorrt.shutdown()
+
+
+def test_invalid_fault_tolerance_options_are_rejected():
+    with pytest.raises(ValueError, match="ft must be one of"):
+        actorrt.init(ft="sometimes")
+    with pytest.raises(ValueError, match="store_delay_ms"):
+        actorrt.init(store_delay_ms=-1)
+    with pytest.raises(ValueError, match="max_forwards"):
+        actorrt.init(max_forwards=-2)
+    assert not actorrt.is_initialized()
