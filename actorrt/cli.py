@@ -25,6 +25,7 @@ from click.core import ParameterSource
 from actorrt import session
 from actorrt.cluster import start_head
 from actorrt.exceptions import ActorRTError, ClusterError
+from actorrt.fault_tolerance import MODES, FaultToleranceOptions
 from actorrt.head_client import HEAD_LOSS_GRACE_S, HeadClient
 from actorrt.processes import process_alive
 from actorrt.rpc import head_pb2
@@ -145,9 +146,16 @@ _token_option = click.option("--token", default=None, help=_TOKEN_HELP)
               help=_TOKEN_HELP + f" With --head: the token it requires (default: ${TOKEN_ENV}, else a new one).")
 @click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds to wait for the nodes to come up.")
+@click.option("--ft", type=click.Choice(MODES), default="lineage_stash", show_default=True,
+              help="Lineage logging of the cluster (with --head).")
+@click.option("--store-delay-ms", default=0.0, show_default=True, type=click.FloatRange(min=0),
+              help="Simulated lineage-store latency added to every ack (with --head).")
+@click.option("--max-forwards", default=None, type=click.IntRange(min=0),
+              help="How often an uncommitted task may be forwarded, the paper's f (with --head; default unlimited).")
 @click.pass_context
 def start(ctx: click.Context, as_head: bool, address: str | None, host: str, port: int, nodes: int,
-          store_shards: int, session_dir: Path | None, token: str | None, timeout: float) -> None:
+          store_shards: int, session_dir: Path | None, token: str | None, timeout: float, ft: str,
+          store_delay_ms: float, max_forwards: int | None) -> None:
     """Start a head (--head) or add a node to a running head (--address HOST:PORT).
 
     Both run in the background and outlive this command. A head writes the session file (address,
@@ -158,9 +166,11 @@ def start(ctx: click.Context, as_head: bool, address: str | None, host: str, por
         raise click.UsageError("pass --head to start a head, or --address HOST:PORT to add a node")
     session_dir = session_dir or session.default_dir()
     if as_head:
-        _start_head(session_dir, host, port, nodes, store_shards, token or os.environ.get(TOKEN_ENV), timeout)
+        _start_head(session_dir, host, port, nodes, store_shards, token or os.environ.get(TOKEN_ENV), timeout,
+                    FaultToleranceOptions(ft, store_delay_ms, max_forwards))
         return
-    head_only = [f"--{name.replace('_', '-')}" for name in ("port", "nodes", "store_shards")
+    head_only = [f"--{name.replace('_', '-')}" for name in
+                 ("port", "nodes", "store_shards", "ft", "store_delay_ms", "max_forwards")
                  if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
     if head_only:
         raise click.UsageError(f"{', '.join(head_only)}: only valid with --head")
@@ -168,9 +178,9 @@ def start(ctx: click.Context, as_head: bool, address: str | None, host: str, por
 
 
 def _start_head(session_dir: Path, host: str, port: int, nodes: int, store_shards: int, token: str | None,
-                timeout: float) -> None:
+                timeout: float, fault_tolerance: FaultToleranceOptions) -> None:
     head = start_head(session_dir, num_nodes=nodes, store_shards=store_shards, host=host, port=port,
-                      token=token, tied_to_caller=False)
+                      token=token, tied_to_caller=False, fault_tolerance=fault_tolerance)
     address = head.session.head_address
 
     def all_alive(view: head_pb2.ClusterView) -> bool | None:

@@ -24,7 +24,7 @@ from grpc import aio
 from actorrt import session
 from actorrt.background import BackgroundTasks
 from actorrt.fault_tolerance import MODES, FaultToleranceOptions
-from actorrt.processes import spawn
+from actorrt.processes import daemon_setup, spawn
 from actorrt.redis_shards import RedisShard
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.session import TOKEN_ENV, Session
@@ -266,10 +266,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--heartbeat-timeout", type=float, default=HEARTBEAT_TIMEOUT_S,
                         help="seconds without heartbeats before a node is declared dead")
     args = parser.parse_args(argv)
-    token = os.environ.get(TOKEN_ENV)
-    if not token:
-        sys.exit(f"actorrt.head: set {TOKEN_ENV} to the cluster token")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    token = daemon_setup("actorrt.head")
 
     async def amain() -> None:
         head = Head(token, args.host, args.session_dir, args.nodes, args.store_shards, args.parent_pid,

@@ -13,7 +13,6 @@ import logging
 import os
 import signal
 import socket
-import sys
 
 import uvloop
 
@@ -22,8 +21,8 @@ from actorrt.actor_host import ActorHost
 from actorrt.exceptions import ActorRTError
 from actorrt.head_client import HEAD_LOSS_GRACE_S, HeadClient
 from actorrt.node_service import NodeServicer
+from actorrt.processes import daemon_setup
 from actorrt.rpc import head_pb2, node_pb2
-from actorrt.session import TOKEN_ENV
 from actorrt.task_spec import SenderContext
 from actorrt.transport import start_server
 from actorrt.worker import Worker
@@ -91,10 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--slot", type=int, default=-1, help="slot to take (-1: any free one)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
     args = parser.parse_args(argv)
-    token = os.environ.get(TOKEN_ENV)
-    if not token:
-        sys.exit(f"actorrt.node: set {TOKEN_ENV} to the cluster token")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    token = daemon_setup("actorrt.node")
 
     async def amain() -> None:
         node = NodeProcess(args.head, token, args.slot, args.host)

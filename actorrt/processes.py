@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import logging
 import os
 import signal
 import sys
@@ -49,3 +50,14 @@ def process_alive(pid: int) -> bool:
         return stat.rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return True
+
+
+def daemon_setup(prog: str) -> str:
+    """Common start of the head and node entry points: logging, and the token from the environment."""
+    from actorrt.session import TOKEN_ENV
+
+    token = os.environ.get(TOKEN_ENV)
+    if not token:
+        sys.exit(f"{prog}: set {TOKEN_ENV} to the cluster token")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    return token

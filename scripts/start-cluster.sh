@@ -23,16 +23,7 @@ PORT="${PORT:-0}"
 HOST="${HOST:-127.0.0.1}"
 HEAD_ADDRESS="${HEAD_ADDRESS:-}"
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [[ -n "${PYTHON:-}" ]]; then
-  cli=("$PYTHON" -m actorrt.cli)
-elif command -v actorrt >/dev/null 2>&1; then
-  cli=(actorrt)
-else
-  # Not installed on PATH: run it from this checkout.
-  export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
-  cli=(python3 -m actorrt.cli)
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/_cli.sh"
 
 if [[ -z "$HEAD_ADDRESS" ]]; then
   echo "start-cluster: starting a head on $HOST (port $PORT) with $NODES nodes and $SHARDS store shards"

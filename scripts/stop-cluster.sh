@@ -13,15 +13,7 @@ set -euo pipefail
 
 HEAD_ADDRESS="${HEAD_ADDRESS:-}"
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-if [[ -n "${PYTHON:-}" ]]; then
-  cli=("$PYTHON" -m actorrt.cli)
-elif command -v actorrt >/dev/null 2>&1; then
-  cli=(actorrt)
-else
-  export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
-  cli=(python3 -m actorrt.cli)
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/_cli.sh"
 
 args=()
 if [[ -n "$HEAD_ADDRESS" ]]; then

@@ -1,0 +1,13 @@
+# Sourced by the cluster scripts: sets the array `cli` to the way to run the actorrt CLI here.
+#   PYTHON set        -> "$PYTHON -m actorrt.cli"
+#   actorrt on PATH   -> actorrt
+#   otherwise         -> python3 -m actorrt.cli from this checkout
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [[ -n "${PYTHON:-}" ]]; then
+  cli=("$PYTHON" -m actorrt.cli)
+elif command -v actorrt >/dev/null 2>&1; then
+  cli=(actorrt)
+else
+  export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}"
+  cli=(python3 -m actorrt.cli)
+fi
