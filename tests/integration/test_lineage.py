@@ -148,3 +148,28 @@ def test_invalid_fault_tolerance_options_are_rejected():
     with pytest.raises(ValueError, match="max_forwards"):
         actorrt.init(max_forwards=-2)
     assert not actorrt.is_initialized()
+
+
+def test_a_stalled_store_shard_slows_flushes_not_tasks(stash_cluster):
+    import threading
+
+    import redis
+
+    view = runtime.current().worker.view
+    host, _, port = view.store_shards[0].address.rpartition(":")
+    stalled = redis.Redis(host=host, port=int(port), password=view.store_password)
+    reducer = Reducer.options(node=1, nondeterministic=True).remote()
+    actorrt.get(reducer.add.remote(0), timeout=30)
+    sleeper = threading.Thread(target=stalled.execute_command, args=("DEBUG", "SLEEP", "3"))
+    sleeper.start()  # the shard answers nothing for 3 s
+    try:
+        time.sleep(0.2)
+        results = actorrt.get([reducer.add.remote(1) for _ in range(200)], timeout=30)
+        assert results[-1] == 200
+        # Tasks ran while the shard was stalled: their specs wait in the stashes, uncommitted.
+        assert sleeper.is_alive()
+        assert sum(x["stash_size"] for x in _lineage(actorrt.stats())) > 0
+    finally:
+        sleeper.join()
+        stalled.close()
+    wait_drained()
