@@ -13,7 +13,7 @@ from actorrt import runtime, session
 from actorrt.cluster import start_head
 from actorrt.driver import ClusterOptions, Driver
 from actorrt.exceptions import ActorRTError
-from actorrt.fault_tolerance import FaultToleranceOptions
+from actorrt.fault_tolerance import DEFAULT_STASH_LIMIT, FaultToleranceOptions
 from actorrt.handles import ActorClass
 from actorrt.object_ref import ObjectRef
 
@@ -32,6 +32,7 @@ def init(
     ft: str = "lineage_stash",
     store_delay_ms: float = 0.0,
     max_forwards: int | None = None,
+    stash_limit: int = DEFAULT_STASH_LIMIT,
 ) -> dict[str, Any]:
     """Start an embedded cluster, or connect to a running one.
 
@@ -48,6 +49,8 @@ def init(
             runs) or ``"none"``. A cluster joined by address keeps its own.
         store_delay_ms: simulated lineage-store latency added to every ack.
         max_forwards: the paper's f: how often an uncommitted task may be forwarded (None: unlimited).
+        stash_limit: while a process's stash holds more specs than this (the store is slow or
+            down), its submitters wait.
 
     Returns:
         ``{"address": head address, "nodes": [...]}``.
@@ -57,7 +60,7 @@ def init(
             raise ActorRTError("actorrt is already initialized; call actorrt.shutdown() first")
         if address is None:
             opts = ClusterOptions(num_nodes, store_shards, host)
-            ft_options = FaultToleranceOptions(ft, store_delay_ms, max_forwards)
+            ft_options = FaultToleranceOptions(ft, store_delay_ms, max_forwards, stash_limit)
             session_dir = Path(tempfile.mkdtemp(prefix="actorrt-"))
             head = start_head(session_dir, num_nodes=opts.num_nodes, store_shards=opts.store_shards, host=opts.host,
                               fault_tolerance=ft_options)

@@ -69,7 +69,7 @@ def start_head(
         "--store-shards", str(store_shards), "--session-dir", str(session_dir),
     ]
     ft = fault_tolerance
-    argv += ["--ft", ft.mode, "--store-delay-ms", str(ft.store_delay_ms)]
+    argv += ["--ft", ft.mode, "--store-delay-ms", str(ft.store_delay_ms), "--stash-limit", str(ft.stash_limit)]
     if ft.max_forwards is not None:
         argv += ["--max-forwards", str(ft.max_forwards)]
     if tied_to_caller:

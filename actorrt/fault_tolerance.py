@@ -25,7 +25,7 @@ from actorrt.stash import Stash
 
 MODES = ("lineage_stash", "write_first", "none")
 # Submission waits while the stash holds more specs than this (the store is slow or down).
-STASH_LIMIT = 200_000
+DEFAULT_STASH_LIMIT = 200_000
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class FaultToleranceOptions:
     mode: str = "lineage_stash"
     store_delay_ms: float = 0.0
     max_forwards: int | None = None
+    stash_limit: int = DEFAULT_STASH_LIMIT
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -43,17 +44,21 @@ class FaultToleranceOptions:
             raise ValueError(f"store_delay_ms must be a number >= 0, not {self.store_delay_ms!r}")
         if self.max_forwards is not None and (not isinstance(self.max_forwards, int) or self.max_forwards < 0):
             raise ValueError(f"max_forwards must be an int >= 0 or None, not {self.max_forwards!r}")
+        if not isinstance(self.stash_limit, int) or self.stash_limit < 1:
+            raise ValueError(f"stash_limit must be an int >= 1, not {self.stash_limit!r}")
 
     def to_proto(self) -> head_pb2.FaultTolerance:
         return head_pb2.FaultTolerance(
             mode=self.mode, store_delay_ms=self.store_delay_ms,
             max_forwards=-1 if self.max_forwards is None else self.max_forwards,
+            stash_limit=self.stash_limit,
         )
 
     @classmethod
     def from_proto(cls, proto: head_pb2.FaultTolerance) -> FaultToleranceOptions:
         return cls(proto.mode or "lineage_stash", proto.store_delay_ms,
-                   None if proto.max_forwards < 0 else proto.max_forwards)
+                   None if proto.max_forwards < 0 else proto.max_forwards,
+                   proto.stash_limit or DEFAULT_STASH_LIMIT)
 
 
 def reordered(spec: pb.TaskSpec, predecessor: bytes) -> pb.TaskSpec:
@@ -102,7 +107,7 @@ class FaultTolerance:
     def _stash(self, spec: pb.TaskSpec) -> None:
         if self.stash.add(spec):
             self.flusher.flush(spec)
-            if len(self.stash) > STASH_LIMIT:
+            if len(self.stash) > self.options.stash_limit:
                 self._below_limit.clear()
 
     async def wait_below_limit(self) -> None:
@@ -137,7 +142,7 @@ class FaultTolerance:
     def on_acks(self, acks: list[Ack]) -> None:
         for task_id, version in acks:
             self.stash.ack(task_id, version)
-        if self.over_limit and len(self.stash) <= STASH_LIMIT * 0.9:
+        if self.over_limit and len(self.stash) <= self.options.stash_limit * 0.9:
             self._below_limit.set()
 
     def stats(self) -> node_pb2.LineageStats:

@@ -23,7 +23,7 @@ from grpc import aio
 
 from actorrt import session
 from actorrt.background import BackgroundTasks
-from actorrt.fault_tolerance import MODES, FaultToleranceOptions
+from actorrt.fault_tolerance import DEFAULT_STASH_LIMIT, MODES, FaultToleranceOptions
 from actorrt.processes import daemon_setup, spawn
 from actorrt.redis_shards import RedisShard
 from actorrt.rpc import head_pb2, node_pb2
@@ -263,6 +263,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ft", choices=MODES, default="lineage_stash", help="lineage logging mode")
     parser.add_argument("--store-delay-ms", type=float, default=0.0, help="simulated lineage-store latency")
     parser.add_argument("--max-forwards", type=int, default=None, help="the paper's f (default: unlimited)")
+    parser.add_argument("--stash-limit", type=int, default=DEFAULT_STASH_LIMIT, help="back-pressure bound")
     parser.add_argument("--heartbeat-timeout", type=float, default=HEARTBEAT_TIMEOUT_S,
                         help="seconds without heartbeats before a node is declared dead")
     args = parser.parse_args(argv)
@@ -271,7 +272,8 @@ def main(argv: list[str] | None = None) -> None:
     async def amain() -> None:
         head = Head(token, args.host, args.session_dir, args.nodes, args.store_shards, args.parent_pid,
                     args.heartbeat_timeout,
-                    FaultToleranceOptions(args.ft, args.store_delay_ms, args.max_forwards))
+                    FaultToleranceOptions(args.ft, args.store_delay_ms, args.max_forwards,
+                                          args.stash_limit))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, lambda: asyncio.ensure_future(head.stop()))

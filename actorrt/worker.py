@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,10 @@ class Worker:
         self._fetches: dict[bytes, str] = {}  # object id -> owner asked for it
         self._borrowed: dict[bytes, int] = {}  # fetched object id -> tasks using it
         self._loop_thread: int | None = None
+        # Submissions built (in callers' threads, under the sender's lock) and handled (on the loop):
+        # two counters with one writer each, so their difference needs no lock.
+        self._built = 0
+        self._handled = 0
         self._background = BackgroundTasks("worker")
 
     def bind(self, address: str) -> None:
@@ -152,13 +157,21 @@ class Worker:
             spec = build_task(ctx, handle.actor_id, method, wire_args, refs, self.address)
             object_id = ids.object_id(spec.task_id)
             ref = ObjectRef(object_id, self.address, owned=True)
+            self._built += 1
             self._call_soon(self._send_task, spec, handle.slot, handle.epoch, refs, handle.nondeterministic)
         return ref
 
     def _wait_for_stash_room(self) -> None:
-        """Back-pressure for driver threads (actors wait in their runner instead)."""
-        if self.ft is not None and self.ft.over_limit and not self.on_loop_thread():
-            asyncio.run_coroutine_threadsafe(self.ft.wait_below_limit(), self.loop).result()
+        """Back-pressure for driver threads (actors wait in their runner instead).
+
+        Counts the submissions still queued for the loop too, so a fast thread cannot overshoot
+        the bound before the loop has stashed what it sent.
+        """
+        ft = self.ft
+        if ft is None or ft.mode != "lineage_stash" or self.on_loop_thread():
+            return
+        while len(ft.stash) + self._built - self._handled >= ft.options.stash_limit:
+            time.sleep(0.002)
 
     def create_actor(self, creation: pb.ActorCreation, args: Sequence[Any],
                      kwargs: dict[str, Any], node: int | None) -> tuple[bytes, int, int]:
@@ -170,6 +183,7 @@ class Worker:
             info = self._place(node, ctx.actors_created)
             creation.slot, creation.node_epoch = info.slot, info.epoch
             spec = build_task(ctx, actor_id, "__init__", wire_args, refs, self.address, creation)
+            self._built += 1
             self._call_soon(self._send_task, spec, info.slot, info.epoch, refs, creation.nondeterministic)
         return actor_id, info.slot, info.epoch
 
@@ -189,6 +203,7 @@ class Worker:
 
     def _send_task(self, spec: pb.TaskSpec, slot: int, epoch: int, refs: list[ObjectRef],
                    nondeterministic: bool) -> None:
+        self._handled += 1
         object_id = ids.object_id(spec.task_id)
         if not spec.HasField("actor_creation"):
             self.objects.expect(object_id)

@@ -44,14 +44,16 @@ class StoreShard(_message.Message):
     def __init__(self, address: _Optional[str] = ...) -> None: ...
 
 class FaultTolerance(_message.Message):
-    __slots__ = ("mode", "store_delay_ms", "max_forwards")
+    __slots__ = ("mode", "store_delay_ms", "max_forwards", "stash_limit")
     MODE_FIELD_NUMBER: _ClassVar[int]
     STORE_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_FORWARDS_FIELD_NUMBER: _ClassVar[int]
+    STASH_LIMIT_FIELD_NUMBER: _ClassVar[int]
     mode: str
     store_delay_ms: float
     max_forwards: int
-    def __init__(self, mode: _Optional[str] = ..., store_delay_ms: _Optional[float] = ..., max_forwards: _Optional[int] = ...) -> None: ...
+    stash_limit: int
+    def __init__(self, mode: _Optional[str] = ..., store_delay_ms: _Optional[float] = ..., max_forwards: _Optional[int] = ..., stash_limit: _Optional[int] = ...) -> None: ...
 
 class ClusterView(_message.Message):
     __slots__ = ("revision", "nodes", "store_shards", "store_password", "fault_tolerance")

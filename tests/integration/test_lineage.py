@@ -173,3 +173,40 @@ def test_a_stalled_store_shard_slows_flushes_not_tasks(stash_cluster):
         sleeper.join()
         stalled.close()
     wait_drained()
+
+
+def test_a_full_stash_makes_submitters_wait_instead_of_growing():
+    import threading
+
+    import redis
+
+    actorrt.init(num_nodes=1, store_shards=2, ft="lineage_stash", stash_limit=50)
+    try:
+        view = runtime.current().worker.view
+        shards = []
+        for shard in view.store_shards:
+            host, _, port = shard.address.rpartition(":")
+            shards.append(redis.Redis(host=host, port=int(port), password=view.store_password))
+        reducer = Reducer.remote()
+        actorrt.get(reducer.add.remote(0), timeout=30)
+        stalls = [threading.Thread(target=c.execute_command, args=("DEBUG", "SLEEP", "3")) for c in shards]
+        for t in stalls:
+            t.start()  # the whole store answers nothing for 3 s
+        time.sleep(0.2)
+        refs = []
+        submitter = threading.Thread(target=lambda: refs.extend(reducer.add.remote(1) for _ in range(400)))
+        submitter.start()
+        time.sleep(1.5)
+        driver_stash = runtime.current().worker.ft.stats().stash_size
+        assert submitter.is_alive(), "400 submissions went through a stash bounded at 50"
+        assert driver_stash <= 50 + 10
+        for t in stalls:
+            t.join()
+        submitter.join(30)
+        assert not submitter.is_alive()
+        assert actorrt.get(refs[-1], timeout=30) == 400
+        wait_drained()
+        for c in shards:
+            c.close()
+    finally:
+        actorrt.shutdown()
