@@ -38,10 +38,6 @@ class Flusher:
         self._queue.append(spec)
         self._wake.set()
 
-    @property
-    def queued(self) -> int:
-        return len(self._queue)
-
     async def write_now(self, specs: Sequence[pb.TaskSpec]) -> list[Ack]:
         """Write and wait for the acks (WriteFirst, and end-to-end commits)."""
         acks = await self._write(specs)

@@ -7,7 +7,7 @@ process computes the same placement. Writes are grouped per shard and sent as on
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import redis.asyncio as aioredis
@@ -47,26 +47,6 @@ class ShardedStore:
         """Run ``fn(shard_client, keys_of_that_shard)`` for every shard holding some of ``keys``,
         shards in parallel (one pipelined round trip each when ``fn`` uses a pipeline)."""
         return await self._gather(fn(self._clients[s], ks) for s, ks in self._by_shard(keys).items())
-
-    async def put_many(self, items: Mapping[bytes, bytes]) -> None:
-        """Write every item."""
-
-        async def write(client: aioredis.Redis, keys: list[bytes]) -> None:
-            async with client.pipeline(transaction=False) as pipe:
-                for key in keys:
-                    pipe.set(key, items[key])
-                await pipe.execute()
-
-        await self.per_shard(list(items), write)
-
-    async def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes | None]:
-        async def read(client: aioredis.Redis, ks: list[bytes]) -> dict[bytes, bytes | None]:
-            return dict(zip(ks, await client.mget(ks), strict=True))
-
-        out: dict[bytes, bytes | None] = {}
-        for part in await self.per_shard(keys, read):
-            out.update(part)
-        return out
 
     async def ping(self) -> None:
         await self._gather(c.ping() for c in self._clients)

@@ -1,6 +1,4 @@
-"""The sharded lineage-store client against real redis-server shards."""
-
-import os
+"""The lineage store against real redis-server shards: sharding, versions, acks, errors."""
 
 import pytest
 import redis.asyncio as aioredis
@@ -10,7 +8,9 @@ from redis.backoff import NoBackoff
 
 from actorrt import ids
 from actorrt.exceptions import ClusterError
+from actorrt.lineage_store import LineageStore, record_key
 from actorrt.redis_shards import RedisShard
+from actorrt.rpc import common_pb2 as pb
 from actorrt.store import ShardedStore
 
 
@@ -24,26 +24,50 @@ async def shards(tmp_path):
             await shard.stop()
 
 
-async def test_writes_spread_over_shards_and_read_back(shards):
-    store = ShardedStore([s.address for s in shards], "pw")
-    items = {ids.task_id(b"r", b"s", i): os.urandom(32) for i in range(300)}
+@pytest.fixture
+async def store(shards):
+    lineage = LineageStore(ShardedStore([s.address for s in shards], "pw"))
     try:
-        await store.put_many(items)
-        assert await store.get_many(list(items)) == items
-        per_shard = [await c.dbsize() for c in store._clients]
-        assert sum(per_shard) == 300
-        assert min(per_shard) > 50  # task IDs are uniform hashes
-        for key in list(items)[:20]:
-            assert await store._clients[store.shard_of(key)].get(key) == items[key]
+        yield lineage
     finally:
-        await store.aclose()
+        await lineage.aclose()
+
+
+def spec(i: int, version: int = 0, method: str = "m") -> pb.TaskSpec:
+    return pb.TaskSpec(task_id=ids.task_id(b"r", b"s", i), version=version, method=method)
+
+
+async def test_specs_spread_over_shards_and_read_back(store):
+    specs = [spec(i) for i in range(300)]
+    acks = await store.write(specs)
+    assert sorted(acks) == sorted((s.task_id, 0) for s in specs)
+    assert await store.read([s.task_id for s in specs]) == {s.task_id: s for s in specs}
+    per_shard = [await c.dbsize() for c in store.store._clients]
+    assert sum(per_shard) == 300 and min(per_shard) > 50  # task IDs are uniform hashes
+    for s in specs[:20]:  # each record lives on the shard every process computes for it
+        client = store.store._clients[store.store.shard_of(record_key(s.task_id))]
+        assert await client.hget(record_key(s.task_id), "v") == b"0"
+
+
+async def test_the_store_keeps_the_newest_version_and_acks_what_it_holds(store):
+    await store.write([spec(1, version=1, method="reordered")])
+    # An older version is rejected: the ack names the version held, so the writer learns it lost.
+    assert await store.write([spec(1, version=0, method="stale")]) == [(spec(1).task_id, 1)]
+    assert (await store.read([spec(1).task_id]))[spec(1).task_id].method == "reordered"
+    # The same version again is a no-op ack; a newer one replaces.
+    assert await store.write([spec(1, version=1, method="again")]) == [(spec(1).task_id, 1)]
+    assert await store.write([spec(1, version=2, method="newer")]) == [(spec(1).task_id, 2)]
+    assert (await store.read([spec(1).task_id]))[spec(1).task_id].method == "newer"
+    # Two versions of one task in one batch: the newer is written.
+    acks = await store.write([spec(2, version=3), spec(2, version=1)])
+    assert acks == [(spec(2).task_id, 3)]
 
 
 async def test_wrong_password_is_refused(shards):
-    store = ShardedStore([shards[0].address], "not-the-password")
+    store = LineageStore(ShardedStore([shards[0].address], "not-the-password"))
     try:
         with pytest.raises(ClusterError, match="refused the password"):
-            await store.ping()
+            await store.write([spec(1)])
     finally:
         await store.aclose()
 
@@ -51,10 +75,10 @@ async def test_wrong_password_is_refused(shards):
 async def test_unreachable_store_is_a_clear_error(shards):
     address = shards[0].address
     await shards[0].stop()
-    store = ShardedStore([address], "pw")
+    store = LineageStore(ShardedStore([address], "pw"))
     try:
         with pytest.raises(ClusterError, match="unreachable"):
-            await store.put_many({b"k" * 16: b"v"})
+            await store.write([spec(1)])
     finally:
         await store.aclose()
 
