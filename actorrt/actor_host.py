@@ -77,7 +77,7 @@ class ActorInstance:
             self.last_executed = spec.task_id
             value = await self._execute(spec)
             self.executed += 1
-            self.worker.send_result(spec.owner_address, value)
+            self.worker.send_result(spec.owner_address, value, spec)
             if not self.mailbox.empty():
                 await asyncio.sleep(0)  # fairness: a backlog here must not starve the node's other actors
 

@@ -81,6 +81,7 @@ class FaultTolerance:
         self.flusher = flusher
         self._below_limit = asyncio.Event()
         self._below_limit.set()
+        self._came_from: dict[bytes, str] = {}  # received tasks not assigned yet -> sending process
 
     @classmethod
     def create(cls, options: FaultToleranceOptions, store) -> FaultTolerance:
@@ -97,15 +98,29 @@ class FaultTolerance:
         if self.mode != "lineage_stash":
             return []
         self._stash(spec)
-        return self.stash.lineage_for(spec, destination) if nondeterministic else []
+        lineage = self.stash.lineage_for(spec, destination) if nondeterministic else []
+        self.stash.mark_sent(spec.task_id, destination)  # the receiver stashes the task itself
+        return lineage
 
-    def on_lineage(self, spec: pb.TaskSpec) -> None:
-        """Forwarded lineage arrived (ahead of the task it belongs to)."""
+    def on_result(self, spec: pb.TaskSpec, owner: str) -> list[pb.TaskSpec]:
+        """A result goes to ``owner``: the lineage to send ahead of it. The owner depends on the
+        version that ran (a nondeterministic receiver's order) once it passes the value on."""
+        if self.mode != "lineage_stash":
+            return []
+        return self.stash.lineage_for(spec, owner, include_self=True)
+
+    def on_lineage(self, spec: pb.TaskSpec, source: str) -> None:
+        """Forwarded lineage arrived from ``source`` (ahead of the task it belongs to)."""
         if self.mode == "lineage_stash":
-            self._stash(spec)
+            self._stash(spec, source)
 
-    def _stash(self, spec: pb.TaskSpec) -> None:
-        if self.stash.add(spec):
+    def on_receive(self, spec: pb.TaskSpec, source: str) -> None:
+        """A task arrived from ``source``; it is stashed when assigned (AssignTask)."""
+        if self.mode == "lineage_stash":
+            self._came_from[spec.task_id] = source
+
+    def _stash(self, spec: pb.TaskSpec, source: str | None = None) -> None:
+        if self.stash.add(spec, source):
             self.flusher.flush(spec)
             if len(self.stash) > self.options.stash_limit:
                 self._below_limit.clear()
@@ -125,8 +140,10 @@ class FaultTolerance:
         Returns the version of the spec that runs."""
         if self.mode == "none":
             return spec
+        source = self._came_from.pop(spec.task_id, None)
         if nondeterministic and predecessor and predecessor != spec.predecessor_id:
             first, spec = spec, reordered(spec, predecessor)
+            source = None  # the sender has the old version only
         else:
             first = None
         if self.mode == "write_first":
@@ -134,7 +151,7 @@ class FaultTolerance:
                 await self.flusher.write_now([first])
             await self.flusher.write_now([spec])
             return spec
-        self._stash(spec)
+        self._stash(spec, source)
         return spec
 
     # ---- acks ---------------------------------------------------------------------------------------

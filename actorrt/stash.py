@@ -17,10 +17,12 @@ walk from any stashed task reaches every uncommitted ancestor.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from actorrt.rpc import common_pb2 as pb
+
+GONE_REMEMBERED = 100_000
 
 
 @dataclass
@@ -44,6 +46,9 @@ class Stash:
         self._dependents: dict[bytes, set[bytes]] = {}  # task id -> stashed tasks that depend on it
         self.evicted = 0
         self.forwarded_sizes: deque[int] = deque(maxlen=10_000)  # lineage sent per task, recent
+        # Recently evicted tasks and the version committed then: lineage that comes back later
+        # (a peer forwarding what it got from us) is known committed and must not be stashed again.
+        self._gone: OrderedDict[bytes, int] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -64,9 +69,24 @@ class Stash:
 
     # ---- adding and acknowledging ---------------------------------------------------------------
 
-    def add(self, spec: pb.TaskSpec) -> bool:
-        """Stash ``spec`` unless a same-or-newer version is here; True if it was stored (flush it)."""
+    def add(self, spec: pb.TaskSpec, source: str | None = None) -> bool:
+        """Stash ``spec`` unless a same-or-newer version is here or was committed; True if it was
+        stored (flush it). ``source``, the process it came from, has it: it is never sent back."""
         entry = self._entries.get(spec.task_id)
+        if entry is None and self._gone.get(spec.task_id, -1) >= spec.version:
+            return False
+        stored = self._store(entry, spec)
+        if source is not None:
+            self.mark_sent(spec.task_id, source)
+        return stored
+
+    def mark_sent(self, task_id: bytes, destination: str) -> None:
+        """``destination`` holds ``task_id`` at its stashed version (it was sent there as a task)."""
+        entry = self._entries.get(task_id)
+        if entry is not None:
+            entry.sent_to[destination] = max(entry.sent_to.get(destination, -1), entry.spec.version)
+
+    def _store(self, entry: _Entry | None, spec: pb.TaskSpec) -> bool:
         if entry is not None:
             if entry.spec.version >= spec.version:
                 return False
@@ -111,6 +131,9 @@ class Stash:
                 continue
             del self._entries[tid]
             evicted.append(tid)
+            self._gone[tid] = entry.committed
+            if len(self._gone) > GONE_REMEMBERED:
+                self._gone.popitem(last=False)
             self._unlink(entry.spec)
             todo.extend(self._dependents.get(tid, ()))
         self.evicted += len(evicted)
@@ -122,26 +145,29 @@ class Stash:
         """Every uncommitted stashed ancestor of ``spec`` (not ``spec`` itself)."""
         return [e.spec for e in self._walk(spec, None) if not e.is_committed]
 
-    def lineage_for(self, spec: pb.TaskSpec, destination: str) -> list[pb.TaskSpec]:
+    def lineage_for(self, spec: pb.TaskSpec, destination: str, include_self: bool = False) -> list[pb.TaskSpec]:
         """What to send along with ``spec`` to ``destination`` (``GetUncommittedLineage``).
 
         Skips ancestors ``destination`` already has at their current version (their own lineage
         went with them then) and ancestors forwarded ``max_forwards`` times; marks the rest sent.
+        With ``include_self``, ``spec`` itself goes too if stashed and not there yet: a result
+        travels back to its owner with the version of the task that produced it.
         """
         out: list[pb.TaskSpec] = []
-        for entry in self._walk(spec, destination):
+        for entry in self._walk(spec, destination, include_self):
             if self.max_forwards is not None and entry.forwards >= self.max_forwards:
                 continue
             entry.forwards += 1
             entry.sent_to[destination] = entry.spec.version
             out.append(entry.spec)
-        self.forwarded_sizes.append(len(out))
+        if not include_self:
+            self.forwarded_sizes.append(len(out))
         return out
 
-    def _walk(self, spec: pb.TaskSpec, destination: str | None) -> list[_Entry]:
+    def _walk(self, spec: pb.TaskSpec, destination: str | None, include_self: bool = False) -> list[_Entry]:
         found: list[_Entry] = []
-        seen: set[bytes] = {spec.task_id}
-        todo = [d for d in spec.dependencies if d]
+        seen: set[bytes] = set() if include_self else {spec.task_id}
+        todo = [spec.task_id] if include_self else [d for d in spec.dependencies if d]
         while todo:
             tid = todo.pop()
             if tid in seen:

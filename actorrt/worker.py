@@ -230,11 +230,15 @@ class Worker:
         else:
             self.host.assign(spec)
 
-    def send_result(self, owner_address: str, value: pb.ObjectValue) -> None:
+    def send_result(self, owner_address: str, value: pb.ObjectValue, task: pb.TaskSpec | None = None) -> None:
+        """Send a result to its owner; with ``task`` (the version that ran), its lineage goes first."""
         if owner_address == self.address:
             self._on_result(value)
-        else:
-            self.router.send(owner_address, RESULT, value)
+            return
+        if task is not None:
+            for ancestor in self.ft.on_result(task, owner_address):
+                self.router.send(owner_address, LINEAGE, ancestor)
+        self.router.send(owner_address, RESULT, value)
 
     def _on_result(self, value: pb.ObjectValue) -> None:
         self._inflight.pop(ids.producer_task(value.object_id), None)
@@ -244,6 +248,7 @@ class Worker:
         for message in batch.messages:
             kind = message.WhichOneof("kind")
             if kind == "submit":
+                self.ft.on_receive(message.submit, peer)
                 self._assign(message.submit)
             elif kind == "result":
                 self._on_result(message.result)
@@ -253,7 +258,7 @@ class Worker:
                 self._fetches.pop(message.object.object_id, None)
                 self.objects.put(message.object)
             elif kind == "lineage":
-                self.ft.on_lineage(message.lineage)
+                self.ft.on_lineage(message.lineage, peer)
 
     def _on_peer_lost(self, peer: str) -> None:
         # Until recovery re-sends them, tasks whose stream broke must fail rather than hang: the

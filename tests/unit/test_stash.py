@@ -118,7 +118,7 @@ class Process:
     nondeterministic: bool
     stash: Stash
     ctx: SenderContext
-    inbox: list[tuple[pb.TaskSpec, list[pb.TaskSpec]]] = field(default_factory=list)
+    inbox: list[tuple[pb.TaskSpec, str]] = field(default_factory=list)  # (task, sender)
     last_executed: bytes = b""
     mine: dict[bytes, pb.TaskSpec] = field(default_factory=dict)  # submitted or executed, my version
     seen: dict[bytes, pb.TaskSpec] = field(default_factory=dict)  # newest version of every spec I had
@@ -139,10 +139,10 @@ class Cluster:
     def flush(self, proc: Process, task: pb.TaskSpec) -> None:
         self.pending.append((proc, task))
 
-    def stash_add(self, proc: Process, task: pb.TaskSpec) -> None:
+    def stash_add(self, proc: Process, task: pb.TaskSpec, source: str | None = None) -> None:
         if task.version >= proc.seen.get(task.task_id, task).version:
             proc.seen[task.task_id] = task
-        if proc.stash.add(task):
+        if proc.stash.add(task, source):
             self.flush(proc, task)
 
     def submit(self, src: Process, dst: Process, arg_of: bytes | None) -> None:
@@ -154,19 +154,26 @@ class Cluster:
         src.seen[task.task_id] = task
         src.owned.append(task.task_id)
         self.stash_add(src, task)
-        dst.inbox.append((task, src.stash.lineage_for(task, dst.name)))
+        for ancestor in src.stash.lineage_for(task, dst.name):
+            self.stash_add(dst, ancestor, src.name)  # lineage is stashed when it arrives, ahead of the task
+        dst.inbox.append((task, src.name))
+        src.stash.mark_sent(task.task_id, dst.name)
 
     def execute(self, proc: Process) -> None:
-        task, lineage = proc.inbox.pop(0)
-        for ancestor in lineage:
-            self.stash_add(proc, ancestor)
+        task, source = proc.inbox.pop(0)
         if proc.nondeterministic and proc.last_executed:
             task = pb.TaskSpec.FromString(task.SerializeToString())
             del task.dependencies[1]
             task.dependencies.insert(1, proc.last_executed)
             task.predecessor_id = proc.last_executed
             task.version += 1
-        self.stash_add(proc, task)
+            source = None  # the sender only has the old version
+        self.stash_add(proc, task, source)
+        # The result goes back to its owner with the executed version and its lineage.
+        owner = next(p for p in self.procs if p.name == task.owner_address)
+        if owner is not proc:
+            for ancestor in proc.stash.lineage_for(task, owner.name, include_self=True):
+                self.stash_add(owner, ancestor, proc.name)
         proc.mine[task.task_id] = task
         proc.seen[task.task_id] = task
         proc.last_executed = task.task_id
@@ -229,3 +236,42 @@ def test_invariant_2_holds_on_random_graphs_and_ack_orders(data):
             cluster.apply_write(data.draw(st.integers(0, len(cluster.pending) - 1)))
         cluster.check_invariant()
     assert [len(p.stash) for p in cluster.procs] == [0] * n
+
+
+def test_lineage_never_goes_back_to_where_it_came_from():
+    a, b = Stash(), Stash()
+    t1 = spec("t1")
+    a.add(t1)
+    b.add(t1, source="A")  # forwarded by A
+    t2 = spec("t2", ["t1"])
+    b.add(t2)
+    assert b.lineage_for(t2, "A") == []  # A has t1
+    assert [x.task_id for x in b.lineage_for(t2, "C")] == [b"t1"]
+    b.mark_sent(b"t2", "A")  # t2 itself was sent to A as a task
+    assert b.lineage_for(spec("t3", ["t2"]), "A") == []
+
+
+def test_a_committed_and_evicted_task_is_not_stashed_again():
+    a = Stash()
+    a.add(spec("t1"))
+    assert a.ack(b"t1", 0) == [b"t1"]
+    assert not a.add(spec("t1"))  # a peer forwarding it back: known committed
+    assert b"t1" not in a
+    assert a.add(spec("t1", version=1))  # a newer version is news
+
+
+def test_a_result_goes_back_with_the_version_that_ran_and_its_new_lineage():
+    receiver = Stash()
+    x = spec("x")  # from another sender, executed first, uncommitted
+    d0 = spec("d", ["parent", "prev"])  # as its owner submitted it
+    receiver.add(x, source="other")
+    receiver.add(d0, source="owner")
+    d1 = spec("d", ["parent", "x"], version=1)  # as it ran: after x
+    receiver.add(d1)
+    back = receiver.lineage_for(d1, "owner", include_self=True)
+    assert sorted((t.task_id, t.version) for t in back) == [(b"d", 1), (b"x", 0)]
+    assert receiver.lineage_for(d1, "owner", include_self=True) == []  # once
+    # A task that ran as submitted goes back with nothing: the owner has it.
+    plain = Stash()
+    plain.add(d0, source="owner")
+    assert plain.lineage_for(d0, "owner", include_self=True) == []
