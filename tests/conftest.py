@@ -2,26 +2,37 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 import actorrt
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    """A two-node embedded cluster shared by the tests of one module."""
-    info = actorrt.init(num_nodes=2, store_shards=2)
+@contextlib.contextmanager
+def running_cluster(**options):
+    info = actorrt.init(**options)
     try:
         yield info
     finally:
         actorrt.shutdown()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A two-node embedded cluster shared by the tests of one module."""
+    with running_cluster(num_nodes=2, store_shards=2) as info:
+        yield info
 
 
 @pytest.fixture
 def fresh_cluster():
     """A two-node embedded cluster of the test's own (for tests that kill nodes)."""
-    info = actorrt.init(num_nodes=2, store_shards=1)
-    try:
+    with running_cluster(num_nodes=2, store_shards=1) as info:
         yield info
-    finally:
-        actorrt.shutdown()
+
+
+@pytest.fixture
+def cluster_with():
+    """``with cluster_with(**init_options):`` runs an embedded cluster of the test's own choosing."""
+    return running_cluster

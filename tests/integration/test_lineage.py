@@ -69,12 +69,9 @@ def wait_drained(timeout=30.0):
 
 
 @pytest.fixture
-def stash_cluster():
-    actorrt.init(num_nodes=2, store_shards=2, ft="lineage_stash", store_delay_ms=50)
-    try:
+def stash_cluster(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=2, ft="lineage_stash", store_delay_ms=50):
         yield
-    finally:
-        actorrt.shutdown()
 
 
 def test_nondeterministic_order_is_logged_as_new_versions_and_stashes_drain(stash_cluster):
@@ -117,18 +114,14 @@ def test_lineage_is_forwarded_while_uncommitted(stash_cluster):
     assert node1["forwarded_mean"] > 0
 
 
-def test_lineage_stash_does_not_wait_for_the_store():
-    actorrt.init(num_nodes=1, store_shards=1, ft="lineage_stash", store_delay_ms=500)
-    try:
+def test_lineage_stash_does_not_wait_for_the_store(cluster_with):
+    with cluster_with(num_nodes=1, store_shards=1, ft="lineage_stash", store_delay_ms=500):
         probe = Probe.remote()
         assert actorrt.get(probe.committed_here.remote(), timeout=30) is False
-    finally:
-        actorrt.shutdown()
 
 
-def test_write_first_runs_a_task_only_after_the_store_holds_it():
-    actorrt.init(num_nodes=1, store_shards=1, ft="write_first", store_delay_ms=20)
-    try:
+def test_write_first_runs_a_task_only_after_the_store_holds_it(cluster_with):
+    with cluster_with(num_nodes=1, store_shards=1, ft="write_first", store_delay_ms=20):
         probe = Probe.options(nondeterministic=False).remote()
         assert actorrt.get(probe.stored_version.remote(), timeout=30) == 0
         ndprobe = Probe.options(nondeterministic=True).remote()
@@ -136,8 +129,6 @@ def test_write_first_runs_a_task_only_after_the_store_holds_it():
         # Its second task follows the driver's first (same sender): nothing to reorder.
         assert actorrt.get(ndprobe.stored_version.remote(), timeout=30) == 0
         assert actorrt.stats()["fault_tolerance"]["mode"] == "write_first"
-    finally:
-        actorrt.shutdown()
 
 
 def test_invalid_fault_tolerance_options_are_rejected():
@@ -175,13 +166,12 @@ def test_a_stalled_store_shard_slows_flushes_not_tasks(stash_cluster):
     wait_drained()
 
 
-def test_a_full_stash_makes_submitters_wait_instead_of_growing():
+def test_a_full_stash_makes_submitters_wait_instead_of_growing(cluster_with):
     import threading
 
     import redis
 
-    actorrt.init(num_nodes=1, store_shards=2, ft="lineage_stash", stash_limit=50)
-    try:
+    with cluster_with(num_nodes=1, store_shards=2, ft="lineage_stash", stash_limit=50):
         view = runtime.current().worker.view
         shards = []
         for shard in view.store_shards:
@@ -208,5 +198,3 @@ def test_a_full_stash_makes_submitters_wait_instead_of_growing():
         wait_drained()
         for c in shards:
             c.close()
-    finally:
-        actorrt.shutdown()
