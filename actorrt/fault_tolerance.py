@@ -81,7 +81,6 @@ class FaultTolerance:
         self.flusher = flusher
         self._below_limit = asyncio.Event()
         self._below_limit.set()
-        self._came_from: dict[bytes, str] = {}  # received tasks not assigned yet -> sending process
 
     @classmethod
     def create(cls, options: FaultToleranceOptions, store) -> FaultTolerance:
@@ -99,7 +98,7 @@ class FaultTolerance:
             return []
         self._stash(spec)
         lineage = self.stash.lineage_for(spec, destination) if nondeterministic else []
-        self.stash.mark_sent(spec.task_id, destination)  # the receiver stashes the task itself
+        self.stash.mark_sent(spec.task_id, destination)  # the receiver stashes the task on arrival
         return lineage
 
     def on_result(self, spec: pb.TaskSpec, owner: str) -> list[pb.TaskSpec]:
@@ -115,9 +114,10 @@ class FaultTolerance:
             self._stash(spec, source)
 
     def on_receive(self, spec: pb.TaskSpec, source: str) -> None:
-        """A task arrived from ``source``; it is stashed when assigned (AssignTask)."""
+        """A task arrived from ``source``. It is stashed now, not when it runs: its sender counts it
+        as held here from now on, and a result may soon bring lineage that depends on it."""
         if self.mode == "lineage_stash":
-            self._came_from[spec.task_id] = source
+            self._stash(spec, source)
 
     def _stash(self, spec: pb.TaskSpec, source: str | None = None) -> None:
         if self.stash.add(spec, source):
@@ -140,18 +140,16 @@ class FaultTolerance:
         Returns the version of the spec that runs."""
         if self.mode == "none":
             return spec
-        source = self._came_from.pop(spec.task_id, None)
         if nondeterministic and predecessor and predecessor != spec.predecessor_id:
             first, spec = spec, reordered(spec, predecessor)
-            source = None  # the sender has the old version only
         else:
             first = None
         if self.mode == "write_first":
             if first is not None:
                 await self.flusher.write_now([first])
             await self.flusher.write_now([spec])
-            return spec
-        self._stash(spec, source)
+        elif first is not None or spec.task_id not in self.stash:
+            self._stash(spec)  # a new version (the sender has the old one only), or a local submission
         return spec
 
     # ---- acks ---------------------------------------------------------------------------------------

@@ -118,7 +118,7 @@ class Process:
     nondeterministic: bool
     stash: Stash
     ctx: SenderContext
-    inbox: list[tuple[pb.TaskSpec, str]] = field(default_factory=list)  # (task, sender)
+    inbox: list[pb.TaskSpec] = field(default_factory=list)
     last_executed: bytes = b""
     mine: dict[bytes, pb.TaskSpec] = field(default_factory=dict)  # submitted or executed, my version
     seen: dict[bytes, pb.TaskSpec] = field(default_factory=dict)  # newest version of every spec I had
@@ -156,19 +156,19 @@ class Cluster:
         self.stash_add(src, task)
         for ancestor in src.stash.lineage_for(task, dst.name):
             self.stash_add(dst, ancestor, src.name)  # lineage is stashed when it arrives, ahead of the task
-        dst.inbox.append((task, src.name))
+        self.stash_add(dst, task, src.name)  # the receiver stashes a task on arrival
+        dst.inbox.append(task)
         src.stash.mark_sent(task.task_id, dst.name)
 
     def execute(self, proc: Process) -> None:
-        task, source = proc.inbox.pop(0)
+        task = proc.inbox.pop(0)
         if proc.nondeterministic and proc.last_executed:
             task = pb.TaskSpec.FromString(task.SerializeToString())
             del task.dependencies[1]
             task.dependencies.insert(1, proc.last_executed)
             task.predecessor_id = proc.last_executed
             task.version += 1
-            source = None  # the sender only has the old version
-        self.stash_add(proc, task, source)
+            self.stash_add(proc, task)  # the sender only has the old version
         # The result goes back to its owner with the executed version and its lineage.
         owner = next(p for p in self.procs if p.name == task.owner_address)
         if owner is not proc:
