@@ -33,6 +33,7 @@ def init(
     store_delay_ms: float = 0.0,
     max_forwards: int | None = None,
     stash_limit: int = DEFAULT_STASH_LIMIT,
+    store_url: str | None = None,
 ) -> dict[str, Any]:
     """Start an embedded cluster, or connect to a running one.
 
@@ -51,6 +52,9 @@ def init(
         max_forwards: the paper's f: how often an uncommitted task may be forwarded (None: unlimited).
         stash_limit: while a process's stash holds more specs than this (the store is slow or
             down), its submitters wait.
+        store_url: an external lineage store for the embedded cluster instead of its own shards:
+            ``redis://[:password@]host:port[,host:port...]`` (independent servers, sharded by the
+            client) or ``redis+cluster://[:password@]host:port[,...]`` (a Redis Cluster).
 
     Returns:
         ``{"address": head address, "nodes": [...]}``.
@@ -63,7 +67,7 @@ def init(
             ft_options = FaultToleranceOptions(ft, store_delay_ms, max_forwards, stash_limit)
             session_dir = Path(tempfile.mkdtemp(prefix="actorrt-"))
             head = start_head(session_dir, num_nodes=opts.num_nodes, store_shards=opts.store_shards, host=opts.host,
-                              fault_tolerance=ft_options)
+                              fault_tolerance=ft_options, store_url=store_url)
             driver = Driver(head.session.head_address, head.session.token, host, head)
             wait_for = opts.num_nodes
         else:

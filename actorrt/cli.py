@@ -30,6 +30,7 @@ from actorrt.head_client import HEAD_LOSS_GRACE_S, HeadClient
 from actorrt.processes import process_alive
 from actorrt.rpc import head_pb2
 from actorrt.session import SESSION_FILE, TOKEN_ENV, Session
+from actorrt.store import STORE_URL_ENV, without_password
 
 T = TypeVar("T")
 
@@ -152,10 +153,13 @@ _token_option = click.option("--token", default=None, help=_TOKEN_HELP)
               help="Simulated lineage-store latency added to every ack (with --head).")
 @click.option("--max-forwards", default=None, type=click.IntRange(min=0),
               help="How often an uncommitted task may be forwarded, the paper's f (with --head; default unlimited).")
+@click.option("--store-url", default=None, envvar=STORE_URL_ENV, show_envvar=True,
+              help="An external lineage store instead of the head's own shards (with --head): "
+                   "redis://[:PASSWORD@]HOST:PORT[,HOST:PORT...] or redis+cluster://[:PASSWORD@]HOST:PORT.")
 @click.pass_context
 def start(ctx: click.Context, as_head: bool, address: str | None, host: str, port: int, nodes: int,
           store_shards: int, session_dir: Path | None, token: str | None, timeout: float, ft: str,
-          store_delay_ms: float, max_forwards: int | None) -> None:
+          store_delay_ms: float, max_forwards: int | None, store_url: str | None) -> None:
     """Start a head (--head) or add a node to a running head (--address HOST:PORT).
 
     Both run in the background and outlive this command. A head writes the session file (address,
@@ -167,10 +171,10 @@ def start(ctx: click.Context, as_head: bool, address: str | None, host: str, por
     session_dir = session_dir or session.default_dir()
     if as_head:
         _start_head(session_dir, host, port, nodes, store_shards, token or os.environ.get(TOKEN_ENV), timeout,
-                    FaultToleranceOptions(ft, store_delay_ms, max_forwards))
+                    FaultToleranceOptions(ft, store_delay_ms, max_forwards), store_url)
         return
     head_only = [f"--{name.replace('_', '-')}" for name in
-                 ("port", "nodes", "store_shards", "ft", "store_delay_ms", "max_forwards")
+                 ("port", "nodes", "store_shards", "ft", "store_delay_ms", "max_forwards", "store_url")
                  if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
     if head_only:
         raise click.UsageError(f"{', '.join(head_only)}: only valid with --head")
@@ -178,9 +182,12 @@ def start(ctx: click.Context, as_head: bool, address: str | None, host: str, por
 
 
 def _start_head(session_dir: Path, host: str, port: int, nodes: int, store_shards: int, token: str | None,
-                timeout: float, fault_tolerance: FaultToleranceOptions) -> None:
-    head = start_head(session_dir, num_nodes=nodes, store_shards=store_shards, host=host, port=port,
-                      token=token, tied_to_caller=False, fault_tolerance=fault_tolerance)
+                timeout: float, fault_tolerance: FaultToleranceOptions, store_url: str | None) -> None:
+    try:
+        head = start_head(session_dir, num_nodes=nodes, store_shards=store_shards, host=host, port=port,
+                          token=token, tied_to_caller=False, fault_tolerance=fault_tolerance, store_url=store_url)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--store-url") from None
     address = head.session.head_address
 
     def all_alive(view: head_pb2.ClusterView) -> bool | None:
@@ -279,8 +286,11 @@ def status(address: str | None, token: str | None, session_dir: Path | None) -> 
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
     alive = sum(n.state == head_pb2.ALIVE for n in view.nodes)
     click.echo(f"nodes alive: {alive} of {len(view.nodes)}")
-    shards = ", ".join(s.address for s in view.store_shards) or "none"
-    click.echo(f"store shards ({len(view.store_shards)}): {shards}")
+    if view.store_url:
+        click.echo(f"lineage store: {without_password(view.store_url)}")
+    else:
+        shards = ", ".join(s.address for s in view.store_shards) or "none"
+        click.echo(f"store shards ({len(view.store_shards)}): {shards}")
 
 
 # ---- stop ---------------------------------------------------------------------------------------

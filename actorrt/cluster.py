@@ -17,6 +17,7 @@ from actorrt.exceptions import ClusterError
 from actorrt.fault_tolerance import FaultToleranceOptions
 from actorrt.processes import process_alive
 from actorrt.session import TOKEN_ENV, Session
+from actorrt.store import STORE_URL_ENV, parse_store_url
 
 HEAD_START_TIMEOUT_S = 60.0
 
@@ -48,14 +49,18 @@ def start_head(
     token: str | None = None,
     tied_to_caller: bool = True,
     fault_tolerance: FaultToleranceOptions = FaultToleranceOptions(),
+    store_url: str | None = None,
 ) -> HeadProcess:
     """Launch a head and wait until its session file names its address.
 
     With ``tied_to_caller`` the head (and so its nodes and shards) stops when this process exits;
-    the CLI launches a head that outlives it instead.
+    the CLI launches a head that outlives it instead. ``store_url`` names an external lineage store
+    (see ``actorrt.store.parse_store_url``); then the head starts no shards of its own.
     """
     if num_nodes < 0 or store_shards < 1:
         raise ValueError("need num_nodes >= 0 and store_shards >= 1")
+    if store_url:
+        parse_store_url(store_url)
     session_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     existing = session.read(session_dir)
     if existing is not None and process_alive(existing.head_pid):
@@ -76,7 +81,7 @@ def start_head(
         argv += ["--parent-pid", str(os.getpid())]
     with open(logs / "head.log", "ab") as log:
         proc = subprocess.Popen(
-            argv, env=dict(os.environ, **{TOKEN_ENV: token}), stdin=subprocess.DEVNULL,
+            argv, env=dict(os.environ, **{TOKEN_ENV: token, STORE_URL_ENV: store_url or ""}), stdin=subprocess.DEVNULL,
             stdout=log, stderr=subprocess.STDOUT, start_new_session=not tied_to_caller,
         )
     deadline = time.monotonic() + HEAD_START_TIMEOUT_S

@@ -24,6 +24,7 @@ from actorrt.head_client import HEAD_LOSS_GRACE_S, HeadClient
 from actorrt.node_service import NodeServicer
 from actorrt.object_ref import ObjectRef
 from actorrt.rpc import head_pb2, node_pb2, node_pb2_grpc
+from actorrt.store import without_password
 from actorrt.transport import channel, metadata, start_server
 from actorrt.worker import Worker
 
@@ -160,6 +161,7 @@ class Driver:
             "head": self.head_address,
             "nodes": nodes,
             "store_shards": [s.address for s in self.worker.view.store_shards],
+            "store_url": without_password(self.worker.view.store_url),
             "fault_tolerance": _ft_dict(self.worker.view.fault_tolerance),
             "driver": {"pending_results": self.worker.pending_results(), "objects": len(self.worker.objects),
                        "lineage": _lineage_dict(self.worker.ft.stats()) if self.worker.ft else {}},

@@ -58,6 +58,11 @@ class Flusher:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
                 continue
+            except Exception:  # a client bug must not end flushing for good: the stash would fill up
+                log.exception("lineage store write failed unexpectedly; retrying in %.2f s", backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+                continue
             self.flushed += len(specs)
             written = {}
             for spec in specs:

@@ -28,6 +28,7 @@ from actorrt.processes import daemon_setup, spawn
 from actorrt.redis_shards import RedisShard
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.session import TOKEN_ENV, Session
+from actorrt.store import STORE_URL_ENV, parse_store_url
 from actorrt.transport import InvalidRequestError, check_message, start_server
 
 log = logging.getLogger("actorrt.head")
@@ -56,7 +57,8 @@ class Slot:
 class Head:
     def __init__(self, token: str, host: str, session_dir: Path, num_nodes: int, store_shards: int,
                  parent_pid: int | None = None, heartbeat_timeout: float = HEARTBEAT_TIMEOUT_S,
-                 fault_tolerance: FaultToleranceOptions = FaultToleranceOptions()) -> None:
+                 fault_tolerance: FaultToleranceOptions = FaultToleranceOptions(),
+                 store_url: str = "") -> None:
         self.token = token
         self.host = host
         self.session_dir = session_dir
@@ -65,6 +67,9 @@ class Head:
         self.parent_pid = parent_pid
         self.heartbeat_timeout = heartbeat_timeout
         self.fault_tolerance = fault_tolerance
+        self.store_url = store_url
+        if store_url:
+            parse_store_url(store_url)  # a bad URL stops the head here, not every node later
         self.address = ""
         self.slots: dict[int, Slot] = {}
         self.shards: list[RedisShard] = []
@@ -81,10 +86,11 @@ class Head:
         server, self.address = await start_server(
             self.host, port, [(self, head_pb2.DESCRIPTOR.services_by_name["Head"])], self.token
         )
-        self.shards = list(await asyncio.gather(*(
-            RedisShard.start(self.session_dir / f"store-{i}", self.store_password, self.host)
-            for i in range(self.num_shards)
-        )))
+        if not self.store_url:
+            self.shards = list(await asyncio.gather(*(
+                RedisShard.start(self.session_dir / f"store-{i}", self.store_password, self.host)
+                for i in range(self.num_shards)
+            )))
         for slot in range(self.num_nodes):
             self.slots[slot] = Slot(head_pb2.NodeInfo(slot=slot, epoch=0, managed=True))
             await self._launch(slot)
@@ -173,6 +179,7 @@ class Head:
             store_shards=[head_pb2.StoreShard(address=shard.address) for shard in self.shards],
             store_password=self.store_password,
             fault_tolerance=self.fault_tolerance.to_proto(),
+            store_url=self.store_url,
         )
 
     def _publish(self) -> None:
@@ -273,7 +280,8 @@ def main(argv: list[str] | None = None) -> None:
         head = Head(token, args.host, args.session_dir, args.nodes, args.store_shards, args.parent_pid,
                     args.heartbeat_timeout,
                     FaultToleranceOptions(args.ft, args.store_delay_ms, args.max_forwards,
-                                          args.stash_limit))
+                                          args.stash_limit),
+                    os.environ.get(STORE_URL_ENV, ""))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, lambda: asyncio.ensure_future(head.stop()))

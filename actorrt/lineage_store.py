@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import redis.asyncio as aioredis
-
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store import ShardedStore
+from actorrt.store import Client, Store
 
 KEY_PREFIX = b"task:"
 
@@ -35,16 +33,26 @@ return held_after
 """
 
 
+# In a Redis Cluster the keys of one script call must share a hash slot. The {tag} puts a task in
+# one of SLOT_GROUPS slots, so a batch needs at most that many calls, and they spread over the
+# cluster's nodes. Plain shards ignore the tag (they place keys by the trailing task ID).
+SLOT_GROUPS = 64
+
+
 def record_key(task_id: bytes) -> bytes:
-    return KEY_PREFIX + task_id
+    return b"%s{%02x}%s" % (KEY_PREFIX, task_id[-1] % SLOT_GROUPS, task_id)
+
+
+def task_id_of(key: bytes) -> bytes:
+    return key[len(KEY_PREFIX) + 4:]
 
 
 class LineageStore:
-    def __init__(self, store: ShardedStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self._scripts: dict[int, object] = {}
 
-    def _script(self, client: aioredis.Redis):
+    def _script(self, client: Client):
         script = self._scripts.get(id(client))
         if script is None:
             script = self._scripts[id(client)] = client.register_script(_WRITE_IF_NEWER)
@@ -61,7 +69,7 @@ class LineageStore:
             if key not in by_key or by_key[key].version < spec.version:
                 by_key[key] = spec
 
-        async def write_shard(client: aioredis.Redis, keys: list[bytes]) -> list[tuple[bytes, int]]:
+        async def write_shard(client: Client, keys: list[bytes]) -> list[tuple[bytes, int]]:
             args: list[int | bytes] = []
             for key in keys:
                 args += [by_key[key].version, by_key[key].SerializeToString()]
@@ -76,7 +84,7 @@ class LineageStore:
     async def read(self, task_ids: Sequence[bytes]) -> dict[bytes, pb.TaskSpec]:
         """The stored specs of those of ``task_ids`` the store holds."""
 
-        async def read_shard(client: aioredis.Redis, keys: list[bytes]) -> list[bytes | None]:
+        async def read_shard(client: Client, keys: list[bytes]) -> list[bytes | None]:
             async with client.pipeline(transaction=False) as pipe:
                 for key in keys:
                     pipe.hget(key, "s")
@@ -86,7 +94,7 @@ class LineageStore:
         for part in await self.store.per_shard([record_key(t) for t in task_ids], read_shard):
             for key, blob in part:
                 if blob is not None:
-                    out[key[len(KEY_PREFIX):]] = pb.TaskSpec.FromString(blob)
+                    out[task_id_of(key)] = pb.TaskSpec.FromString(blob)
         return out
 
     async def aclose(self) -> None:

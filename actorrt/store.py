@@ -1,7 +1,12 @@
-"""Async client of the lineage store: K Redis shards, keys spread by client-side sharding.
+"""Async clients of the lineage store: K Redis shards with client-side sharding, or a Redis Cluster.
 
-Keys end with a task ID (a uniform hash), so a key's shard is its last 8 bytes modulo K and any
-process computes the same placement. Writes are grouped per shard and sent as one pipeline.
+Both spread keys the same way from the caller's view: ``per_shard`` groups keys by where they live
+and runs one function per group, groups in parallel, so a batch costs one round trip per shard.
+
+- ``ShardedStore``: keys end with a task ID (a uniform hash), so a key's shard is its last 8 bytes
+  modulo K and any process computes the same placement.
+- ``ClusterStore``: the cluster places keys by hash slot; a group is one slot, so a Lua script
+  over the group's keys is legal there (all keys of one script call must share a slot).
 """
 
 from __future__ import annotations
@@ -9,56 +14,138 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import RedisClusterException
 
 from actorrt.exceptions import ClusterError
 
 T = TypeVar("T")
+Client = aioredis.Redis | RedisCluster
+ShardFn = Callable[[Client, list[bytes]], Awaitable[T]]
+
+CLUSTER_SCHEME = "redis+cluster"
+STORE_URL_ENV = "ACTORRT_STORE_URL"  # how a store URL reaches the head: it may hold a password
 
 
-class ShardedStore:
-    def __init__(self, addresses: Sequence[str], password: str | None = None, retries: int = 3) -> None:
-        if not addresses:
-            raise ValueError("the lineage store needs at least one shard address")
-        self.addresses = list(addresses)
-        self._clients = []
-        for address in self.addresses:
-            host, _, port = address.rpartition(":")
-            self._clients.append(aioredis.Redis(
-                host=host, port=int(port), password=password, socket_connect_timeout=2.0,
-                retry=Retry(ExponentialBackoff(cap=0.5, base=0.01), retries),
-            ))
+def _retry(retries: int) -> Retry:
+    return Retry(ExponentialBackoff(cap=0.5, base=0.01), retries)
 
-    def shard_of(self, key: bytes) -> int:
-        return int.from_bytes(key[-8:], "big") % len(self._clients)
 
-    def _by_shard(self, keys: Sequence[bytes]) -> dict[int, list[bytes]]:
-        groups: dict[int, list[bytes]] = {}
-        for key in keys:
-            groups.setdefault(self.shard_of(key), []).append(key)
-        return groups
+class _Store:
+    """What both stores share: error translation and the grouping contract."""
 
-    async def per_shard(
-        self, keys: Sequence[bytes], fn: Callable[[aioredis.Redis, list[bytes]], Awaitable[T]]
-    ) -> list[T]:
-        """Run ``fn(shard_client, keys_of_that_shard)`` for every shard holding some of ``keys``,
-        shards in parallel (one pipelined round trip each when ``fn`` uses a pipeline)."""
-        return await self._gather(fn(self._clients[s], ks) for s, ks in self._by_shard(keys).items())
+    description = ""
 
-    async def ping(self) -> None:
-        await self._gather(c.ping() for c in self._clients)
+    def _groups(self, keys: Sequence[bytes]) -> list[tuple[Client, list[bytes]]]:
+        raise NotImplementedError
+
+    async def per_shard(self, keys: Sequence[bytes], fn: ShardFn) -> list[T]:
+        """Run ``fn(client, keys_of_one_group)`` for every group holding some of ``keys``, groups in
+        parallel (one pipelined round trip each when ``fn`` uses a pipeline or one script call)."""
+        return await self._gather(fn(client, ks) for client, ks in self._groups(keys))
 
     async def _gather(self, coros) -> list:
         try:
             return await asyncio.gather(*coros)
         except aioredis.AuthenticationError as exc:
             raise ClusterError(f"the lineage store refused the password: {exc}") from exc
-        except (aioredis.ConnectionError, OSError) as exc:
-            raise ClusterError(f"lineage store unreachable ({', '.join(self.addresses)}): {exc}") from exc
+        except (aioredis.ConnectionError, aioredis.TimeoutError, RedisClusterException, OSError) as exc:
+            raise ClusterError(f"lineage store unreachable ({self.description}): {exc}") from exc
+
+
+class ShardedStore(_Store):
+    def __init__(self, addresses: Sequence[str], password: str | None = None, retries: int = 3) -> None:
+        if not addresses:
+            raise ValueError("the lineage store needs at least one shard address")
+        self.addresses = list(addresses)
+        self.description = ", ".join(self.addresses)
+        self._clients = []
+        for address in self.addresses:
+            host, _, port = address.rpartition(":")
+            self._clients.append(aioredis.Redis(
+                host=host, port=int(port), password=password, socket_connect_timeout=2.0, retry=_retry(retries),
+            ))
+
+    def shard_of(self, key: bytes) -> int:
+        return int.from_bytes(key[-8:], "big") % len(self._clients)
+
+    def _groups(self, keys: Sequence[bytes]) -> list[tuple[Client, list[bytes]]]:
+        groups: dict[int, list[bytes]] = {}
+        for key in keys:
+            groups.setdefault(self.shard_of(key), []).append(key)
+        return [(self._clients[shard], ks) for shard, ks in groups.items()]
 
     async def aclose(self) -> None:
         for client in self._clients:
             await client.aclose()
+
+
+class ClusterStore(_Store):
+    """A Redis Cluster reached through any of its nodes; the client follows slot moves itself."""
+
+    def __init__(self, seeds: Sequence[str], password: str | None = None, retries: int = 3) -> None:
+        if not seeds:
+            raise ValueError("a Redis Cluster store needs at least one seed address")
+        self.description = f"Redis Cluster via {', '.join(seeds)}"
+        nodes = [ClusterNode(host, int(port)) for host, _, port in (s.rpartition(":") for s in seeds)]
+        self._client = RedisCluster(startup_nodes=nodes, password=password, socket_connect_timeout=2.0,
+                                    retry=_retry(retries))
+        self._initialized = asyncio.Lock()
+
+    async def per_shard(self, keys: Sequence[bytes], fn: ShardFn) -> list[T]:
+        # Learn the slot map once, before parallel calls: redis-py's cluster client races when
+        # several first commands each try to initialize it.
+        async with self._initialized:
+            await self._gather([self._client.initialize()])
+        return await super().per_shard(keys, fn)
+
+    def _groups(self, keys: Sequence[bytes]) -> list[tuple[Client, list[bytes]]]:
+        groups: dict[int, list[bytes]] = {}
+        for key in keys:
+            groups.setdefault(self._client.keyslot(key), []).append(key)
+        return [(self._client, ks) for ks in groups.values()]
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+Store = ShardedStore | ClusterStore
+
+
+def parse_store_url(url: str) -> tuple[str, list[str], str | None]:
+    """``redis://[:password@]host:port[,host:port...]`` (independent shards, client-side sharding)
+    or ``redis+cluster://[:password@]host:port[,...]`` (a Redis Cluster; any nodes as seeds).
+
+    Returns ``(scheme, addresses, password)``; raises ValueError naming what is wrong.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", CLUSTER_SCHEME):
+        raise ValueError(f"store URL {url!r}: the scheme must be redis:// or {CLUSTER_SCHEME}://")
+    hosts = parts.netloc.rpartition("@")[2]
+    addresses = [a.strip() for a in hosts.split(",") if a.strip()]
+    for address in addresses:
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"store URL {url!r}: {address!r} is not host:port")
+    if not addresses:
+        raise ValueError(f"store URL {url!r} names no host:port")
+    return parts.scheme, addresses, parts.password
+
+
+def without_password(url: str) -> str:
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+def open_store(url: str | None, shard_addresses: Sequence[str] = (), password: str | None = None) -> Store:
+    """The store a view describes: an external store URL if given, else the head's shards."""
+    if not url:
+        return ShardedStore(shard_addresses, password)
+    scheme, addresses, url_password = parse_store_url(url)
+    cls = ClusterStore if scheme == CLUSTER_SCHEME else ShardedStore
+    return cls(addresses, url_password)

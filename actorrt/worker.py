@@ -26,7 +26,7 @@ from actorrt.object_store import ObjectStore
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.serialization import deserialize, exception_from_error, runtime_error
-from actorrt.store import ShardedStore
+from actorrt.store import open_store
 from actorrt.task_spec import SenderContext, build_task, encode_args
 from actorrt.transport import FETCH, LINEAGE, OBJECT, RESULT, SUBMIT, Router
 
@@ -116,8 +116,8 @@ class Worker:
         options = FaultToleranceOptions.from_proto(view.fault_tolerance)
         store = None
         if options.mode != "none":
-            shards = ShardedStore([s.address for s in view.store_shards], view.store_password)
-            store = LineageStore(shards)
+            store = LineageStore(open_store(
+                view.store_url, [s.address for s in view.store_shards], view.store_password))
         self.ft = FaultTolerance.create(options, store)
         if self.ft.flusher is not None:
             self._background.spawn(self.ft.flusher.run())

@@ -56,18 +56,20 @@ class FaultTolerance(_message.Message):
     def __init__(self, mode: _Optional[str] = ..., store_delay_ms: _Optional[float] = ..., max_forwards: _Optional[int] = ..., stash_limit: _Optional[int] = ...) -> None: ...
 
 class ClusterView(_message.Message):
-    __slots__ = ("revision", "nodes", "store_shards", "store_password", "fault_tolerance")
+    __slots__ = ("revision", "nodes", "store_shards", "store_password", "fault_tolerance", "store_url")
     REVISION_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     STORE_SHARDS_FIELD_NUMBER: _ClassVar[int]
     STORE_PASSWORD_FIELD_NUMBER: _ClassVar[int]
     FAULT_TOLERANCE_FIELD_NUMBER: _ClassVar[int]
+    STORE_URL_FIELD_NUMBER: _ClassVar[int]
     revision: int
     nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
     store_shards: _containers.RepeatedCompositeFieldContainer[StoreShard]
     store_password: str
     fault_tolerance: FaultTolerance
-    def __init__(self, revision: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., store_shards: _Optional[_Iterable[_Union[StoreShard, _Mapping]]] = ..., store_password: _Optional[str] = ..., fault_tolerance: _Optional[_Union[FaultTolerance, _Mapping]] = ...) -> None: ...
+    store_url: str
+    def __init__(self, revision: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., store_shards: _Optional[_Iterable[_Union[StoreShard, _Mapping]]] = ..., store_password: _Optional[str] = ..., fault_tolerance: _Optional[_Union[FaultTolerance, _Mapping]] = ..., store_url: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
     __slots__ = ("slot", "address", "pid", "hostname")
