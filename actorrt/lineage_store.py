@@ -3,6 +3,10 @@
 A write carries ``(task_id, version, spec)``; a Lua script applies it atomically only if the stored
 version is older (Definition 4.1), and answers the version the store now holds. That answer is the
 ack: the task is committed at that version, and an older write learns it was superseded.
+
+For recovery the script also indexes each task under its receiver (``rx:{tag}<receiver>``, in the
+task's hash slot), so a recovering actor finds every task sent to it; and each node slot's actors
+are listed under ``actors:{slot-N}``.
 """
 
 from __future__ import annotations
@@ -14,18 +18,21 @@ from actorrt.store import Client, Store
 
 KEY_PREFIX = b"task:"
 
-# KEYS = records; ARGV = version_1, spec_1, version_2, spec_2, ... Applies each write whose
-# version is newer than the one held; returns the version held after the call, per key. One call
-# per shard and batch: the per-command cost of a pipeline dominated the per-task cost.
+# KEYS = record_1, index_1, record_2, index_2, ...; ARGV = version_1, spec_1, task_id_1, ...
+# Applies each write whose version is newer than the one held and indexes the task under its
+# receiver; returns the version held after the call, per record. One call per shard (or slot
+# group) and batch: the per-command cost of a pipeline dominated the per-task cost.
 _WRITE_IF_NEWER = """
 local held_after = {}
-for i, key in ipairs(KEYS) do
-  local version = tonumber(ARGV[2 * i - 1])
+for i = 1, #KEYS / 2 do
+  local key = KEYS[2 * i - 1]
+  local version = tonumber(ARGV[3 * i - 2])
   local held = tonumber(redis.call('HGET', key, 'v'))
   if held and held >= version then
     held_after[i] = held
   else
-    redis.call('HSET', key, 'v', version, 's', ARGV[2 * i])
+    redis.call('HSET', key, 'v', version, 's', ARGV[3 * i - 1])
+    redis.call('SADD', KEYS[2 * i], ARGV[3 * i])
     held_after[i] = version
   end
 end
@@ -33,14 +40,29 @@ return held_after
 """
 
 
-# In a Redis Cluster the keys of one script call must share a hash slot. The {tag} puts a task in
-# one of SLOT_GROUPS slots, so a batch needs at most that many calls, and they spread over the
-# cluster's nodes. Plain shards ignore the tag (they place keys by the trailing task ID).
+# The keys of one script call must share a hash slot (Redis Cluster) or shard. The {tag} puts a
+# task in one of SLOT_GROUPS slots, so a batch needs at most that many calls, spread over the nodes.
 SLOT_GROUPS = 64
 
 
+def _tag(group: int) -> bytes:
+    return b"{%02x}" % group
+
+
+def _group(task_id: bytes) -> int:
+    return task_id[-1] % SLOT_GROUPS
+
+
 def record_key(task_id: bytes) -> bytes:
-    return b"%s{%02x}%s" % (KEY_PREFIX, task_id[-1] % SLOT_GROUPS, task_id)
+    return KEY_PREFIX + _tag(_group(task_id)) + task_id
+
+
+def _index_key(tag: bytes, receiver: bytes) -> bytes:
+    return b"rx:" + tag + receiver  # in the slot of the records it indexes
+
+
+def _actors_key(slot: int) -> bytes:
+    return b"actors:{slot-%d}" % slot
 
 
 def task_id_of(key: bytes) -> bytes:
@@ -70,10 +92,13 @@ class LineageStore:
                 by_key[key] = spec
 
         async def write_shard(client: Client, keys: list[bytes]) -> list[tuple[bytes, int]]:
+            script_keys: list[bytes] = []
             args: list[int | bytes] = []
             for key in keys:
-                args += [by_key[key].version, by_key[key].SerializeToString()]
-            held = await self._script(client)(keys=keys, args=args)
+                spec = by_key[key]
+                script_keys += [key, _index_key(_tag(_group(spec.task_id)), spec.receiver)]
+                args += [spec.version, spec.SerializeToString(), spec.task_id]
+            held = await self._script(client)(keys=script_keys, args=args)
             return [(by_key[k].task_id, int(v)) for k, v in zip(keys, held, strict=True)]
 
         acks: list[tuple[bytes, int]] = []
@@ -96,6 +121,37 @@ class LineageStore:
                 if blob is not None:
                     out[task_id_of(key)] = pb.TaskSpec.FromString(blob)
         return out
+
+    async def sent_to(self, receiver: bytes) -> dict[bytes, pb.TaskSpec]:
+        """Every stored task whose receiver is ``receiver`` (newest versions), by task ID."""
+        keys = [_index_key(_tag(group), receiver) for group in range(SLOT_GROUPS)]
+
+        async def members(client: Client, group: list[bytes]) -> list[bytes]:
+            async with client.pipeline(transaction=False) as pipe:
+                for key in group:
+                    pipe.smembers(key)
+                return [tid for found in await pipe.execute() for tid in found]
+
+        task_ids = [tid for part in await self.store.per_shard(keys, members) for tid in part]
+        return await self.read(task_ids)
+
+    async def register_actor(self, slot: int, actor_id: bytes) -> None:
+        """Record that ``actor_id`` lives on node slot ``slot`` (awaited: a restarted slot must
+        find every actor that ever ran there)."""
+        key = _actors_key(slot)
+
+        async def add(client: Client, _: list[bytes]) -> None:
+            await client.sadd(key, actor_id)
+
+        await self.store.per_shard([key], add)
+
+    async def actors_on(self, slot: int) -> list[bytes]:
+        key = _actors_key(slot)
+
+        async def members(client: Client, _: list[bytes]) -> list[bytes]:
+            return sorted(await client.smembers(key))
+
+        return (await self.store.per_shard([key], members))[0]
 
     async def aclose(self) -> None:
         await self.store.aclose()

@@ -3,8 +3,8 @@
 Both spread keys the same way from the caller's view: ``per_shard`` groups keys by where they live
 and runs one function per group, groups in parallel, so a batch costs one round trip per shard.
 
-- ``ShardedStore``: keys end with a task ID (a uniform hash), so a key's shard is its last 8 bytes
-  modulo K and any process computes the same placement.
+- ``ShardedStore``: a key's shard is its Redis Cluster hash slot modulo K, so any process computes
+  the same placement, and keys with one ``{tag}`` share a shard as they would share a slot.
 - ``ClusterStore``: the cluster places keys by hash slot; a group is one slot, so a Lua script
   over the group's keys is legal there (all keys of one script call must share a slot).
 """
@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.crc import key_slot
 from redis.exceptions import RedisClusterException
 
 from actorrt.exceptions import ClusterError
@@ -72,7 +73,7 @@ class ShardedStore(_Store):
             ))
 
     def shard_of(self, key: bytes) -> int:
-        return int.from_bytes(key[-8:], "big") % len(self._clients)
+        return key_slot(key) % len(self._clients)
 
     def _groups(self, keys: Sequence[bytes]) -> list[tuple[Client, list[bytes]]]:
         groups: dict[int, list[bytes]] = {}

@@ -42,8 +42,8 @@ async def test_specs_spread_over_shards_and_read_back(store):
     acks = await store.write(specs)
     assert sorted(acks) == sorted((s.task_id, 0) for s in specs)
     assert await store.read([s.task_id for s in specs]) == {s.task_id: s for s in specs}
-    per_shard = [await c.dbsize() for c in store.store._clients]
-    assert sum(per_shard) == 300 and min(per_shard) > 50  # task IDs are uniform hashes
+    per_shard = [len(await c.keys(b"task:*")) for c in store.store._clients]
+    assert sum(per_shard) == 300 and min(per_shard) > 50, per_shard  # task IDs are uniform hashes
     for s in specs[:20]:  # each record lives on the shard every process computes for it
         client = store.store._clients[store.store.shard_of(record_key(s.task_id))]
         assert await client.hget(record_key(s.task_id), "v") == b"0"
@@ -91,3 +91,25 @@ async def test_shard_binds_loopback_and_requires_a_password(shards):
         assert shards[0].host == "127.0.0.1"
     finally:
         await client.aclose()
+
+
+async def test_a_receiver_finds_every_task_sent_to_it_and_a_slot_its_actors(store):
+    to_a = [pb.TaskSpec(task_id=ids.task_id(b"a", b"s", i), receiver=b"a", method="m") for i in range(1, 80)]
+    to_b = [pb.TaskSpec(task_id=ids.task_id(b"b", b"s", i), receiver=b"b", method="m") for i in range(1, 5)]
+    await store.write(to_a + to_b)
+    reordered = pb.TaskSpec()
+    reordered.CopyFrom(to_a[0])
+    reordered.version, reordered.predecessor_id = 1, to_a[5].task_id
+    await store.write([reordered])
+    found = await store.sent_to(b"a")
+    assert set(found) == {s.task_id for s in to_a}
+    assert found[reordered.task_id].predecessor_id == to_a[5].task_id  # the newest version
+    assert set(await store.sent_to(b"b")) == {s.task_id for s in to_b}
+    assert await store.sent_to(b"nobody") == {}
+
+    await store.register_actor(3, b"actor-1")
+    await store.register_actor(3, b"actor-2")
+    await store.register_actor(3, b"actor-1")
+    await store.register_actor(4, b"actor-3")
+    assert await store.actors_on(3) == [b"actor-1", b"actor-2"]
+    assert await store.actors_on(5) == []

@@ -25,7 +25,7 @@ async def redis_cluster(tmp_path):
 
 
 def spec(i: int, version: int = 0, method: str = "m") -> pb.TaskSpec:
-    return pb.TaskSpec(task_id=ids.task_id(b"r", b"s", i), version=version, method=method)
+    return pb.TaskSpec(task_id=ids.task_id(b"r", b"s", i), receiver=b"r", version=version, method=method)
 
 
 async def _keys_per_node(cluster: RedisCluster) -> list[int]:
@@ -51,6 +51,10 @@ async def test_writes_spread_over_the_cluster_and_keep_the_newest_version(redis_
         assert await store.write([spec(0, version=2, method="newer")]) == [(first, 2)]
         assert await store.write([spec(0, version=1, method="stale")]) == [(first, 2)]
         assert (await store.read([first]))[first].method == "newer"
+        # Recovery's lookups work across slots too.
+        assert set(await store.sent_to(b"r")) == {s.task_id for s in specs}
+        await store.register_actor(1, b"actor")
+        assert await store.actors_on(1) == [b"actor"]
     finally:
         await store.aclose()
 
