@@ -15,13 +15,17 @@ protocol stays out of the transport. Modes:
 from __future__ import annotations
 
 import asyncio
+import logging
 import statistics
 from dataclasses import dataclass
 
+from actorrt.exceptions import ClusterError
 from actorrt.flusher import Ack, Flusher
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.stash import Stash
+
+log = logging.getLogger(__name__)
 
 MODES = ("lineage_stash", "write_first", "none")
 # Submission waits while the stash holds more specs than this (the store is slow or down).
@@ -92,12 +96,16 @@ class FaultTolerance:
 
     # ---- SubmitTask -------------------------------------------------------------------------------
 
-    def on_submit(self, spec: pb.TaskSpec, destination: str, nondeterministic: bool) -> list[pb.TaskSpec]:
-        """Stash and flush ``spec``; returns the lineage to send ahead of it to ``destination``."""
+    def on_submit(self, spec: pb.TaskSpec, destination: str) -> list[pb.TaskSpec]:
+        """Stash and flush ``spec``; returns the lineage to send ahead of it to ``destination``.
+
+        Lineage goes to deterministic receivers too: if the sender fails, its replay must
+        reproduce this task, and the execution order that made it may be committed nowhere else.
+        """
         if self.mode != "lineage_stash":
             return []
         self._stash(spec)
-        lineage = self.stash.lineage_for(spec, destination) if nondeterministic else []
+        lineage = self.stash.lineage_for(spec, destination)
         self.stash.mark_sent(spec.task_id, destination)  # the receiver stashes the task on arrival
         return lineage
 
@@ -140,7 +148,9 @@ class FaultTolerance:
         Returns the version of the spec that runs."""
         if self.mode == "none":
             return spec
-        if nondeterministic and predecessor and predecessor != spec.predecessor_id:
+        if nondeterministic and predecessor:
+            # Every execution records its order, reordered or not: replay follows this chain, so a
+            # task without a new version is one whose order nobody can depend on.
             first, spec = spec, reordered(spec, predecessor)
         else:
             first = None
@@ -151,6 +161,24 @@ class FaultTolerance:
         elif first is not None or spec.task_id not in self.stash:
             self._stash(spec)  # a new version (the sender has the old one only), or a local submission
         return spec
+
+    # ---- recovery -----------------------------------------------------------------------------------
+
+    async def flush_stash(self) -> int:
+        """Write every uncommitted spec in the stash and wait for the acks; returns how many."""
+        specs = [s for s in self.stash.specs() if not self.stash.is_committed(s.task_id)]
+        if specs and self.flusher is not None:
+            await self.flusher.write_now(specs)
+        return len(specs)
+
+    async def register_actor(self, slot: int, actor_id: bytes) -> None:
+        """Record where an actor lives before it runs (a restarted slot looks it up)."""
+        if self.flusher is None:
+            return
+        try:
+            await self.flusher.store.register_actor(slot, actor_id)
+        except ClusterError as exc:
+            log.error("actor %s runs unregistered and cannot be recovered: %s", actor_id.hex()[:8], exc)
 
     # ---- acks ---------------------------------------------------------------------------------------
 
