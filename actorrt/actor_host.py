@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 import cloudpickle
@@ -29,6 +30,8 @@ log = logging.getLogger(__name__)
 # A task can reach a node before the creation of its actor when it comes over another stream
 # (the handle travelled faster than the creation task); it waits this long for the actor.
 UNKNOWN_ACTOR_GRACE_S = 2.0
+# Results kept per sender to answer a re-sent task (a sender that was itself replayed).
+RESULTS_KEPT_PER_SENDER = 64
 
 
 class _ArgumentError(Exception):
@@ -50,6 +53,12 @@ class ActorInstance:
         self.death: pb.RemoteError | None = None
         self.executed = 0
         self.last_executed = b""  # the predecessor of the next task, for AssignTask
+        # Deduplication: tasks of one sender run in counter order, so a task whose counter is not
+        # above the last one run from its sender is a re-send; it gets the kept result, if any.
+        self.last_counter: dict[bytes, int] = {}
+        self.results: dict[bytes, OrderedDict[int, pb.ObjectValue]] = {}
+        self.replay: set[bytes] = set()  # tasks queued as recorded (recovery), not as new arrivals
+        self.replayed = asyncio.Event()  # set once every recorded task ran again
         self._runner = asyncio.ensure_future(self._run())
         self._runner.add_done_callback(self._runner_ended)
 
@@ -71,15 +80,40 @@ class ActorInstance:
         ft = self.worker.ft
         while True:
             spec = await self.mailbox.get()
+            if spec.task_counter <= self.last_counter.get(spec.sender, 0):
+                self._answer_duplicate(spec)
+                continue
             if ft.over_limit:  # back-pressure: the tasks this one submits would grow the stash
                 await ft.wait_below_limit()
-            spec = await ft.on_assign(spec, self.last_executed, self.nondeterministic)  # AssignTask
+            if spec.task_id in self.replay:
+                self.replay.discard(spec.task_id)  # runs as recorded: its order is in the store
+                replay_done = not self.replay
+            else:
+                replay_done = False
+                spec = await ft.on_assign(spec, self.last_executed, self.nondeterministic)  # AssignTask
+            if spec.method == "__init__":
+                await ft.register_actor(self.worker.slot, self.actor_id)  # a restarted slot finds it
             self.last_executed = spec.task_id
+            self.last_counter[spec.sender] = spec.task_counter
             value = await self._execute(spec)
             self.executed += 1
+            self._keep(spec, value)
             self.worker.send_result(spec.owner_address, value, spec)
+            if replay_done:
+                self.replayed.set()
             if not self.mailbox.empty():
                 await asyncio.sleep(0)  # fairness: a backlog here must not starve the node's other actors
+
+    def _keep(self, spec: pb.TaskSpec, value: pb.ObjectValue) -> None:
+        kept = self.results.setdefault(spec.sender, OrderedDict())
+        kept[spec.task_counter] = value
+        if len(kept) > RESULTS_KEPT_PER_SENDER:
+            kept.popitem(last=False)
+
+    def _answer_duplicate(self, spec: pb.TaskSpec) -> None:
+        value = self.results.get(spec.sender, {}).get(spec.task_counter)
+        if value is not None:
+            self.worker.send_result(spec.owner_address, value)
 
     async def _execute(self, spec: pb.TaskSpec) -> pb.ObjectValue:
         object_id = ids.object_id(spec.task_id)
@@ -149,9 +183,30 @@ class ActorHost:
         self.worker = worker
         self.actors: dict[bytes, ActorInstance] = {}
         self._early: dict[bytes, list[pb.TaskSpec]] = {}  # tasks that beat their actor's creation
+        self._held: list[pb.TaskSpec] | None = None  # arrivals while recovering
+
+    def hold(self) -> None:
+        """Recovering: keep arriving tasks until ``release`` (the replays must queue first)."""
+        self._held = []
+
+    def recover(self, actor_id: bytes, order: list[pb.TaskSpec]) -> ActorInstance:
+        """Rebuild ``actor_id`` by re-executing ``order`` (constructor first) as recorded."""
+        actor = self.actors[actor_id] = ActorInstance(self.worker, actor_id, order[0].actor_creation)
+        for spec in order:
+            actor.replay.add(spec.task_id)
+            actor.mailbox.put_nowait(spec)
+        return actor
+
+    def release(self) -> None:
+        held, self._held = self._held or [], None
+        for spec in held:
+            self.assign(spec)
 
     def assign(self, spec: pb.TaskSpec) -> None:
         """Queue a task for its actor (AssignTask in the lineage stash)."""
+        if self._held is not None:
+            self._held.append(spec)
+            return
         actor = self.actors.get(spec.receiver)
         if actor is None and spec.HasField("actor_creation"):
             actor = self.actors[spec.receiver] = ActorInstance(self.worker, spec.receiver, spec.actor_creation)

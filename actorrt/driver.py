@@ -54,8 +54,8 @@ def _node_dict(n: head_pb2.NodeInfo) -> dict[str, Any]:
     }
 
 
-def _lineage_dict(s: node_pb2.LineageStats) -> dict[str, Any]:
-    return {f.name: getattr(s, f.name) for f in node_pb2.LineageStats.DESCRIPTOR.fields}
+def _fields_dict(message: Any) -> dict[str, Any]:
+    return {f.name: getattr(message, f.name) for f in message.DESCRIPTOR.fields}
 
 
 def _ft_dict(ft: head_pb2.FaultTolerance) -> dict[str, Any]:
@@ -100,6 +100,9 @@ class Driver:
         )
         self.worker.bind(address)
         self._head = HeadClient(self.head_address, self.token)
+        # A unary call first: a wrong token then fails as UNAUTHENTICATED for sure, where a stream
+        # aborted at once sometimes surfaced as INTERNAL on the client.
+        await self._head.cluster_stats()
         first_view = self.loop.create_future()
         self._follower = asyncio.ensure_future(self._follow_head(first_view))
         try:
@@ -115,7 +118,7 @@ class Driver:
             ) from None
 
     async def _follow_head(self, first_view: asyncio.Future) -> None:
-        beat = head_pb2.Heartbeat(slot=-1)
+        beat = head_pb2.Heartbeat(slot=-1, address=self.worker.address)
         why = await self._head.follow(self.worker.apply_view, lambda: beat, HEAD_LOSS_GRACE_S, first_view)
         if first_view.done() and first_view.exception() is None:
             log.error("%s: failing every pending task", why)
@@ -154,7 +157,8 @@ class Driver:
                 num_actors=len(actors), queued=sum(a["queued"] for a in actors), actors=actors,
                 pending_results=s.pending_results if s else 0, objects=s.objects if s else 0,
                 messages_sent=s.messages_sent if s else 0, batches_sent=s.batches_sent if s else 0,
-                lineage=_lineage_dict(s.lineage) if s else {},
+                lineage=_fields_dict(s.lineage) if s else {},
+                recoveries=[_fields_dict(r) for r in s.recoveries] if s else [],
             )
             nodes.append(entry)
         return {
@@ -164,7 +168,7 @@ class Driver:
             "store_url": without_password(self.worker.view.store_url),
             "fault_tolerance": _ft_dict(self.worker.view.fault_tolerance),
             "driver": {"pending_results": self.worker.pending_results(), "objects": len(self.worker.objects),
-                       "lineage": _lineage_dict(self.worker.ft.stats()) if self.worker.ft else {}},
+                       "lineage": _fields_dict(self.worker.ft.stats()) if self.worker.ft else {}},
         }
 
     async def _node_stats(self, nodes: list[head_pb2.NodeInfo]) -> list[node_pb2.NodeStatsReply | None]:

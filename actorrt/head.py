@@ -76,6 +76,7 @@ class Head:
         self.store_password = session.new_token()
         self.revision = 0
         self._subscribers: set[asyncio.Queue[head_pb2.ClusterView]] = set()
+        self.drivers: dict[str, int] = {}  # driver address -> its open subscriptions
         self._stopping = False
         self.stopped = asyncio.Event()
         self._background = BackgroundTasks("head")
@@ -180,6 +181,7 @@ class Head:
             store_password=self.store_password,
             fault_tolerance=self.fault_tolerance.to_proto(),
             store_url=self.store_url,
+            drivers=sorted(self.drivers),
         )
 
     def _publish(self) -> None:
@@ -213,10 +215,11 @@ class Head:
         queue.put_nowait(self.view())
         self._subscribers.add(queue)
         member: tuple[int, int] | None = None
+        driver = ""
         loop = asyncio.get_running_loop()
 
         async def read() -> None:
-            nonlocal member
+            nonlocal member, driver
             async for beat in requests:
                 await check_message(beat, context)
                 s = self.slots.get(beat.slot)
@@ -224,6 +227,10 @@ class Head:
                     member = (beat.slot, beat.epoch)
                     s.last_heartbeat = loop.time()
                     s.stats = beat.stats
+                elif beat.slot < 0 and beat.address and not driver:
+                    driver = beat.address
+                    self.drivers[driver] = self.drivers.get(driver, 0) + 1
+                    self._publish()
 
         reader = asyncio.ensure_future(read())
         try:
@@ -238,6 +245,11 @@ class Head:
         finally:
             reader.cancel()
             self._subscribers.discard(queue)
+            if driver:
+                self.drivers[driver] -= 1
+                if not self.drivers[driver]:
+                    del self.drivers[driver]
+                    self._publish()
             if member is not None:
                 self._background.spawn(self.node_failed(*member, "heartbeat stream closed"))
 

@@ -13,21 +13,27 @@ import logging
 import os
 import signal
 import socket
+import time
 
 import uvloop
+from grpc import aio
 
 from actorrt import ids, runtime
 from actorrt.actor_host import ActorHost
+from actorrt.background import BackgroundTasks
 from actorrt.exceptions import ActorRTError
 from actorrt.head_client import HEAD_LOSS_GRACE_S, HeadClient
 from actorrt.node_service import NodeServicer
 from actorrt.processes import daemon_setup
-from actorrt.rpc import head_pb2, node_pb2
+from actorrt.recovery import replay_order
+from actorrt.rpc import head_pb2, node_pb2, node_pb2_grpc
 from actorrt.task_spec import SenderContext
-from actorrt.transport import start_server
+from actorrt.transport import channel, metadata, start_server
 from actorrt.worker import Worker
 
 log = logging.getLogger("actorrt.node")
+
+SURVIVOR_FLUSH_TIMEOUT_S = 10.0
 
 
 
@@ -43,6 +49,7 @@ class NodeProcess:
         self.worker.host = ActorHost(self.worker)
         self.servicer = NodeServicer(self.worker)
         self.head = HeadClient(head_address, token)
+        self._background = BackgroundTasks("node")
 
     def get(self, refs, timeout=None):
         raise ActorRTError("actorrt.get() cannot block inside an actor; use `await ref` in an async method")
@@ -56,16 +63,64 @@ class NodeProcess:
         self._main_task = asyncio.current_task()
         reply = await self.head.register(self.requested_slot, address, os.getpid(), socket.gethostname())
         self.servicer.slot, self.servicer.epoch = reply.slot, reply.epoch
+        self.worker.slot = reply.slot
+        if reply.epoch > 1:
+            self.worker.host.hold()  # a restarted slot: its actors replay before anything new runs
         self.worker.apply_view(reply.view)
         # Tasks submitted outside any actor task come from the node itself.
         self.worker.process_context = SenderContext(ids.actor_id(f"node-{reply.slot}".encode(), reply.epoch))
         log.info("node %d (epoch %d) serving on %s", reply.slot, reply.epoch, address)
         try:
+            if reply.epoch > 1:
+                self._background.spawn(self._recover())  # heartbeats and views go on meanwhile
             await self._follow_head()
         finally:
+            self._background.cancel_all()
             self.worker.host.stop()
             await self.worker.aclose()
             await server.stop(0.5)
+
+    async def _recover(self) -> None:
+        """Bring back the actors this slot hosted before (paper §4.2.3): survivors flush their
+        stashes, so the store holds every task they depend on; each actor then re-executes its
+        recorded tasks from its constructor. Senders re-send what they are still waiting for."""
+        ft, host = self.worker.ft, self.worker.host
+        started = time.perf_counter()
+        try:
+            if ft.flusher is None:
+                log.error("no lineage is logged (ft=%s): the actors of node %d are lost", ft.mode, self.worker.slot)
+                return
+            store = ft.flusher.store
+            actor_ids = await store.actors_on(self.worker.slot)
+            await self._flush_survivors()
+            flushed = time.perf_counter()
+            orders = [(actor_id, replay_order(actor_id, await store.sent_to(actor_id))) for actor_id in actor_ids]
+            fetched = time.perf_counter()
+            actors = [host.recover(actor_id, order) for actor_id, order in orders]
+            stats = node_pb2.RecoveryStats(actors=len(actors), tasks_replayed=sum(len(o) for _, o in orders),
+                                           flush_ms=(flushed - started) * 1e3, fetch_ms=(fetched - flushed) * 1e3)
+            self.servicer.recoveries.append(stats)
+            log.info("node %d: replaying %s", self.worker.slot, stats)
+        finally:
+            host.release()
+        await asyncio.gather(*(a.replayed.wait() for a in actors))
+        stats.replay_ms = (time.perf_counter() - fetched) * 1e3
+
+    async def _flush_survivors(self) -> None:
+        view = self.worker.view
+        peers = [n.address for n in view.nodes if n.state == head_pb2.ALIVE and n.address != self.worker.address]
+        request = node_pb2.FlushStashRequest(slot=self.worker.slot, epoch=self.servicer.epoch)
+
+        async def flush(address: str) -> None:
+            try:
+                async with channel(address) as chan:
+                    await node_pb2_grpc.NodeStub(chan).FlushStash(request, metadata=metadata(self.token),
+                                                                   timeout=SURVIVOR_FLUSH_TIMEOUT_S)
+            except aio.AioRpcError as exc:
+                # Gone too: its own recovery rebuilds what it held (up to f failures at once).
+                log.warning("survivor %s did not flush its stash: %s", address, exc.details())
+
+        await asyncio.gather(*(flush(a) for a in [*peers, *view.drivers]))
 
     async def _follow_head(self) -> None:
         why = await self.head.follow(self._apply_view, self._heartbeat, HEAD_LOSS_GRACE_S)

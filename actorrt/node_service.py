@@ -15,9 +15,16 @@ class NodeServicer:
         self.worker = worker
         self.slot = -1
         self.epoch = 0
+        self.recoveries: list[node_pb2.RecoveryStats] = []
 
     async def Connect(self, requests, context: aio.ServicerContext) -> None:  # noqa: N802
         await self.worker.router.serve(requests, context)
+
+    async def FlushStash(  # noqa: N802
+        self, request: node_pb2.FlushStashRequest, context: aio.ServicerContext
+    ) -> node_pb2.FlushStashReply:
+        written = await self.worker.ft.flush_stash() if self.worker.ft is not None else 0
+        return node_pb2.FlushStashReply(written=written)
 
     async def Stats(self, request: node_pb2.NodeStatsRequest, context: aio.ServicerContext) -> node_pb2.NodeStatsReply:  # noqa: N802
         return self.stats()
@@ -33,4 +40,5 @@ class NodeServicer:
             messages_sent=self.worker.router.sent.messages,
             batches_sent=self.worker.router.sent.batches,
             lineage=self.worker.ft.stats() if self.worker.ft is not None else None,
+            recoveries=self.recoveries,
         )

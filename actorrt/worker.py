@@ -42,12 +42,11 @@ current_sender: contextvars.ContextVar[SenderContext] = contextvars.ContextVar("
 
 @dataclass
 class _Inflight:
-    """A submitted task whose result has not come back."""
+    """A submitted task whose result has not come back; resubmitted if its node is recovered."""
 
+    spec: pb.TaskSpec
     slot: int
-    epoch: int
-    address: str
-    object_id: bytes
+    epoch: int  # the node incarnation it was sent to (0: waiting for the slot to come back)
     arg_refs: list[ObjectRef] = field(default_factory=list)  # keep borrowed values alive
 
 
@@ -56,6 +55,7 @@ class Worker:
         self.token = token
         self.loop = loop
         self.address = ""
+        self.slot = -1  # the node slot this process serves (-1: a driver)
         self.process_context = SenderContext(identity)
         self.objects = ObjectStore()
         self.host: ActorHost | None = None
@@ -64,7 +64,7 @@ class Worker:
         self.view = head_pb2.ClusterView()
         self._nodes: dict[int, head_pb2.NodeInfo] = {}
         self._view_changed = asyncio.Event()
-        self._inflight: dict[bytes, _Inflight] = {}
+        self._inflight: dict[bytes, _Inflight] = {}  # in submission order
         self._fetches: dict[bytes, str] = {}  # object id -> owner asked for it
         self._borrowed: dict[bytes, int] = {}  # fetched object id -> tasks using it
         self._loop_thread: int | None = None
@@ -92,7 +92,9 @@ class Worker:
     # ---- cluster view -------------------------------------------------------------------------
 
     def apply_view(self, view: head_pb2.ClusterView) -> None:
-        """Take a newer cluster view; fail tasks whose node incarnation is gone."""
+        """Take a newer cluster view. Tasks sent to a node incarnation that died wait for the head
+        to restart its slot and go again to the new one (which replays its actors first); they
+        fail only if the slot will not come back."""
         if view.revision < self.view.revision:
             return
         if self.ft is None:
@@ -105,10 +107,17 @@ class Worker:
             if info.address and (new is None or new.epoch != info.epoch or new.state != head_pb2.ALIVE):
                 if self.router is not None and info.address != self.address:
                     self.router.forget(info.address)
-        lost = [tid for tid, t in self._inflight.items() if not self._incarnation_alive(t.slot, t.epoch)]
-        for tid in lost:
-            t = self._inflight.pop(tid)
-            self.objects.put(self._died(t.object_id, t.slot, t.epoch))
+        for tid, t in list(self._inflight.items()):
+            if self._incarnation_alive(t.slot, t.epoch):
+                continue
+            info = self._nodes.get(t.slot)
+            if info is not None and info.state == head_pb2.ALIVE:
+                self._resend(t)
+            elif info is None or not info.managed:
+                del self._inflight[tid]
+                self.objects.put(self._died(ids.object_id(tid), t.slot, t.epoch))
+            else:
+                t.epoch = 0  # the head is restarting the slot
         self._view_changed.set()
         self._view_changed = asyncio.Event()
 
@@ -139,7 +148,7 @@ class Worker:
         return info is not None and info.epoch == epoch and info.state == head_pb2.ALIVE
 
     def _died(self, object_id: bytes, slot: int, epoch: int) -> pb.ObjectValue:
-        msg = f"node {slot} (incarnation {epoch}) died; the actors it hosted are gone"
+        msg = f"node {slot} (incarnation {epoch}) died and will not be restarted; its actors are gone"
         return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.ACTOR_DIED, msg))
 
     # ---- submitting (any thread) --------------------------------------------------------------
@@ -158,7 +167,7 @@ class Worker:
             object_id = ids.object_id(spec.task_id)
             ref = ObjectRef(object_id, self.address, owned=True)
             self._built += 1
-            self._call_soon(self._send_task, spec, handle.slot, handle.epoch, refs, handle.nondeterministic)
+            self._call_soon(self._send_task, spec, handle.slot, refs)
         return ref
 
     def _wait_for_stash_room(self) -> None:
@@ -184,7 +193,7 @@ class Worker:
             creation.slot, creation.node_epoch = info.slot, info.epoch
             spec = build_task(ctx, actor_id, "__init__", wire_args, refs, self.address, creation)
             self._built += 1
-            self._call_soon(self._send_task, spec, info.slot, info.epoch, refs, creation.nondeterministic)
+            self._call_soon(self._send_task, spec, info.slot, refs)
         return actor_id, info.slot, info.epoch
 
     def _place(self, node: int | None, counter: int) -> head_pb2.NodeInfo:
@@ -201,24 +210,32 @@ class Worker:
 
     # ---- routing (loop thread) ----------------------------------------------------------------
 
-    def _send_task(self, spec: pb.TaskSpec, slot: int, epoch: int, refs: list[ObjectRef],
-                   nondeterministic: bool) -> None:
+    def _send_task(self, spec: pb.TaskSpec, slot: int, refs: list[ObjectRef]) -> None:
+        """Send to the actor's node slot, whichever incarnation is alive now (a restarted node
+        replays the actor before it runs new tasks)."""
         self._handled += 1
         object_id = ids.object_id(spec.task_id)
         if not spec.HasField("actor_creation"):
             self.objects.expect(object_id)
-        if not self._incarnation_alive(slot, epoch):
-            self.objects.put(self._died(object_id, slot, epoch))
+        info = self._nodes.get(slot)
+        if info is None or (info.state != head_pb2.ALIVE and not info.managed):
+            self.objects.put(self._died(object_id, slot, info.epoch if info else 0))
             return
-        address = self._nodes[slot].address
-        self._inflight[spec.task_id] = _Inflight(slot, epoch, address, object_id, refs)
-        lineage = self.ft.on_submit(spec, address, nondeterministic)  # SubmitTask
-        if address == self.address:
-            self._assign(spec)  # same process, same stash: no lineage to send
+        task = self._inflight[spec.task_id] = _Inflight(spec, slot, 0, refs)
+        if info.state == head_pb2.ALIVE:
+            self._resend(task)
+
+    def _resend(self, task: _Inflight) -> None:
+        """(Re)send ``task`` to the live incarnation of its slot, with its uncommitted lineage."""
+        info = self._nodes[task.slot]
+        task.epoch = info.epoch
+        lineage = self.ft.on_submit(task.spec, info.address)  # SubmitTask
+        if info.address == self.address:
+            self._assign(task.spec)  # same process, same stash: no lineage to send
         else:
             for ancestor in lineage:  # ahead of the task on the same ordered stream
-                self.router.send(address, LINEAGE, ancestor)
-            self.router.send(address, SUBMIT, spec)
+                self.router.send(info.address, LINEAGE, ancestor)
+            self.router.send(info.address, SUBMIT, task.spec)
 
     def _assign(self, spec: pb.TaskSpec) -> None:
         if self.host is None:
@@ -241,8 +258,9 @@ class Worker:
         self.router.send(owner_address, RESULT, value)
 
     def _on_result(self, value: pb.ObjectValue) -> None:
-        self._inflight.pop(ids.producer_task(value.object_id), None)
-        self.objects.put(value)
+        # A replayed task's result may come again; only the first one counts.
+        if self._inflight.pop(ids.producer_task(value.object_id), None) is not None:
+            self.objects.put(value)
 
     def _on_batch(self, peer: str, batch: node_pb2.PeerBatch) -> None:
         for message in batch.messages:
@@ -261,13 +279,7 @@ class Worker:
                 self.ft.on_lineage(message.lineage, peer)
 
     def _on_peer_lost(self, peer: str) -> None:
-        # Until recovery re-sends them, tasks whose stream broke must fail rather than hang: the
-        # peer may or may not have run them.
-        broken = [tid for tid, t in self._inflight.items() if t.address == peer]
-        for tid in broken:
-            t = self._inflight.pop(tid)
-            msg = f"the stream to node {t.slot} ({peer}) broke before the task's result came back"
-            self.objects.put(pb.ObjectValue(object_id=t.object_id, error=runtime_error(pb.ACTOR_DIED, msg)))
+        # Tasks sent to a dead node wait for the view that says so (apply_view resends them).
         for object_id, owner in list(self._fetches.items()):
             if owner == peer:
                 del self._fetches[object_id]
@@ -365,13 +377,14 @@ class Worker:
         view.revision += 1
         for node in view.nodes:
             node.state = head_pb2.DEAD
+            node.managed = False  # no head to restart them
         self.apply_view(view)
         self.fail_all(reason)
 
     def fail_all(self, reason: str) -> None:
         """Fail every task still waiting for a result (the cluster is going away)."""
-        for t in self._inflight.values():
-            self.objects.put(pb.ObjectValue(object_id=t.object_id, error=runtime_error(pb.ACTOR_DIED, reason)))
+        for tid in self._inflight:
+            self.objects.put(pb.ObjectValue(object_id=ids.object_id(tid), error=runtime_error(pb.ACTOR_DIED, reason)))
         self._inflight.clear()
         for object_id in self._fetches:
             self.objects.put(pb.ObjectValue(object_id=object_id, error=runtime_error(pb.OBJECT_LOST, reason)))

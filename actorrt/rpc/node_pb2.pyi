@@ -7,6 +7,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class FlushStashRequest(_message.Message):
+    __slots__ = ("slot", "epoch")
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    slot: int
+    epoch: int
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+
+class FlushStashReply(_message.Message):
+    __slots__ = ("written",)
+    WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    written: int
+    def __init__(self, written: _Optional[int] = ...) -> None: ...
+
 class PeerBatch(_message.Message):
     __slots__ = ("messages",)
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
@@ -52,7 +66,7 @@ class ActorStats(_message.Message):
     def __init__(self, actor_id: _Optional[bytes] = ..., class_name: _Optional[str] = ..., queued: _Optional[int] = ..., executed: _Optional[int] = ..., dead: _Optional[bool] = ...) -> None: ...
 
 class NodeStatsReply(_message.Message):
-    __slots__ = ("slot", "epoch", "actors", "pending_results", "objects", "messages_sent", "batches_sent", "lineage")
+    __slots__ = ("slot", "epoch", "actors", "pending_results", "objects", "messages_sent", "batches_sent", "lineage", "recoveries")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     ACTORS_FIELD_NUMBER: _ClassVar[int]
@@ -61,6 +75,7 @@ class NodeStatsReply(_message.Message):
     MESSAGES_SENT_FIELD_NUMBER: _ClassVar[int]
     BATCHES_SENT_FIELD_NUMBER: _ClassVar[int]
     LINEAGE_FIELD_NUMBER: _ClassVar[int]
+    RECOVERIES_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     actors: _containers.RepeatedCompositeFieldContainer[ActorStats]
@@ -69,7 +84,22 @@ class NodeStatsReply(_message.Message):
     messages_sent: int
     batches_sent: int
     lineage: LineageStats
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., actors: _Optional[_Iterable[_Union[ActorStats, _Mapping]]] = ..., pending_results: _Optional[int] = ..., objects: _Optional[int] = ..., messages_sent: _Optional[int] = ..., batches_sent: _Optional[int] = ..., lineage: _Optional[_Union[LineageStats, _Mapping]] = ...) -> None: ...
+    recoveries: _containers.RepeatedCompositeFieldContainer[RecoveryStats]
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., actors: _Optional[_Iterable[_Union[ActorStats, _Mapping]]] = ..., pending_results: _Optional[int] = ..., objects: _Optional[int] = ..., messages_sent: _Optional[int] = ..., batches_sent: _Optional[int] = ..., lineage: _Optional[_Union[LineageStats, _Mapping]] = ..., recoveries: _Optional[_Iterable[_Union[RecoveryStats, _Mapping]]] = ...) -> None: ...
+
+class RecoveryStats(_message.Message):
+    __slots__ = ("actors", "tasks_replayed", "flush_ms", "fetch_ms", "replay_ms")
+    ACTORS_FIELD_NUMBER: _ClassVar[int]
+    TASKS_REPLAYED_FIELD_NUMBER: _ClassVar[int]
+    FLUSH_MS_FIELD_NUMBER: _ClassVar[int]
+    FETCH_MS_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_MS_FIELD_NUMBER: _ClassVar[int]
+    actors: int
+    tasks_replayed: int
+    flush_ms: float
+    fetch_ms: float
+    replay_ms: float
+    def __init__(self, actors: _Optional[int] = ..., tasks_replayed: _Optional[int] = ..., flush_ms: _Optional[float] = ..., fetch_ms: _Optional[float] = ..., replay_ms: _Optional[float] = ...) -> None: ...
 
 class LineageStats(_message.Message):
     __slots__ = ("stash_size", "flushed", "committed", "evicted", "forwarded_mean", "forwarded_median", "store_latency_ms_p50", "store_latency_ms_mean")

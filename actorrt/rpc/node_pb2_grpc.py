@@ -44,6 +44,11 @@ class NodeStub:
                 request_serializer=actorrt_dot_node__pb2.NodeStatsRequest.SerializeToString,
                 response_deserializer=actorrt_dot_node__pb2.NodeStatsReply.FromString,
                 _registered_method=True)
+        self.FlushStash = channel.unary_unary(
+                '/actorrt.Node/FlushStash',
+                request_serializer=actorrt_dot_node__pb2.FlushStashRequest.SerializeToString,
+                response_deserializer=actorrt_dot_node__pb2.FlushStashReply.FromString,
+                _registered_method=True)
 
 
 class NodeServicer:
@@ -65,6 +70,15 @@ class NodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FlushStash(self, request, context):
+        """Write every spec in this process's stash to the lineage store and answer once all are acked.
+        A recovering node asks every survivor first, so the store then holds every task that any
+        survivor depends on (paper §4.2.3: downstream processes flush their stashes).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -77,6 +91,11 @@ def add_NodeServicer_to_server(servicer, server):
                     servicer.Stats,
                     request_deserializer=actorrt_dot_node__pb2.NodeStatsRequest.FromString,
                     response_serializer=actorrt_dot_node__pb2.NodeStatsReply.SerializeToString,
+            ),
+            'FlushStash': grpc.unary_unary_rpc_method_handler(
+                    servicer.FlushStash,
+                    request_deserializer=actorrt_dot_node__pb2.FlushStashRequest.FromString,
+                    response_serializer=actorrt_dot_node__pb2.FlushStashReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -133,6 +152,33 @@ class Node:
             '/actorrt.Node/Stats',
             actorrt_dot_node__pb2.NodeStatsRequest.SerializeToString,
             actorrt_dot_node__pb2.NodeStatsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FlushStash(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/actorrt.Node/FlushStash',
+            actorrt_dot_node__pb2.FlushStashRequest.SerializeToString,
+            actorrt_dot_node__pb2.FlushStashReply.FromString,
             options,
             channel_credentials,
             insecure,

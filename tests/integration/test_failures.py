@@ -1,4 +1,4 @@
-"""Fail-stop node failures: detection, slot restart, and no hangs for callers."""
+"""Fail-stop node failures: detection, slot restart, and callers' refs resolving after recovery."""
 
 from __future__ import annotations
 
@@ -48,19 +48,20 @@ def test_kill_node_is_detected_and_the_slot_restarts(fresh_cluster):
     assert after["pid"] != pid and after["address"] != before["address"]
 
 
-def test_calls_to_lost_actors_fail_and_survivors_keep_working(fresh_cluster):
+def test_refs_in_flight_on_a_killed_node_resolve_to_the_failure_free_values(fresh_cluster):
     lost = Worker.options(node=1).remote()
     survivor = Worker.options(node=0).remote()
     assert actorrt.get([lost.inc.remote(), survivor.inc.remote()], timeout=30) == [1, 1]
-    in_flight = lost.sleep.remote(30)  # running when the node dies
+    in_flight = lost.sleep.remote(1.0)  # running when the node dies
     queued = lost.inc.remote()  # waiting behind it
     time.sleep(0.2)
     actorrt.kill_node(1)
-    for ref in (in_flight, queued, lost.inc.remote()):
-        with pytest.raises(actorrt.ActorDiedError, match="node 1"):
-            actorrt.get(ref, timeout=10)
+    after = lost.inc.remote()  # submitted while the slot is down
+    # Survivors do not wait for the recovery.
     assert actorrt.get(survivor.inc.remote(), timeout=30) == 2
-    wait_alive(1, 1)
+    # The actor is rebuilt by replay, and each call counted once: as if nothing had happened.
+    assert actorrt.get([in_flight, queued, after], timeout=60) == [1.0, 2, 3]
+    assert actorrt.nodes()[1]["epoch"] == 2
     fresh = Worker.options(node=1).remote()
     assert actorrt.get(fresh.inc.remote(), timeout=30) == 1
 
@@ -70,9 +71,8 @@ def test_external_sigkill_is_detected_too(fresh_cluster):
     a = Worker.options(node=0).remote()
     assert actorrt.get(a.inc.remote(), timeout=30) == 1
     os.kill(before["pid"], signal.SIGKILL)
-    with pytest.raises(actorrt.ActorDiedError):
-        actorrt.get(a.inc.remote(), timeout=10)
-    wait_alive(0, before["epoch"])
+    assert actorrt.get(a.inc.remote(), timeout=60) == 2
+    assert actorrt.nodes()[0]["epoch"] > before["epoch"]
 
 
 def test_killing_an_unknown_node_is_an_error(fresh_cluster):
