@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 # (the handle travelled faster than the creation task); it waits this long for the actor.
 UNKNOWN_ACTOR_GRACE_S = 2.0
 # Results kept per sender to answer a re-sent task (a sender that was itself replayed).
-RESULTS_KEPT_PER_SENDER = 64
+RESULTS_KEPT_PER_SENDER = 16
 
 
 class _ArgumentError(Exception):
