@@ -73,9 +73,8 @@ class ActorClass(Generic[T]):
             nondeterministic=self._options.nondeterministic,
         )
         worker = runtime.current().worker
-        actor_id, slot, epoch = worker.create_actor(creation, args, kwargs, self._options.node)
-        return ActorHandle(actor_id, self._cls.__qualname__, tuple(self._methods), slot, epoch,
-                           self._options.nondeterministic)
+        actor_id, slot = worker.create_actor(creation, args, kwargs, self._options.node)
+        return ActorHandle(actor_id, self._cls.__qualname__, tuple(self._methods), slot)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"create the actor with {self.__name__}.remote(...), not {self.__name__}(...)")
@@ -84,14 +83,11 @@ class ActorClass(Generic[T]):
 class ActorHandle:
     """A picklable reference to a live actor; ``handle.method.remote(...)`` submits a task."""
 
-    def __init__(self, actor_id: bytes, class_name: str, methods: tuple[str, ...], slot: int,
-                 epoch: int, nondeterministic: bool) -> None:
+    def __init__(self, actor_id: bytes, class_name: str, methods: tuple[str, ...], slot: int) -> None:
         self.actor_id = actor_id
         self.class_name = class_name
         self.methods = methods
         self.slot = slot
-        self.epoch = epoch
-        self.nondeterministic = nondeterministic
 
     def __getattr__(self, name: str) -> ActorMethod:
         if name.startswith("_"):
@@ -101,8 +97,7 @@ class ActorHandle:
         return ActorMethod(self, name)
 
     def __reduce__(self) -> tuple:
-        return (ActorHandle, (self.actor_id, self.class_name, self.methods, self.slot, self.epoch,
-                              self.nondeterministic))
+        return (ActorHandle, (self.actor_id, self.class_name, self.methods, self.slot))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ActorHandle) and other.actor_id == self.actor_id

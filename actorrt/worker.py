@@ -183,18 +183,19 @@ class Worker:
             time.sleep(0.002)
 
     def create_actor(self, creation: pb.ActorCreation, args: Sequence[Any],
-                     kwargs: dict[str, Any], node: int | None) -> tuple[bytes, int, int]:
-        """Place and create an actor; returns its (actor id, slot, node epoch)."""
+                     kwargs: dict[str, Any], node: int | None) -> tuple[bytes, int]:
+        """Place and create an actor; returns its (actor id, slot). Tasks go to whichever
+        incarnation of the slot is alive: a restarted one rebuilds the actor."""
         wire_args, refs = encode_args(args, kwargs)
         ctx = self._sender()
         with ctx.lock:
             actor_id = ctx.next_actor_id()
             info = self._place(node, ctx.actors_created)
-            creation.slot, creation.node_epoch = info.slot, info.epoch
+            creation.slot = info.slot
             spec = build_task(ctx, actor_id, "__init__", wire_args, refs, self.address, creation)
             self._built += 1
             self._call_soon(self._send_task, spec, info.slot, refs)
-        return actor_id, info.slot, info.epoch
+        return actor_id, info.slot
 
     def _place(self, node: int | None, counter: int) -> head_pb2.NodeInfo:
         alive = self.alive_nodes()

@@ -161,15 +161,14 @@ def test_missing_method_is_a_clear_error(cluster):
     with pytest.raises(actorrt.ActorMethodError, match="no method 'nope'"):
         a.nope.remote()
     # A handle that believes in a method the class lacks: the node answers NO_SUCH_METHOD.
-    liar = ActorHandle(a.actor_id, "Counter", a.methods + ("nope",), a.slot, a.epoch, True)
+    liar = ActorHandle(a.actor_id, "Counter", a.methods + ("nope",), a.slot)
     with pytest.raises(actorrt.ActorMethodError, match="no method 'nope'"):
         actorrt.get(liar.nope.remote(), timeout=30)
     assert actorrt.get(a.add.remote(2), timeout=30) == 2
 
 
 def test_unknown_actor_is_an_error_not_a_hang(cluster):
-    node0 = actorrt.nodes()[0]
-    ghost = ActorHandle(ids.actor_id(b"nobody", 1), "Counter", ("add",), 0, node0["epoch"], True)
+    ghost = ActorHandle(ids.actor_id(b"nobody", 1), "Counter", ("add",), 0)
     with pytest.raises(actorrt.UnknownActorError):
         actorrt.get(ghost.add.remote(1), timeout=30)
 
