@@ -1,6 +1,17 @@
 """actorrt: a fault-tolerant actor runtime for millisecond tasks (lineage stash, SOSP 2019)."""
 
-from actorrt.api import get, init, is_initialized, kill_node, nodes, remote, shutdown, stats
+from actorrt.api import (
+    checkpoint,
+    commit_lineage,
+    get,
+    init,
+    is_initialized,
+    kill_node,
+    nodes,
+    remote,
+    shutdown,
+    stats,
+)
 from actorrt.exceptions import (
     ActorDiedError,
     ActorMethodError,
@@ -9,6 +20,7 @@ from actorrt.exceptions import (
     GetTimeoutError,
     NotInitializedError,
     ObjectLostError,
+    SinkConflictError,
     TaskError,
     UnknownActorError,
 )
@@ -28,8 +40,11 @@ __all__ = [
     "NotInitializedError",
     "ObjectLostError",
     "ObjectRef",
+    "SinkConflictError",
     "TaskError",
     "UnknownActorError",
+    "checkpoint",
+    "commit_lineage",
     "get",
     "init",
     "is_initialized",

@@ -3,6 +3,10 @@
 A task's reference arguments are resolved before it runs, in mailbox order, so tasks of one
 sender run in submission order. Methods run on the node's event loop: plain methods inline (a
 millisecond task costs no thread hop), ``async def`` methods as coroutines that may await refs.
+
+Between two tasks an actor may checkpoint (the ``__checkpoint__`` task, or every N tasks): its
+state, what it has run from each sender and its own task counters go to a file, the store points
+at the file, and the lineage the previous checkpoint covered is collected.
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 
-from actorrt import ids
+from actorrt import checkpoints, ids
+from actorrt.checkpoints import CHECKPOINT_METHOD
+from actorrt.exceptions import ClusterError
+from actorrt.rpc import checkpoint_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
-from actorrt.rpc import node_pb2
 from actorrt.serialization import deserialize, error_from_exception, runtime_error, serialize
 from actorrt.task_spec import SenderContext
 from actorrt.worker import current_sender
@@ -45,6 +51,7 @@ class ActorInstance:
     def __init__(self, worker: Worker, actor_id: bytes, creation: pb.ActorCreation) -> None:
         self.worker = worker
         self.actor_id = actor_id
+        self.creation = creation
         self.class_name = creation.class_name
         self.nondeterministic = creation.nondeterministic
         self.context = SenderContext(actor_id)
@@ -59,6 +66,12 @@ class ActorInstance:
         self.results: dict[bytes, OrderedDict[int, pb.ObjectValue]] = {}
         self.replay: set[bytes] = set()  # tasks queued as recorded (recovery), not as new arrivals
         self.replayed = asyncio.Event()  # set once every recorded task ran again
+        # Checkpoints: the last one's number, the per-sender counters it covers (``cut``), and how
+        # far the store's copy of this actor's tasks has been collected.
+        self.checkpoint_seq = 0
+        self.since_checkpoint = 0
+        self.cut: dict[bytes, int] = {}
+        self.collected: dict[bytes, int] = {}
         self._runner = asyncio.ensure_future(self._run())
         self._runner.add_done_callback(self._runner_ended)
 
@@ -97,7 +110,11 @@ class ActorInstance:
             self.last_counter[spec.sender] = spec.task_counter
             value = await self._execute(spec)
             self.executed += 1
+            self.since_checkpoint += 1
             self._keep(spec, value)
+            every = self.creation.checkpoint_every
+            if every and self.since_checkpoint >= every and self.death is None and spec.method != CHECKPOINT_METHOD:
+                await self._checkpoint_or_log()
             self.worker.send_result(spec.owner_address, value, spec)
             if replay_done:
                 self.replayed.set()
@@ -151,11 +168,74 @@ class ActorInstance:
             cls = cloudpickle.loads(spec.actor_creation.class_blob)
             self.instance = cls(*args, **kwargs)
             return None
+        if spec.method == CHECKPOINT_METHOD:
+            return self.checkpoint(spec)
         method = getattr(self.instance, spec.method, None) if not spec.method.startswith("_") else None
         if method is None or not callable(method):
             msg = f"{self.class_name} has no method {spec.method!r}"
             raise _ArgumentError(runtime_error(pb.NO_SUCH_METHOD, msg, self.actor_id))
         return method(*args, **kwargs)
+
+    # ---- checkpoints --------------------------------------------------------------------------
+
+    async def checkpoint(self, spec: pb.TaskSpec | None = None) -> dict[str, Any]:
+        """Checkpoint now, between tasks; ``spec`` is the ``__checkpoint__`` task running, whose
+        own result goes in the checkpoint (a re-send of it is answered from there)."""
+        self.checkpoint_seq += 1
+        self.since_checkpoint = 0
+        directory = self.worker.ft.options.checkpoint_dir
+        path = checkpoints.checkpoint_path(directory, self.actor_id, self.checkpoint_seq)
+        result = {"actor_id": self.actor_id.hex(), "seq": self.checkpoint_seq, "path": str(path)}
+        if spec is not None:
+            self._keep(spec, pb.ObjectValue(object_id=ids.object_id(spec.task_id), value=serialize(result)))
+        to_collect = checkpoints.covered_tasks(self.actor_id, self.collected, self.cut)
+        # Collect what the previous checkpoint covered, not this one: a spec still on its way to
+        # the store (a slow flush) would write its record again after the delete.
+        self.collected, self.cut = dict(self.cut), dict(self.last_counter)
+        snapshot = self._snapshot()  # now, synchronously: the state between two tasks
+        await asyncio.to_thread(checkpoints.write_checkpoint, directory, snapshot)
+        store = self.worker.ft.flusher.store if self.worker.ft.flusher is not None else None
+        if store is not None:
+            await store.set_checkpoint(self.actor_id, self.checkpoint_seq, str(path))
+            if to_collect:
+                self.worker.spawn(store.forget(self.actor_id, to_collect))
+        return result
+
+    async def _checkpoint_or_log(self) -> None:
+        try:
+            await self.checkpoint()
+        except (OSError, ClusterError) as exc:  # the actor goes on; recovery uses the previous one
+            log.error("actor %s: checkpoint failed: %s", ids.short(self.actor_id), exc)
+
+    def _snapshot(self) -> checkpoint_pb2.ActorCheckpoint:
+        senders = [
+            checkpoint_pb2.SenderProgress(
+                sender=sender, last_counter=last, collected=self.collected.get(sender, 0),
+                results=[checkpoint_pb2.KeptResult(counter=c, value=v)
+                         for c, v in self.results.get(sender, {}).items()],
+            )
+            for sender, last in self.last_counter.items()
+        ]
+        return checkpoint_pb2.ActorCheckpoint(
+            actor_id=self.actor_id, seq=self.checkpoint_seq, creation=self.creation,
+            state=checkpoints.snapshot_state(self.instance), last_executed=self.last_executed,
+            executed=self.executed, senders=senders,
+            counters=[checkpoint_pb2.SubmitCounter(receiver=r, count=n) for r, n in self.context.counters.items()],
+            actors_created=self.context.actors_created,
+        )
+
+    def restore(self, checkpoint: checkpoint_pb2.ActorCheckpoint) -> None:
+        """Take the state of ``checkpoint`` (before any task runs)."""
+        self.instance = checkpoints.restore_state(checkpoint.creation, checkpoint.state)
+        self.checkpoint_seq = checkpoint.seq
+        self.last_executed = checkpoint.last_executed
+        self.executed = checkpoint.executed
+        for progress in checkpoint.senders:
+            self.last_counter[progress.sender] = self.cut[progress.sender] = progress.last_counter
+            self.collected[progress.sender] = progress.collected
+            self.results[progress.sender] = OrderedDict((r.counter, r.value) for r in progress.results)
+        self.context.counters = {c.receiver: c.count for c in checkpoint.counters}
+        self.context.actors_created = checkpoint.actors_created
 
     async def _resolve_args(self, wire: Any, resolved: list[bytes]) -> tuple[list[Any], dict[str, Any]]:
         args: list[Any] = []
@@ -189,12 +269,30 @@ class ActorHost:
         """Recovering: keep arriving tasks until ``release`` (the replays must queue first)."""
         self._held = []
 
-    def recover(self, actor_id: bytes, order: list[pb.TaskSpec]) -> ActorInstance:
-        """Rebuild ``actor_id`` by re-executing ``order`` (constructor first) as recorded."""
-        actor = self.actors[actor_id] = ActorInstance(self.worker, actor_id, order[0].actor_creation)
+    def recover(self, actor_id: bytes, order: list[pb.TaskSpec],
+                checkpoint: checkpoint_pb2.ActorCheckpoint | None = None) -> ActorInstance:
+        """Rebuild ``actor_id``: restore ``checkpoint`` (if any), then re-execute ``order`` as
+        recorded (with no checkpoint, ``order`` starts with the constructor)."""
+        creation = checkpoint.creation if checkpoint is not None else order[0].actor_creation
+        actor = self.actors[actor_id] = ActorInstance(self.worker, actor_id, creation)
+        if checkpoint is not None:
+            try:
+                actor.restore(checkpoint)
+            except Exception as exc:  # noqa: BLE001 - a user restore() or an unpicklable state
+                msg = f"actor {creation.class_name}({ids.short(actor_id)}) could not restore its checkpoint: {exc!r}"
+                actor.death = runtime_error(pb.ACTOR_DIED, msg, actor_id)
         for spec in order:
             actor.replay.add(spec.task_id)
             actor.mailbox.put_nowait(spec)
+        if not order:
+            actor.replayed.set()
+        return actor
+
+    def lost(self, actor_id: bytes, why: str) -> ActorInstance:
+        """``actor_id`` cannot be rebuilt: its tasks fail with ActorDiedError saying ``why``."""
+        actor = self.actors[actor_id] = ActorInstance(self.worker, actor_id, pb.ActorCreation(class_name="?"))
+        actor.death = runtime_error(pb.ACTOR_DIED, why, actor_id)
+        actor.replayed.set()
         return actor
 
     def release(self) -> None:

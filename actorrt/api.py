@@ -14,8 +14,9 @@ from actorrt.cluster import start_head
 from actorrt.driver import ClusterOptions, Driver
 from actorrt.exceptions import ActorRTError
 from actorrt.fault_tolerance import DEFAULT_STASH_LIMIT, FaultToleranceOptions
-from actorrt.handles import ActorClass
+from actorrt.handles import ActorClass, ActorHandle
 from actorrt.object_ref import ObjectRef
+from actorrt.worker import current_sender
 
 T = TypeVar("T")
 _lock = threading.Lock()
@@ -34,6 +35,7 @@ def init(
     max_forwards: int | None = None,
     stash_limit: int = DEFAULT_STASH_LIMIT,
     store_url: str | None = None,
+    checkpoint_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """Start an embedded cluster, or connect to a running one.
 
@@ -55,6 +57,8 @@ def init(
         store_url: an external lineage store for the embedded cluster instead of its own shards:
             ``redis://[:password@]host:port[,host:port...]`` (independent servers, sharded by the
             client) or ``redis+cluster://[:password@]host:port[,...]`` (a Redis Cluster).
+        checkpoint_dir: where actors of the embedded cluster write checkpoints (default: in its
+            session directory); every node must reach it.
 
     Returns:
         ``{"address": head address, "nodes": [...]}``.
@@ -64,7 +68,8 @@ def init(
             raise ActorRTError("actorrt is already initialized; call actorrt.shutdown() first")
         if address is None:
             opts = ClusterOptions(num_nodes, store_shards, host)
-            ft_options = FaultToleranceOptions(ft, store_delay_ms, max_forwards, stash_limit)
+            ft_options = FaultToleranceOptions(ft, store_delay_ms, max_forwards, stash_limit,
+                                               str(Path(checkpoint_dir).absolute()) if checkpoint_dir else "")
             session_dir = Path(tempfile.mkdtemp(prefix="actorrt-"))
             head = start_head(session_dir, num_nodes=opts.num_nodes, store_shards=opts.store_shards, host=opts.host,
                               fault_tolerance=ft_options, store_url=store_url)
@@ -111,6 +116,37 @@ def get(refs: ObjectRef | Sequence[ObjectRef], *, timeout: float | None = None) 
     if timeout is not None and timeout < 0:
         raise ValueError("timeout must be >= 0")
     return runtime.current().get(refs, timeout)
+
+
+def checkpoint(handles: Sequence[ActorHandle], *, timeout: float | None = None) -> dict[str, Any]:
+    """Checkpoint ``handles`` together; returns the manifest of this global checkpoint.
+
+    A barrier task goes to each actor behind every task this driver submitted to it before the
+    call: the actor saves its state when the barrier reaches the head of its mailbox, between two
+    tasks, while its node's other actors keep running. Each file is written atomically, and the
+    manifest (``{"id", "actors": {actor id: {"seq", "path"}}}``) is written atomically last, into
+    ``<checkpoint_dir>/global/``. Recovery restores an actor's newest checkpoint and replays its
+    lineage after it, and the lineage a checkpoint covers is collected from the store; replay
+    needs no alignment between actors, since every order they depended on is in the lineage.
+    """
+    return _driver().checkpoint(handles, timeout)
+
+
+async def commit_lineage() -> int:
+    """Inside an actor task, before it acts on the outside world (writes a file, a table, calls a
+    service): write the task's uncommitted lineage to the store and wait for the acks (paper §4.3).
+
+    From then on a replay after any failure reproduces this task at this point of its actor's
+    order, with the same arguments, so it emits the same output: made idempotent, the write is
+    exactly-once. Returns the number of specs written (0 when nothing was uncommitted, with
+    ``ft="write_first"``, and with ``ft="none"``, which logs nothing and guarantees nothing).
+    """
+    worker = runtime.current().worker
+    ctx = current_sender.get(None)
+    if ctx is None or not ctx.current_task or worker.ft is None:
+        raise ActorRTError("commit_lineage() is for actor tasks: call it as `await actorrt.commit_lineage()` in an "
+                           "actor method")
+    return await worker.ft.commit_lineage(ctx.current_task)
 
 
 def kill_node(node: int) -> int:

@@ -153,13 +153,17 @@ _token_option = click.option("--token", default=None, help=_TOKEN_HELP)
               help="Simulated lineage-store latency added to every ack (with --head).")
 @click.option("--max-forwards", default=None, type=click.IntRange(min=0),
               help="How often an uncommitted task may be forwarded, the paper's f (with --head; default unlimited).")
+@click.option("--checkpoint-dir", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="Where actors write checkpoints; every node must reach it (with --head; "
+                   "default SESSION_DIR/checkpoints).")
 @click.option("--store-url", default=None, envvar=STORE_URL_ENV, show_envvar=True,
               help="An external lineage store instead of the head's own shards (with --head): "
                    "redis://[:PASSWORD@]HOST:PORT[,HOST:PORT...] or redis+cluster://[:PASSWORD@]HOST:PORT.")
 @click.pass_context
 def start(ctx: click.Context, as_head: bool, address: str | None, host: str, port: int, nodes: int,
           store_shards: int, session_dir: Path | None, token: str | None, timeout: float, ft: str,
-          store_delay_ms: float, max_forwards: int | None, store_url: str | None) -> None:
+          store_delay_ms: float, max_forwards: int | None, checkpoint_dir: Path | None,
+          store_url: str | None) -> None:
     """Start a head (--head) or add a node to a running head (--address HOST:PORT).
 
     Both run in the background and outlive this command. A head writes the session file (address,
@@ -171,10 +175,13 @@ def start(ctx: click.Context, as_head: bool, address: str | None, host: str, por
     session_dir = session_dir or session.default_dir()
     if as_head:
         _start_head(session_dir, host, port, nodes, store_shards, token or os.environ.get(TOKEN_ENV), timeout,
-                    FaultToleranceOptions(ft, store_delay_ms, max_forwards), store_url)
+                    FaultToleranceOptions(ft, store_delay_ms, max_forwards,
+                                          checkpoint_dir=str(checkpoint_dir.absolute()) if checkpoint_dir else ""),
+                    store_url)
         return
     head_only = [f"--{name.replace('_', '-')}" for name in
-                 ("port", "nodes", "store_shards", "ft", "store_delay_ms", "max_forwards", "store_url")
+                 ("port", "nodes", "store_shards", "ft", "store_delay_ms", "max_forwards", "checkpoint_dir",
+                  "store_url")
                  if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
     if head_only:
         raise click.UsageError(f"{', '.join(head_only)}: only valid with --head")

@@ -77,6 +77,8 @@ def start_head(
     argv += ["--ft", ft.mode, "--store-delay-ms", str(ft.store_delay_ms), "--stash-limit", str(ft.stash_limit)]
     if ft.max_forwards is not None:
         argv += ["--max-forwards", str(ft.max_forwards)]
+    if ft.checkpoint_dir:
+        argv += ["--checkpoint-dir", ft.checkpoint_dir]
     if tied_to_caller:
         argv += ["--parent-pid", str(os.getpid())]
     with open(logs / "head.log", "ab") as log:

@@ -10,7 +10,8 @@ The tree::
     ├── GetTimeoutError        also a TimeoutError: ``get`` ran out of time
     ├── NotInitializedError    the API was used before ``init()`` (or after ``shutdown()``)
     ├── ClusterError           starting, reaching or authenticating with a cluster failed
-    └── ActorMethodError       also an AttributeError: the actor class has no such method
+    ├── ActorMethodError       also an AttributeError: the actor class has no such method
+    └── SinkConflictError      an exactly-once sink found different bytes where it wrote before
 """
 
 from __future__ import annotations
@@ -65,3 +66,11 @@ class ClusterError(ActorRTError):
 
 class ActorMethodError(ActorRTError, AttributeError):
     """The actor's class has no public method of that name."""
+
+
+class SinkConflictError(ActorRTError):
+    """An exactly-once sink was about to write output that contradicts what it wrote before.
+
+    A replay after a failure repeats a committed task exactly, so this means the task emitted
+    without ``commit_lineage()`` first, or depends on something the lineage does not record.
+    """

@@ -34,12 +34,14 @@ DEFAULT_STASH_LIMIT = 200_000
 
 @dataclass(frozen=True)
 class FaultToleranceOptions:
-    """How the cluster logs lineage (``actorrt.init(ft=..., store_delay_ms=..., max_forwards=...)``)."""
+    """How the cluster logs lineage (``actorrt.init(ft=..., store_delay_ms=..., max_forwards=...)``)
+    and where actors write checkpoints (empty: the head's session directory)."""
 
     mode: str = "lineage_stash"
     store_delay_ms: float = 0.0
     max_forwards: int | None = None
     stash_limit: int = DEFAULT_STASH_LIMIT
+    checkpoint_dir: str = ""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -55,14 +57,14 @@ class FaultToleranceOptions:
         return head_pb2.FaultTolerance(
             mode=self.mode, store_delay_ms=self.store_delay_ms,
             max_forwards=-1 if self.max_forwards is None else self.max_forwards,
-            stash_limit=self.stash_limit,
+            stash_limit=self.stash_limit, checkpoint_dir=self.checkpoint_dir,
         )
 
     @classmethod
     def from_proto(cls, proto: head_pb2.FaultTolerance) -> FaultToleranceOptions:
         return cls(proto.mode or "lineage_stash", proto.store_delay_ms,
                    None if proto.max_forwards < 0 else proto.max_forwards,
-                   proto.stash_limit or DEFAULT_STASH_LIMIT)
+                   proto.stash_limit or DEFAULT_STASH_LIMIT, proto.checkpoint_dir)
 
 
 def reordered(spec: pb.TaskSpec, predecessor: bytes) -> pb.TaskSpec:
@@ -168,6 +170,19 @@ class FaultTolerance:
         """Write every uncommitted spec in the stash and wait for the acks; returns how many."""
         specs = [s for s in self.stash.specs() if not self.stash.is_committed(s.task_id)]
         if specs and self.flusher is not None:
+            await self.flusher.write_now(specs)
+        return len(specs)
+
+    async def commit_lineage(self, task_id: bytes) -> int:
+        """End-to-end exactly-once (paper §4.3): write the running task ``task_id`` and its
+        uncommitted lineage, and wait for the acks. Afterwards a replay reproduces this task at
+        this point of its actor's order, so what it then emits will be emitted identically.
+        Returns how many specs were written."""
+        spec = self.stash.get(task_id) if self.mode == "lineage_stash" else None
+        if spec is None:
+            return 0  # committed before it ran (write_first), evicted (committed), or not logged (none)
+        specs = [s for s in [spec, *self.stash.uncommitted_lineage(spec)] if not self.stash.is_committed(s.task_id)]
+        if specs:
             await self.flusher.write_now(specs)
         return len(specs)
 

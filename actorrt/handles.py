@@ -24,16 +24,22 @@ class ActorOptions:
         node: the node slot to place it on; None spreads actors over the live nodes.
         nondeterministic: the actor may receive from many senders in arrival order, so the
             lineage stash records its execution order (paper §4.1).
+        checkpoint_every: checkpoint the actor after every N tasks it runs (None: only when
+            ``actorrt.checkpoint`` asks), so recovery replays at most N tasks.
     """
 
     node: int | None = None
     nondeterministic: bool = True
+    checkpoint_every: int | None = None
 
     def __post_init__(self) -> None:
         if self.node is not None and (not isinstance(self.node, int) or self.node < 0):
             raise ValueError(f"node must be a slot number >= 0 or None, not {self.node!r}")
         if not isinstance(self.nondeterministic, bool):
             raise TypeError("nondeterministic must be a bool")
+        if self.checkpoint_every is not None and (not isinstance(self.checkpoint_every, int)
+                                                  or self.checkpoint_every < 1):
+            raise ValueError(f"checkpoint_every must be an int >= 1 or None, not {self.checkpoint_every!r}")
 
 
 def _public_methods(cls: type) -> list[str]:
@@ -54,7 +60,7 @@ class ActorClass(Generic[T]):
         self.__doc__ = cls.__doc__
 
     def options(self, **kwargs: Any) -> ActorClass[T]:
-        """A copy with other ``ActorOptions`` (``node=``, ``nondeterministic=``)."""
+        """A copy with other ``ActorOptions`` (``node=``, ``nondeterministic=``, ``checkpoint_every=``)."""
         unknown = set(kwargs) - set(ActorOptions.__dataclass_fields__)
         if unknown:
             raise TypeError(f"unknown actor options: {', '.join(sorted(unknown))}")
@@ -71,6 +77,7 @@ class ActorClass(Generic[T]):
             class_name=self._cls.__qualname__,
             methods=self._methods,
             nondeterministic=self._options.nondeterministic,
+            checkpoint_every=self._options.checkpoint_every or 0,
         )
         worker = runtime.current().worker
         actor_id, slot = worker.create_actor(creation, args, kwargs, self._options.node)

@@ -15,7 +15,7 @@ import logging
 import os
 import signal
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import uvloop
@@ -51,6 +51,9 @@ class Slot:
     process: asyncio.subprocess.Process | None = None
     restart_delay: float = 0.0
     last_heartbeat: float = 0.0
+    killed_at: float | None = None  # KillNode sent SIGKILL then (loop time)
+    failed_at: float = 0.0  # declared dead then
+    detection_ms: float = 0.0  # from the kill (or the last heartbeat) to the declaration
     stats: node_pb2.NodeStatsReply = field(default_factory=node_pb2.NodeStatsReply)
 
 
@@ -66,6 +69,8 @@ class Head:
         self.num_shards = store_shards
         self.parent_pid = parent_pid
         self.heartbeat_timeout = heartbeat_timeout
+        if not fault_tolerance.checkpoint_dir:
+            fault_tolerance = replace(fault_tolerance, checkpoint_dir=str(Path(session_dir).absolute() / "checkpoints"))
         self.fault_tolerance = fault_tolerance
         self.store_url = store_url
         if store_url:
@@ -145,6 +150,9 @@ class Head:
         never_started = s.info.state == head_pb2.STARTING
         if s.process is not None and s.process.returncode is None:
             s.process.kill()  # fail-stop: a node declared dead must not keep running
+        s.failed_at = asyncio.get_running_loop().time()
+        s.detection_ms = (s.failed_at - (s.killed_at if s.killed_at is not None else s.last_heartbeat)) * 1e3
+        s.killed_at = None
         s.info.state = head_pb2.DEAD
         self._publish()
         if s.info.managed:
@@ -208,7 +216,9 @@ class Head:
         s.info.address, s.info.pid, s.info.hostname = request.address, request.pid, request.hostname
         s.last_heartbeat = asyncio.get_running_loop().time()
         self._publish()
-        return head_pb2.RegisterNodeReply(slot=slot, epoch=s.info.epoch, view=self.view())
+        restart_ms = (s.last_heartbeat - s.failed_at) * 1e3 if s.info.epoch > 1 else 0.0
+        return head_pb2.RegisterNodeReply(slot=slot, epoch=s.info.epoch, view=self.view(),
+                                          detection_ms=s.detection_ms, restart_ms=restart_ms)
 
     async def Subscribe(self, requests, context) -> None:  # noqa: N802
         queue: asyncio.Queue[head_pb2.ClusterView] = asyncio.Queue()
@@ -259,6 +269,7 @@ class Head:
             raise InvalidRequestError(f"node {request.slot} is not alive")
         if s.process is None:
             raise InvalidRequestError(f"node {request.slot} was not started by this head; stop it on its own machine")
+        s.killed_at = asyncio.get_running_loop().time()
         os.kill(s.process.pid, signal.SIGKILL)
         return head_pb2.KillNodeReply(pid=s.process.pid)
 
@@ -283,6 +294,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--store-delay-ms", type=float, default=0.0, help="simulated lineage-store latency")
     parser.add_argument("--max-forwards", type=int, default=None, help="the paper's f (default: unlimited)")
     parser.add_argument("--stash-limit", type=int, default=DEFAULT_STASH_LIMIT, help="back-pressure bound")
+    parser.add_argument("--checkpoint-dir", default="",
+                        help="where actors write checkpoints (default: SESSION_DIR/checkpoints)")
     parser.add_argument("--heartbeat-timeout", type=float, default=HEARTBEAT_TIMEOUT_S,
                         help="seconds without heartbeats before a node is declared dead")
     args = parser.parse_args(argv)
@@ -292,7 +305,7 @@ def main(argv: list[str] | None = None) -> None:
         head = Head(token, args.host, args.session_dir, args.nodes, args.store_shards, args.parent_pid,
                     args.heartbeat_timeout,
                     FaultToleranceOptions(args.ft, args.store_delay_ms, args.max_forwards,
-                                          args.stash_limit),
+                                          args.stash_limit, args.checkpoint_dir),
                     os.environ.get(STORE_URL_ENV, ""))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -5,8 +5,9 @@ version is older (Definition 4.1), and answers the version the store now holds. 
 ack: the task is committed at that version, and an older write learns it was superseded.
 
 For recovery the script also indexes each task under its receiver (``rx:{tag}<receiver>``, in the
-task's hash slot), so a recovering actor finds every task sent to it; and each node slot's actors
-are listed under ``actors:{slot-N}``.
+task's hash slot), so a recovering actor finds every task sent to it; each node slot's actors are
+listed under ``actors:{slot-N}``; and ``ckpt:<actor>`` points at an actor's newest checkpoint,
+whose covered tasks the collector deletes (``forget``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ return held_after
 """
 
 
+# A collected record leaves a tombstone for a while: a version no write can beat, so a write of
+# it that was still on its way (a slow flusher) is acked as committed instead of resurrecting it.
+TOMBSTONE_VERSION = 2**62
+TOMBSTONE_TTL_S = 600
+
 # The keys of one script call must share a hash slot (Redis Cluster) or shard. The {tag} puts a
 # task in one of SLOT_GROUPS slots, so a batch needs at most that many calls, spread over the nodes.
 SLOT_GROUPS = 64
@@ -63,6 +69,10 @@ def _index_key(tag: bytes, receiver: bytes) -> bytes:
 
 def _actors_key(slot: int) -> bytes:
     return b"actors:{slot-%d}" % slot
+
+
+def _checkpoint_key(actor_id: bytes) -> bytes:
+    return b"ckpt:" + actor_id
 
 
 def task_id_of(key: bytes) -> bytes:
@@ -152,6 +162,41 @@ class LineageStore:
             return sorted(await client.smembers(key))
 
         return (await self.store.per_shard([key], members))[0]
+
+    async def set_checkpoint(self, actor_id: bytes, seq: int, path: str) -> None:
+        """``actor_id``'s newest checkpoint is number ``seq``, in file ``path``."""
+        key = _checkpoint_key(actor_id)
+
+        async def put(client: Client, _: list[bytes]) -> None:
+            await client.hset(key, mapping={"seq": seq, "path": path})
+
+        await self.store.per_shard([key], put)
+
+    async def checkpoint_of(self, actor_id: bytes) -> tuple[int, str] | None:
+        """``(seq, path)`` of ``actor_id``'s newest checkpoint, or None if it has none."""
+        key = _checkpoint_key(actor_id)
+
+        async def get(client: Client, _: list[bytes]) -> tuple[int, str] | None:
+            found = await client.hgetall(key)
+            return (int(found[b"seq"]), found[b"path"].decode()) if found else None
+
+        return (await self.store.per_shard([key], get))[0]
+
+    async def forget(self, receiver: bytes, task_ids: Sequence[bytes]) -> None:
+        """Collect the records of ``task_ids`` (all sent to ``receiver``): each becomes a short-lived
+        tombstone, and leaves the receiver's index."""
+
+        async def delete(client: Client, keys: list[bytes]) -> None:
+            async with client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    task_id = task_id_of(key)
+                    pipe.delete(key)
+                    pipe.hset(key, "v", TOMBSTONE_VERSION)
+                    pipe.expire(key, TOMBSTONE_TTL_S)
+                    pipe.srem(_index_key(_tag(_group(task_id)), receiver), task_id)
+                await pipe.execute()
+
+        await self.store.per_shard([record_key(t) for t in task_ids], delete)
 
     async def aclose(self) -> None:
         await self.store.aclose()

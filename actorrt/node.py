@@ -16,17 +16,21 @@ import socket
 import time
 
 import uvloop
+from google.protobuf.message import DecodeError
 from grpc import aio
 
 from actorrt import ids, runtime
 from actorrt.actor_host import ActorHost
 from actorrt.background import BackgroundTasks
+from actorrt.checkpoints import read_checkpoint
 from actorrt.exceptions import ActorRTError
 from actorrt.head_client import HEAD_LOSS_GRACE_S, HeadClient
+from actorrt.lineage_store import LineageStore
 from actorrt.node_service import NodeServicer
 from actorrt.processes import daemon_setup
 from actorrt.recovery import replay_order
 from actorrt.rpc import head_pb2, node_pb2, node_pb2_grpc
+from actorrt.rpc.checkpoint_pb2 import ActorCheckpoint
 from actorrt.task_spec import SenderContext
 from actorrt.transport import channel, metadata, start_server
 from actorrt.worker import Worker
@@ -34,7 +38,6 @@ from actorrt.worker import Worker
 log = logging.getLogger("actorrt.node")
 
 SURVIVOR_FLUSH_TIMEOUT_S = 10.0
-
 
 
 class NodeProcess:
@@ -71,8 +74,8 @@ class NodeProcess:
         self.worker.process_context = SenderContext(ids.actor_id(f"node-{reply.slot}".encode(), reply.epoch))
         log.info("node %d (epoch %d) serving on %s", reply.slot, reply.epoch, address)
         try:
-            if reply.epoch > 1:
-                self._background.spawn(self._recover())  # heartbeats and views go on meanwhile
+            if reply.epoch > 1:  # heartbeats and views go on during the recovery
+                self._background.spawn(self._recover(reply.detection_ms, reply.restart_ms))
             await self._follow_head()
         finally:
             self._background.cancel_all()
@@ -80,12 +83,14 @@ class NodeProcess:
             await self.worker.aclose()
             await server.stop(0.5)
 
-    async def _recover(self) -> None:
+    async def _recover(self, detection_ms: float, restart_ms: float) -> None:
         """Bring back the actors this slot hosted before (paper §4.2.3): survivors flush their
-        stashes, so the store holds every task they depend on; each actor then re-executes its
-        recorded tasks from its constructor. Senders re-send what they are still waiting for."""
+        stashes, so the store holds every task they depend on; each actor then restores its
+        newest checkpoint (or runs its constructor) and re-executes its recorded tasks after it.
+        Senders re-send what they are still waiting for."""
         ft, host = self.worker.ft, self.worker.host
         started = time.perf_counter()
+        actors: list = []
         try:
             if ft.flusher is None:
                 log.error("no lineage is logged (ft=%s): the actors of node %d are lost", ft.mode, self.worker.slot)
@@ -94,17 +99,44 @@ class NodeProcess:
             actor_ids = await store.actors_on(self.worker.slot)
             await self._flush_survivors()
             flushed = time.perf_counter()
-            orders = [(actor_id, replay_order(actor_id, await store.sent_to(actor_id))) for actor_id in actor_ids]
+            plans = [await self._replay_plan(store, actor_id) for actor_id in actor_ids]
             fetched = time.perf_counter()
-            actors = [host.recover(actor_id, order) for actor_id, order in orders]
-            stats = node_pb2.RecoveryStats(actors=len(actors), tasks_replayed=sum(len(o) for _, o in orders),
-                                           flush_ms=(flushed - started) * 1e3, fetch_ms=(fetched - flushed) * 1e3)
+            restored = 0
+            for actor_id, plan in zip(actor_ids, plans, strict=True):
+                if isinstance(plan, str):
+                    actors.append(host.lost(actor_id, plan))
+                else:
+                    checkpoint, order = plan
+                    actors.append(host.recover(actor_id, order, checkpoint))
+                    restored += checkpoint is not None
+            stats = node_pb2.RecoveryStats(
+                actors=len(actors), tasks_replayed=sum(len(p[1]) for p in plans if not isinstance(p, str)),
+                flush_ms=(flushed - started) * 1e3, fetch_ms=(fetched - flushed) * 1e3,
+                detection_ms=detection_ms, restart_ms=restart_ms, from_checkpoint=restored,
+            )
             self.servicer.recoveries.append(stats)
             log.info("node %d: replaying %s", self.worker.slot, stats)
         finally:
             host.release()
         await asyncio.gather(*(a.replayed.wait() for a in actors))
         stats.replay_ms = (time.perf_counter() - fetched) * 1e3
+
+    @staticmethod
+    async def _replay_plan(store: LineageStore, actor_id: bytes) -> tuple[ActorCheckpoint | None, list] | str:
+        """``(checkpoint, tasks to re-execute after it)`` for ``actor_id``, or why it cannot be rebuilt."""
+        pointer = await store.checkpoint_of(actor_id)
+        checkpoint = None
+        if pointer is not None:
+            seq, path = pointer
+            try:
+                checkpoint = await asyncio.to_thread(read_checkpoint, path)
+            except (OSError, DecodeError) as exc:
+                return (f"actor {ids.short(actor_id)} cannot be rebuilt: its checkpoint {seq} ({path}) is unreadable "
+                        f"here ({exc}); the checkpoint directory must be reachable from every node")
+        try:
+            return checkpoint, replay_order(actor_id, await store.sent_to(actor_id), checkpoint)
+        except ActorRTError as exc:
+            return f"actor {ids.short(actor_id)} cannot be rebuilt: {exc}"
 
     async def _flush_survivors(self) -> None:
         view = self.worker.view

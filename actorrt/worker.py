@@ -80,6 +80,10 @@ class Worker:
         self._loop_thread = threading.get_ident()
         self.router = Router(address, self.token, self._on_batch, self._on_peer_lost)
 
+    def spawn(self, coro: Any) -> asyncio.Task:
+        """Run ``coro`` in the background of this process (logged if it fails)."""
+        return self._background.spawn(coro)
+
     def on_loop_thread(self) -> bool:
         return threading.get_ident() == self._loop_thread
 

@@ -44,16 +44,18 @@ class StoreShard(_message.Message):
     def __init__(self, address: _Optional[str] = ...) -> None: ...
 
 class FaultTolerance(_message.Message):
-    __slots__ = ("mode", "store_delay_ms", "max_forwards", "stash_limit")
+    __slots__ = ("mode", "store_delay_ms", "max_forwards", "stash_limit", "checkpoint_dir")
     MODE_FIELD_NUMBER: _ClassVar[int]
     STORE_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_FORWARDS_FIELD_NUMBER: _ClassVar[int]
     STASH_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_DIR_FIELD_NUMBER: _ClassVar[int]
     mode: str
     store_delay_ms: float
     max_forwards: int
     stash_limit: int
-    def __init__(self, mode: _Optional[str] = ..., store_delay_ms: _Optional[float] = ..., max_forwards: _Optional[int] = ..., stash_limit: _Optional[int] = ...) -> None: ...
+    checkpoint_dir: str
+    def __init__(self, mode: _Optional[str] = ..., store_delay_ms: _Optional[float] = ..., max_forwards: _Optional[int] = ..., stash_limit: _Optional[int] = ..., checkpoint_dir: _Optional[str] = ...) -> None: ...
 
 class ClusterView(_message.Message):
     __slots__ = ("revision", "nodes", "store_shards", "store_password", "fault_tolerance", "store_url", "drivers")
@@ -86,14 +88,18 @@ class RegisterNodeRequest(_message.Message):
     def __init__(self, slot: _Optional[int] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., hostname: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeReply(_message.Message):
-    __slots__ = ("slot", "epoch", "view")
+    __slots__ = ("slot", "epoch", "view", "detection_ms", "restart_ms")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     VIEW_FIELD_NUMBER: _ClassVar[int]
+    DETECTION_MS_FIELD_NUMBER: _ClassVar[int]
+    RESTART_MS_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     view: ClusterView
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., view: _Optional[_Union[ClusterView, _Mapping]] = ...) -> None: ...
+    detection_ms: float
+    restart_ms: float
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., view: _Optional[_Union[ClusterView, _Mapping]] = ..., detection_ms: _Optional[float] = ..., restart_ms: _Optional[float] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
     __slots__ = ("slot", "epoch", "stats", "address")

@@ -8,7 +8,7 @@ from redis.backoff import NoBackoff
 
 from actorrt import ids
 from actorrt.exceptions import ClusterError
-from actorrt.lineage_store import LineageStore, record_key
+from actorrt.lineage_store import TOMBSTONE_VERSION, LineageStore, record_key
 from actorrt.redis_shards import RedisShard
 from actorrt.rpc import common_pb2 as pb
 from actorrt.store import ShardedStore
@@ -47,6 +47,22 @@ async def test_specs_spread_over_shards_and_read_back(store):
     for s in specs[:20]:  # each record lives on the shard every process computes for it
         client = store.store._clients[store.store.shard_of(record_key(s.task_id))]
         assert await client.hget(record_key(s.task_id), "v") == b"0"
+
+
+async def test_collected_records_leave_the_index_and_late_writes_are_acked_not_resurrected(store):
+    receiver = ids.actor_id(b"creator", 1)
+    specs = [pb.TaskSpec(task_id=ids.task_id(receiver, b"s", i), receiver=receiver, version=i % 2, task_counter=i)
+             for i in range(1, 41)]
+    await store.write(specs)
+    assert set(await store.sent_to(receiver)) == {s.task_id for s in specs}
+    await store.forget(receiver, [s.task_id for s in specs[:30]])
+    assert set(await store.sent_to(receiver)) == {s.task_id for s in specs[30:]}
+    # A flusher that was slow writes a collected task again: it learns it is committed (for good),
+    # and the store does not take the record or its index entry back.
+    acks = dict(await store.write(specs[:30]))
+    assert all(acks[s.task_id] == TOMBSTONE_VERSION for s in specs[:30])
+    assert await store.read([s.task_id for s in specs[:30]]) == {}
+    assert set(await store.sent_to(receiver)) == {s.task_id for s in specs[30:]}
 
 
 async def test_the_store_keeps_the_newest_version_and_acks_what_it_holds(store):

@@ -6,8 +6,9 @@ from actorrt.handles import ActorOptions
 
 PUBLIC = {
     "ActorClass", "ActorDiedError", "ActorHandle", "ActorMethodError", "ActorRTError", "ClusterError",
-    "GetTimeoutError", "NotInitializedError", "ObjectLostError", "ObjectRef", "TaskError",
-    "UnknownActorError", "get", "init", "is_initialized", "kill_node", "nodes", "remote", "shutdown", "stats",
+    "GetTimeoutError", "NotInitializedError", "ObjectLostError", "ObjectRef", "SinkConflictError", "TaskError",
+    "UnknownActorError", "checkpoint", "commit_lineage", "get", "init", "is_initialized", "kill_node", "nodes",
+    "remote", "shutdown", "stats",
 }
 
 
@@ -37,6 +38,8 @@ def test_options_are_validated():
         ActorOptions(node=-1)
     with pytest.raises(TypeError):
         ActorOptions(nondeterministic="yes")
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        ActorOptions(checkpoint_every=0)
     with pytest.raises(ValueError):
         ClusterOptions(num_nodes=0)
     with pytest.raises(ValueError):
