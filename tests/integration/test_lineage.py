@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -52,6 +53,20 @@ class Probe:
     def committed_here(self):
         worker = runtime.current().worker
         return worker.ft.stash.is_committed(runtime.current_task_id())
+
+    async def commit_then_look(self):
+        """``commit_lineage()``, then: specs it wrote, and whether this task and its lineage are
+        committed (each, before and after)."""
+        stash = runtime.current().worker.ft.stash
+        task_id = runtime.current_task_id()
+
+        def everything_committed():
+            spec = stash.get(task_id)
+            return spec is None or (stash.is_committed(task_id) and not stash.uncommitted_lineage(spec))
+
+        before = everything_committed()
+        written = await actorrt.commit_lineage()
+        return written, before, everything_committed()
 
 
 def _lineage(stats):
@@ -118,6 +133,16 @@ def test_lineage_stash_does_not_wait_for_the_store(cluster_with):
     with cluster_with(num_nodes=1, store_shards=1, ft="lineage_stash", store_delay_ms=500):
         probe = Probe.remote()
         assert actorrt.get(probe.committed_here.remote(), timeout=30) is False
+
+
+def test_commit_lineage_waits_until_the_task_and_its_lineage_are_committed(cluster_with):
+    with cluster_with(num_nodes=1, store_shards=1, ft="lineage_stash", store_delay_ms=500):
+        probe = Probe.remote()
+        written, before, after = actorrt.get(probe.commit_then_look.remote(), timeout=30)
+        assert (before, after) == (False, True)
+        assert written >= 2  # its own version (its order), and the constructor it ran after
+        with pytest.raises(actorrt.ActorRTError, match="actor method"):
+            asyncio.run(actorrt.commit_lineage())  # a driver has no task to commit
 
 
 def test_write_first_runs_a_task_only_after_the_store_holds_it(cluster_with):
