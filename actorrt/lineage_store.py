@@ -79,6 +79,43 @@ def task_id_of(key: bytes) -> bytes:
     return key[len(KEY_PREFIX) + 4:]
 
 
+def _producers(spec: pb.TaskSpec) -> list[bytes]:
+    """The tasks whose execution made ``spec``: its parent and its arguments' producers.
+
+    Its predecessor is left out: replay stops at the first gap in an actor's own chain (a
+    nondeterministic actor's recorded order, a deterministic one's per-sender counters), so a
+    record after a gap is never replayed.
+    """
+    deps = spec.dependencies
+    return [deps[0], *deps[2:]] if deps else []
+
+
+def dependency_waves(specs: dict[bytes, pb.TaskSpec]) -> list[list[pb.TaskSpec]]:
+    """``specs`` (by task ID) in groups to write one after the other: each spec comes in a later
+    group than the specs of ``specs`` that produced it."""
+    depth: dict[bytes, int] = {}
+    for root in specs:
+        stack, visiting = [root], set()
+        while stack:
+            task_id = stack[-1]
+            if task_id in depth:
+                stack.pop()
+                continue
+            deps = [d for d in _producers(specs[task_id]) if d in specs and d not in visiting]
+            pending = [d for d in deps if d not in depth]
+            if pending:  # lineage is acyclic; `visiting` only guards against malformed specs
+                visiting.add(task_id)
+                stack.extend(pending)
+                continue
+            depth[task_id] = 1 + max((depth[d] for d in deps), default=-1)
+            visiting.discard(task_id)
+            stack.pop()
+    waves: list[list[pb.TaskSpec]] = [[] for _ in range(1 + max(depth.values(), default=-1))]
+    for task_id, level in depth.items():
+        waves[level].append(specs[task_id])
+    return waves
+
+
 class LineageStore:
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -91,16 +128,23 @@ class LineageStore:
         return script
 
     async def write(self, specs: Sequence[pb.TaskSpec]) -> list[tuple[bytes, int]]:
-        """Write ``specs`` (one script call per shard); returns ``(task_id, version held)`` acks.
+        """Write ``specs`` (one script call per shard and wave); returns ``(task_id, version held)`` acks.
 
-        Of two versions of one task in ``specs`` the newer is written.
+        Of two versions of one task in ``specs`` the newer is written. A spec is written only
+        after the specs in ``specs`` that produced it (``dependency_waves``): a process that dies
+        half-way through leaves no record in the store whose producer's order is missing there,
+        so a recovering actor never replays a task that its sender's own replay cannot reproduce.
         """
-        by_key: dict[bytes, pb.TaskSpec] = {}
+        newest: dict[bytes, pb.TaskSpec] = {}
         for spec in specs:
-            key = record_key(spec.task_id)
-            if key not in by_key or by_key[key].version < spec.version:
-                by_key[key] = spec
+            if spec.task_id not in newest or newest[spec.task_id].version < spec.version:
+                newest[spec.task_id] = spec
+        acks: list[tuple[bytes, int]] = []
+        for wave in dependency_waves(newest):
+            acks.extend(await self._write_wave({record_key(s.task_id): s for s in wave}))
+        return acks
 
+    async def _write_wave(self, by_key: dict[bytes, pb.TaskSpec]) -> list[tuple[bytes, int]]:
         async def write_shard(client: Client, keys: list[bytes]) -> list[tuple[bytes, int]]:
             script_keys: list[bytes] = []
             args: list[int | bytes] = []
@@ -111,10 +155,7 @@ class LineageStore:
             held = await self._script(client)(keys=script_keys, args=args)
             return [(by_key[k].task_id, int(v)) for k, v in zip(keys, held, strict=True)]
 
-        acks: list[tuple[bytes, int]] = []
-        for part in await self.store.per_shard(list(by_key), write_shard):
-            acks.extend(part)
-        return acks
+        return [ack for part in await self.store.per_shard(list(by_key), write_shard) for ack in part]
 
     async def read(self, task_ids: Sequence[bytes]) -> dict[bytes, pb.TaskSpec]:
         """The stored specs of those of ``task_ids`` the store holds."""
