@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import cloudpickle
 
 from actorrt import checkpoints, ids
+from actorrt.application_log import RunningTask, running_task
 from actorrt.checkpoints import CHECKPOINT_METHOD
 from actorrt.exceptions import ClusterError
 from actorrt.rpc import checkpoint_pb2, node_pb2
@@ -138,6 +139,7 @@ class ActorInstance:
             return pb.ObjectValue(object_id=object_id, error=self.death)
         resolved: list[bytes] = []
         token = current_sender.set(self.context)
+        log_token = running_task.set(RunningTask(spec))
         self.context.current_task = spec.task_id
         try:
             args, kwargs = await self._resolve_args(spec.args, resolved)
@@ -160,6 +162,7 @@ class ActorInstance:
             return pb.ObjectValue(object_id=object_id, error=error)
         finally:
             current_sender.reset(token)
+            running_task.reset(log_token)
             for oid in resolved:
                 self.worker.unborrow(oid)
 

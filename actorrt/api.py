@@ -5,11 +5,11 @@ from __future__ import annotations
 import atexit
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from actorrt import runtime, session
+from actorrt import application_log, runtime, session
 from actorrt.cluster import start_head
 from actorrt.driver import ClusterOptions, Driver
 from actorrt.exceptions import ActorRTError
@@ -147,6 +147,18 @@ async def commit_lineage() -> int:
         raise ActorRTError("commit_lineage() is for actor tasks: call it as `await actorrt.commit_lineage()` in an "
                            "actor method")
     return await worker.ft.commit_lineage(ctx.current_task)
+
+
+def record(fn: Callable[[], T]) -> T:
+    """Call ``fn()`` for a nondeterministic value (``time.time``, a random draw, a read from an
+    outside service) inside an actor task, and log it in the task's lineage, so that a replay of
+    the task after a failure gets the same value back instead of calling ``fn`` again.
+
+    Outside actor tasks it just returns ``fn()``.
+    """
+    rt = runtime.current() if runtime.is_initialized() else None
+    ft = rt.worker.ft if rt is not None else None
+    return application_log.record(fn, ft.on_record if ft is not None else lambda spec: None)
 
 
 def kill_node(node: int) -> int:

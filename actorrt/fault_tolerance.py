@@ -164,6 +164,11 @@ class FaultTolerance:
             self._stash(spec)  # a new version (the sender has the old one only), or a local submission
         return spec
 
+    def on_record(self, spec: pb.TaskSpec) -> None:
+        """The running task logged a nondeterministic event: ``spec`` is its new version."""
+        if self.mode != "none":
+            self._stash(spec)
+
     # ---- recovery -----------------------------------------------------------------------------------
 
     async def flush_stash(self) -> int:

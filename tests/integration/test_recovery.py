@@ -98,3 +98,33 @@ def _running_totals(history):
         total = (total * 31 + value) % 1_000_000_007
         out.append((value, total))
     return out
+
+
+@actorrt.remote
+class Sampler:
+    """Draws from the clock and an unseeded generator: only the application log makes it replayable."""
+
+    def __init__(self):
+        self.draws = []
+
+    def draw(self, k):
+        for _ in range(k):
+            self.draws.append((actorrt.record(time.time_ns), actorrt.record(lambda: os.urandom(8).hex())))
+        return len(self.draws)
+
+    def state(self):
+        return self.draws
+
+
+def test_a_replayed_actor_gets_its_logged_nondeterministic_values_back(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=1):
+        sampler = Sampler.options(node=1).remote()
+        for _ in range(50):
+            sampler.draw.remote(3)
+        before = actorrt.get(sampler.state.remote(), timeout=60)
+        assert len(before) == 150 and len(set(before)) == 150
+        actorrt.kill_node(1)
+        assert actorrt.get(sampler.state.remote(), timeout=60) == before  # replayed from the log
+        assert actorrt.get(sampler.draw.remote(1), timeout=60) == 151  # and new draws go on
+        recovery = next(n for n in actorrt.stats()["nodes"] if n["node"] == 1)["recoveries"]
+        assert recovery[0]["tasks_replayed"] >= 51, recovery

@@ -8,7 +8,7 @@ PUBLIC = {
     "ActorClass", "ActorDiedError", "ActorHandle", "ActorMethodError", "ActorRTError", "ClusterError",
     "GetTimeoutError", "NotInitializedError", "ObjectLostError", "ObjectRef", "SinkConflictError", "TaskError",
     "UnknownActorError", "checkpoint", "commit_lineage", "get", "init", "is_initialized", "kill_node", "nodes",
-    "remote", "shutdown", "stats",
+    "record", "remote", "shutdown", "stats",
 }
 
 
