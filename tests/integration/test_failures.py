@@ -9,6 +9,7 @@ import time
 import pytest
 
 import actorrt
+from actorrt.processes import process_alive
 
 
 @actorrt.remote
@@ -91,3 +92,15 @@ def test_losing_the_head_fails_pending_calls_instead_of_hanging(fresh_cluster):
         actorrt.get(pending, timeout=30)
     with pytest.raises(actorrt.ActorDiedError):  # and new calls fail fast
         actorrt.get(a.inc.remote(), timeout=30)
+
+
+def test_a_killed_head_takes_its_nodes_and_store_shards_with_it(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=2):
+        rt = actorrt.runtime.current()
+        children = [n["pid"] for n in actorrt.nodes()] + [s.pid for s in rt.worker.view.store_shards]
+        assert all(children) and all(process_alive(pid) for pid in children)
+        os.kill(rt.head_process.process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while any(process_alive(pid) for pid in children):
+            assert time.monotonic() < deadline, [pid for pid in children if process_alive(pid)]
+            time.sleep(0.05)
