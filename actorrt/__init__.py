@@ -10,6 +10,7 @@ from actorrt.api import (
     nodes,
     record,
     remote,
+    rollbacks,
     shutdown,
     stats,
 )
@@ -21,6 +22,7 @@ from actorrt.exceptions import (
     GetTimeoutError,
     NotInitializedError,
     ObjectLostError,
+    RolledBackError,
     SinkConflictError,
     TaskError,
     UnknownActorError,
@@ -41,6 +43,7 @@ __all__ = [
     "NotInitializedError",
     "ObjectLostError",
     "ObjectRef",
+    "RolledBackError",
     "SinkConflictError",
     "TaskError",
     "UnknownActorError",
@@ -53,6 +56,7 @@ __all__ = [
     "nodes",
     "record",
     "remote",
+    "rollbacks",
     "shutdown",
     "stats",
 ]

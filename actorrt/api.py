@@ -161,6 +161,14 @@ def record(fn: Callable[[], T]) -> T:
     return application_log.record(fn, ft.on_record if ft is not None else lambda spec: None)
 
 
+def rollbacks() -> int:
+    """With ``ft="checkpoint"``: how many global rollbacks the cluster has made. A driver loop
+    compares it before and after a step: a change means every actor went back to the last global
+    checkpoint, and the loop must resume from there (tasks in flight then raise RolledBackError,
+    but tasks submitted after it run on the restored state)."""
+    return _driver().worker.view.rollbacks
+
+
 def kill_node(node: int) -> int:
     """SIGKILL node process ``node`` (fail-stop); returns once the cluster has noticed. Returns its pid."""
     return _driver().kill_node(node)

@@ -11,6 +11,8 @@ the whole instance is pickled with cloudpickle.
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,24 @@ def write_checkpoint(directory: str | Path, checkpoint: checkpoint_pb2.ActorChec
 
 def read_checkpoint(path: str | Path) -> checkpoint_pb2.ActorCheckpoint:
     return checkpoint_pb2.ActorCheckpoint.FromString(Path(path).read_bytes())
+
+
+def write_manifest(directory: str | Path, taken: list[dict[str, Any]]) -> dict[str, Any]:
+    """Record a global checkpoint (``actorrt.checkpoint``): what each actor's barrier task
+    returned, in ``<directory>/global/<id>.json``, written last and atomically."""
+    global_dir = Path(directory) / "global"
+    global_dir.mkdir(parents=True, exist_ok=True)
+    number = 1 + max((int(p.stem) for p in global_dir.glob("*.json") if p.stem.isdigit()), default=0)
+    manifest = {"id": number, "time": time.time(),
+                "actors": {t["actor_id"]: {"seq": t["seq"], "path": t["path"]} for t in taken}}
+    write_atomically(global_dir / f"{number:010d}.json", json.dumps(manifest, indent=1).encode())
+    return manifest
+
+
+def latest_manifest(directory: str | Path) -> dict[str, Any] | None:
+    """The newest global checkpoint in ``directory``, or None."""
+    found = sorted(p for p in (Path(directory) / "global").glob("*.json") if p.stem.isdigit())
+    return json.loads(found[-1].read_text()) if found else None
 
 
 def snapshot_state(instance: Any) -> bytes:

@@ -7,24 +7,20 @@ Spark callbacks may call them concurrently.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import shutil
 import threading
-import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import uvloop
 from grpc import aio
 
 from actorrt import ids
-from actorrt.checkpoints import CHECKPOINT_METHOD
+from actorrt.checkpoints import CHECKPOINT_METHOD, write_manifest
 from actorrt.cluster import HeadProcess
 from actorrt.exceptions import ClusterError
-from actorrt.files import write_atomically
 from actorrt.handles import ActorHandle
 from actorrt.head_client import HEAD_LOSS_GRACE_S, HeadClient
 from actorrt.node_service import NodeServicer
@@ -142,13 +138,7 @@ class Driver:
                 raise TypeError(f"checkpoint() takes actor handles, got {type(h).__name__}")
         refs = [self.worker.submit_task(h, CHECKPOINT_METHOD, (), {}) for h in handles]
         taken = self.worker.get(refs, timeout)
-        directory = Path(self.worker.view.fault_tolerance.checkpoint_dir) / "global"
-        directory.mkdir(parents=True, exist_ok=True)
-        number = 1 + max((int(p.stem) for p in directory.glob("*.json") if p.stem.isdigit()), default=0)
-        manifest = {"id": number, "time": time.time(),
-                    "actors": {t["actor_id"]: {"seq": t["seq"], "path": t["path"]} for t in taken}}
-        write_atomically(directory / f"{number:010d}.json", json.dumps(manifest, indent=1).encode())
-        return manifest
+        return write_manifest(self.worker.view.fault_tolerance.checkpoint_dir, taken)
 
     def kill_node(self, slot: int) -> int:
         info = self.worker.node(slot)

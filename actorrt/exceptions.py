@@ -5,6 +5,7 @@ The tree::
     ActorRTError
     ├── TaskError              a remote method raised; carries the remote type, message, traceback
     ├── ActorDiedError         the actor's node died or its constructor failed
+    ├── RolledBackError        ft="checkpoint": a failure rolled the cluster back to its last checkpoint
     ├── UnknownActorError      the handle names an actor its node does not host
     ├── ObjectLostError        an object's value cannot be found anywhere
     ├── GetTimeoutError        also a TimeoutError: ``get`` ran out of time
@@ -42,6 +43,11 @@ class TaskError(ActorRTError):
 
 class ActorDiedError(ActorRTError):
     """The actor is gone: its node process died, or its constructor raised."""
+
+
+class RolledBackError(ActorRTError):
+    """With ``ft="checkpoint"`` (the global-rollback baseline): a node failed, so every actor went
+    back to the last global checkpoint; this task's effects are gone. Resubmit from there."""
 
 
 class UnknownActorError(ActorRTError):

@@ -9,7 +9,11 @@ protocol stays out of the transport. Modes:
   store, except submission when the stash is over its bound (back-pressure).
 - ``write_first``: the baseline: before a task runs its spec is written and the ack awaited; a
   nondeterministic receiver then writes and awaits its execution order too.
-- ``none``: no logging.
+- ``checkpoint``: the global-rollback baseline (Flink-style): no logging; when any node fails,
+  every node restarts and every actor restores its part of the last global checkpoint
+  (``actorrt.checkpoint``); tasks in flight fail with RolledBackError and the application
+  resumes from that checkpoint.
+- ``none``: no logging and no recovery.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from actorrt.stash import Stash
 
 log = logging.getLogger(__name__)
 
-MODES = ("lineage_stash", "write_first", "none")
+MODES = ("lineage_stash", "write_first", "checkpoint", "none")
+LOGGING_MODES = ("lineage_stash", "write_first")
 # Submission waits while the stash holds more specs than this (the store is slow or down).
 DEFAULT_STASH_LIMIT = 200_000
 
@@ -92,7 +97,7 @@ class FaultTolerance:
     def create(cls, options: FaultToleranceOptions, store) -> FaultTolerance:
         """With ``store`` a LineageStore (None for mode ``none``); the caller runs ``flusher.run()``."""
         ft = cls(options, None)
-        if options.mode != "none":
+        if options.mode in LOGGING_MODES:
             ft.flusher = Flusher(store, ft.on_acks, options.store_delay_ms / 1e3)
         return ft
 
@@ -148,7 +153,7 @@ class FaultTolerance:
     async def on_assign(self, spec: pb.TaskSpec, predecessor: bytes, nondeterministic: bool) -> pb.TaskSpec:
         """Before ``spec`` runs; ``predecessor`` is the task its actor executed just before.
         Returns the version of the spec that runs."""
-        if self.mode == "none":
+        if self.mode not in LOGGING_MODES:
             return spec
         if nondeterministic and predecessor:
             # Every execution records its order, reordered or not: replay follows this chain, so a
@@ -166,7 +171,7 @@ class FaultTolerance:
 
     def on_record(self, spec: pb.TaskSpec) -> None:
         """The running task logged a nondeterministic event: ``spec`` is its new version."""
-        if self.mode != "none":
+        if self.mode in LOGGING_MODES:
             self._stash(spec)
 
     # ---- recovery -----------------------------------------------------------------------------------

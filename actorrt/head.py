@@ -80,6 +80,7 @@ class Head:
         self.slots: dict[int, Slot] = {}
         self.shards: list[RedisShard] = []
         self.shard_restarts: list[int] = []
+        self.rollbacks = 0
         self.store_password = session.new_token()
         self.revision = 0
         self._subscribers: set[asyncio.Queue[head_pb2.ClusterView]] = set()
@@ -159,7 +160,11 @@ class Head:
         s.detection_ms = (s.failed_at - (s.killed_at if s.killed_at is not None else s.last_heartbeat)) * 1e3
         s.killed_at = None
         s.info.state = head_pb2.DEAD
+        rollback = self.fault_tolerance.mode == "checkpoint" and not never_started
+        self.rollbacks += rollback
         self._publish()
+        if rollback:
+            self._roll_back_everyone(slot)
         if s.info.managed:
             s.restart_delay = min(max(0.5, 2 * s.restart_delay), MAX_RESTART_DELAY_S) if never_started else 0.0
             if s.restart_delay:
@@ -168,6 +173,19 @@ class Head:
                 if self._stopping or s.info.epoch != epoch:
                     return
             await self._launch(slot)
+
+    def _roll_back_everyone(self, failed: int) -> None:
+        """The global-rollback baseline: every other node goes too, and each restarts from the last
+        global checkpoint (their process exits are handled like any failure)."""
+        for other in self.slots.values():
+            if other.info.slot == failed or other.info.state != head_pb2.ALIVE:
+                continue
+            if other.process is None:
+                log.error("node %d was not started by this head and cannot be rolled back", other.info.slot)
+                continue
+            log.warning("rolling node %d back to the last global checkpoint", other.info.slot)
+            other.killed_at = asyncio.get_running_loop().time()
+            other.process.kill()
 
     async def _supervise_shard(self, i: int) -> None:
         """Restart a store shard that dies, on its address and from its append-only file: every
@@ -215,6 +233,7 @@ class Head:
             fault_tolerance=self.fault_tolerance.to_proto(),
             store_url=self.store_url,
             drivers=sorted(self.drivers),
+            rollbacks=self.rollbacks,
         )
 
     def _publish(self) -> None:

@@ -22,7 +22,7 @@ from grpc import aio
 from actorrt import ids, runtime
 from actorrt.actor_host import ActorHost
 from actorrt.background import BackgroundTasks
-from actorrt.checkpoints import read_checkpoint
+from actorrt.checkpoints import latest_manifest, read_checkpoint
 from actorrt.exceptions import ActorRTError
 from actorrt.head_client import HEAD_LOSS_GRACE_S, HeadClient
 from actorrt.lineage_store import LineageStore
@@ -84,42 +84,65 @@ class NodeProcess:
             await server.stop(0.5)
 
     async def _recover(self, detection_ms: float, restart_ms: float) -> None:
-        """Bring back the actors this slot hosted before (paper §4.2.3): survivors flush their
-        stashes, so the store holds every task they depend on; each actor then restores its
-        newest checkpoint (or runs its constructor) and re-executes its recorded tasks after it.
-        Senders re-send what they are still waiting for."""
-        ft, host = self.worker.ft, self.worker.host
-        started = time.perf_counter()
-        actors: list = []
+        """Bring back the actors this slot hosted before; arrivals wait until they are queued."""
+        stats = node_pb2.RecoveryStats(detection_ms=detection_ms, restart_ms=restart_ms)
+        self.servicer.recoveries.append(stats)  # filled in as the recovery goes
+        ft = self.worker.ft
         try:
-            if ft.flusher is None:
+            if ft.mode == "checkpoint":
+                actors = await self._restore_global_checkpoint(stats)
+            elif ft.flusher is None:
                 log.error("no lineage is logged (ft=%s): the actors of node %d are lost", ft.mode, self.worker.slot)
-                return
-            store = ft.flusher.store
-            actor_ids = await store.actors_on(self.worker.slot)
-            await self._flush_survivors()
-            flushed = time.perf_counter()
-            plans = [await self._replay_plan(store, actor_id) for actor_id in actor_ids]
-            fetched = time.perf_counter()
-            restored = 0
-            for actor_id, plan in zip(actor_ids, plans, strict=True):
-                if isinstance(plan, str):
-                    actors.append(host.lost(actor_id, plan))
-                else:
-                    checkpoint, order = plan
-                    actors.append(host.recover(actor_id, order, checkpoint))
-                    restored += checkpoint is not None
-            stats = node_pb2.RecoveryStats(
-                actors=len(actors), tasks_replayed=sum(len(p[1]) for p in plans if not isinstance(p, str)),
-                flush_ms=(flushed - started) * 1e3, fetch_ms=(fetched - flushed) * 1e3,
-                detection_ms=detection_ms, restart_ms=restart_ms, from_checkpoint=restored,
-            )
-            self.servicer.recoveries.append(stats)
-            log.info("node %d: replaying %s", self.worker.slot, stats)
+                actors = []
+            else:
+                actors = await self._replay_lineage(stats)
         finally:
-            host.release()
+            self.worker.host.release()
+        replay_started = time.perf_counter()
         await asyncio.gather(*(a.replayed.wait() for a in actors))
-        stats.replay_ms = (time.perf_counter() - fetched) * 1e3
+        stats.replay_ms = (time.perf_counter() - replay_started) * 1e3
+
+    async def _replay_lineage(self, stats: node_pb2.RecoveryStats) -> list:
+        """Paper §4.2.3: survivors flush their stashes, so the store holds every task they depend
+        on; each actor then restores its newest checkpoint (or runs its constructor) and
+        re-executes its recorded tasks after it. Senders re-send what they still wait for."""
+        store, host = self.worker.ft.flusher.store, self.worker.host
+        started = time.perf_counter()
+        actor_ids = await store.actors_on(self.worker.slot)
+        await self._flush_survivors()
+        flushed = time.perf_counter()
+        plans = [await self._replay_plan(store, actor_id) for actor_id in actor_ids]
+        stats.flush_ms, stats.fetch_ms = (flushed - started) * 1e3, (time.perf_counter() - flushed) * 1e3
+        actors = []
+        for actor_id, plan in zip(actor_ids, plans, strict=True):
+            if isinstance(plan, str):
+                actors.append(host.lost(actor_id, plan))
+                continue
+            checkpoint, order = plan
+            actors.append(host.recover(actor_id, order, checkpoint))
+            stats.from_checkpoint += checkpoint is not None
+            stats.tasks_replayed += len(order)
+        stats.actors = len(actors)
+        log.info("node %d: replaying %s", self.worker.slot, stats)
+        return actors
+
+    async def _restore_global_checkpoint(self, stats: node_pb2.RecoveryStats) -> list:
+        """ft="checkpoint": this node's actors as of the last global checkpoint (no replay)."""
+        started = time.perf_counter()
+        directory = self.worker.ft.options.checkpoint_dir
+        manifest = await asyncio.to_thread(latest_manifest, directory)
+        if manifest is None:
+            log.error("no global checkpoint in %s: the actors of node %d are lost", directory, self.worker.slot)
+            return []
+        actors = []
+        for actor_hex, entry in manifest["actors"].items():
+            checkpoint = await asyncio.to_thread(read_checkpoint, entry["path"])
+            if checkpoint.creation.slot == self.worker.slot:
+                actors.append(self.worker.host.recover(bytes.fromhex(actor_hex), [], checkpoint))
+        stats.actors = stats.from_checkpoint = len(actors)
+        stats.fetch_ms = (time.perf_counter() - started) * 1e3
+        log.info("node %d: restored %d actors from global checkpoint %d", self.worker.slot, len(actors), manifest["id"])
+        return actors
 
     @staticmethod
     async def _replay_plan(store: LineageStore, actor_id: bytes) -> tuple[ActorCheckpoint | None, list] | str:

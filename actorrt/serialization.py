@@ -19,6 +19,7 @@ from actorrt.exceptions import (
     ActorMethodError,
     ActorRTError,
     ObjectLostError,
+    RolledBackError,
     TaskError,
     UnknownActorError,
 )
@@ -74,6 +75,7 @@ _KIND_TO_EXCEPTION: dict[int, type[ActorRTError]] = {
     pb.UNKNOWN_ACTOR: UnknownActorError,
     pb.NO_SUCH_METHOD: ActorMethodError,
     pb.OBJECT_LOST: ObjectLostError,
+    pb.ROLLED_BACK: RolledBackError,
 }
 
 

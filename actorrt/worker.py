@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from actorrt import ids
 from actorrt.background import BackgroundTasks
 from actorrt.exceptions import ActorRTError, ClusterError, GetTimeoutError
-from actorrt.fault_tolerance import FaultTolerance, FaultToleranceOptions
+from actorrt.fault_tolerance import LOGGING_MODES, FaultTolerance, FaultToleranceOptions
 from actorrt.lineage_store import LineageStore
 from actorrt.object_ref import ObjectRef
 from actorrt.object_store import ObjectStore
@@ -98,7 +98,8 @@ class Worker:
     def apply_view(self, view: head_pb2.ClusterView) -> None:
         """Take a newer cluster view. Tasks sent to a node incarnation that died wait for the head
         to restart its slot and go again to the new one (which replays its actors first); they
-        fail only if the slot will not come back."""
+        fail only if the slot will not come back, or with ``ft="checkpoint"``, where the whole
+        cluster has rolled back to its last global checkpoint."""
         if view.revision < self.view.revision:
             return
         if self.ft is None:
@@ -111,11 +112,15 @@ class Worker:
             if info.address and (new is None or new.epoch != info.epoch or new.state != head_pb2.ALIVE):
                 if self.router is not None and info.address != self.address:
                     self.router.forget(info.address)
+        rollback = self.ft.mode == "checkpoint"
         for tid, t in list(self._inflight.items()):
             if self._incarnation_alive(t.slot, t.epoch):
                 continue
             info = self._nodes.get(t.slot)
-            if info is not None and info.state == head_pb2.ALIVE:
+            if rollback and t.epoch:  # it ran, or would have, on a process that is gone
+                del self._inflight[tid]
+                self.objects.put(self._rolled_back(ids.object_id(tid), t.slot))
+            elif info is not None and info.state == head_pb2.ALIVE:
                 self._resend(t)
             elif info is None or not info.managed:
                 del self._inflight[tid]
@@ -128,7 +133,7 @@ class Worker:
     def _start_lineage_logging(self, view: head_pb2.ClusterView) -> None:
         options = FaultToleranceOptions.from_proto(view.fault_tolerance)
         store = None
-        if options.mode != "none":
+        if options.mode in LOGGING_MODES:
             store = LineageStore(open_store(
                 view.store_url, [s.address for s in view.store_shards], view.store_password))
         self.ft = FaultTolerance.create(options, store)
@@ -154,6 +159,11 @@ class Worker:
     def _died(self, object_id: bytes, slot: int, epoch: int) -> pb.ObjectValue:
         msg = f"node {slot} (incarnation {epoch}) died and will not be restarted; its actors are gone"
         return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.ACTOR_DIED, msg))
+
+    def _rolled_back(self, object_id: bytes, slot: int) -> pb.ObjectValue:
+        msg = (f"node {slot} was restarted by a global rollback (ft=checkpoint): every actor is back at the last "
+               f"global checkpoint; resubmit the work done since")
+        return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.ROLLED_BACK, msg))
 
     # ---- submitting (any thread) --------------------------------------------------------------
 

@@ -5,6 +5,7 @@ tasks (reduce-scatter, then all-gather), so each chunk is summed in one fixed or
 is the same bit for bit on every run, with or without failures (a replay repeats it exactly).
 
     python examples/ring_allreduce.py [--workers 4] [--size 100000] [--iterations 10] [--kill]
+        [--ft checkpoint --checkpoint-every 3]
 """
 
 from __future__ import annotations
@@ -70,23 +71,46 @@ def create_ring(workers: int, size: int, nodes: int, seed: int = 0) -> list:
     return ring
 
 
-def run(ring: list, iterations: int, on_iteration=None, timeout: float = 120.0) -> list[np.ndarray]:
+def run(ring: list, iterations: int, on_iteration=None, checkpoint_every: int | None = None,
+        timeout: float = 120.0) -> list[np.ndarray]:
     """Run ``iterations`` allreduce iterations; returns every worker's final array.
-    ``on_iteration(i)`` is called once iteration ``i`` is under way (to inject failures)."""
-    for iteration in range(iterations):
-        for w in ring:
-            w.start.remote(iteration)
-        if on_iteration is not None:
-            on_iteration(iteration)
-        deadline = time.monotonic() + timeout
-        while True:
-            results = actorrt.get([w.result.remote(iteration) for w in ring])
-            if all(r is not None for r in results):
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"iteration {iteration} did not finish within {timeout} s")
-            time.sleep(0.002)
+
+    ``on_iteration(i)`` is called once iteration ``i`` is under way (to inject failures). With
+    ``checkpoint_every``, the ring is checkpointed before the first iteration and every that many
+    iterations; under ``ft="checkpoint"`` a failure rolls the ring back to the last of them, and
+    the run goes on from the iteration that checkpoint followed.
+    """
+    checkpointed = 0  # the iteration the last checkpoint was taken before
+    iteration = 0
+    while iteration < iterations:
+        try:
+            if checkpoint_every and iteration % checkpoint_every == 0:
+                actorrt.checkpoint(ring, timeout=timeout)  # after a rollback to here: the same state again
+                checkpointed = iteration
+            results = _iterate(ring, iteration, on_iteration, timeout)
+        except actorrt.RolledBackError:
+            iteration = checkpointed
+            continue
+        iteration += 1
     return results
+
+
+def _iterate(ring: list, iteration: int, on_iteration, timeout: float) -> list[np.ndarray]:
+    rollbacks = actorrt.rollbacks()
+    for w in ring:
+        w.start.remote(iteration)
+    if on_iteration is not None:
+        on_iteration(iteration)
+    deadline = time.monotonic() + timeout
+    while True:
+        results = actorrt.get([w.result.remote(iteration) for w in ring])
+        if actorrt.rollbacks() != rollbacks:  # ft="checkpoint": the ring went back meanwhile
+            raise actorrt.RolledBackError(f"iteration {iteration} was rolled back")
+        if all(r is not None for r in results):
+            return results
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"iteration {iteration} did not finish within {timeout} s")
+        time.sleep(0.002)
 
 
 def reference(workers: int, size: int, iterations: int, seed: int = 0) -> np.ndarray:
@@ -111,16 +135,27 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--kill", action="store_true", help="SIGKILL node 1 during the middle iteration")
+    parser.add_argument("--ft", default="lineage_stash", help="lineage_stash, write_first or checkpoint")
+    parser.add_argument("--checkpoint-every", type=int, default=None, help="iterations between global checkpoints")
     args = parser.parse_args()
-    actorrt.init(num_nodes=2)
+    actorrt.init(num_nodes=2, ft=args.ft)
     ring = create_ring(args.workers, args.size, nodes=2)
-    middle = args.iterations // 2
+    pending_kill = [args.iterations // 2] if args.kill else []
+
+    def kill_once(iteration: int) -> None:
+        if pending_kill and iteration == pending_kill[0]:
+            pending_kill.clear()
+            actorrt.kill_node(1)
+
     started = time.perf_counter()
-    results = run(ring, args.iterations, lambda i: args.kill and i == middle and actorrt.kill_node(1))
+    results = run(ring, args.iterations, kill_once, args.checkpoint_every)
     elapsed = time.perf_counter() - started
     expected = reference(args.workers, args.size, args.iterations)
     identical = all(r.tobytes() == expected.tobytes() for r in results)
     print(f"{args.iterations} iterations in {elapsed:.2f} s; bit-identical to plain numpy: {identical}")
+    for node in actorrt.stats()["nodes"]:
+        for recovery in node["recoveries"]:
+            print(f"node {node['node']} recovered:", {k: round(v, 1) for k, v in recovery.items()})
     actorrt.shutdown()
 
 

@@ -15,12 +15,14 @@ class ErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     UNKNOWN_ACTOR: _ClassVar[ErrorKind]
     NO_SUCH_METHOD: _ClassVar[ErrorKind]
     OBJECT_LOST: _ClassVar[ErrorKind]
+    ROLLED_BACK: _ClassVar[ErrorKind]
 ERROR_KIND_UNSPECIFIED: ErrorKind
 TASK_ERROR: ErrorKind
 ACTOR_DIED: ErrorKind
 UNKNOWN_ACTOR: ErrorKind
 NO_SUCH_METHOD: ErrorKind
 OBJECT_LOST: ErrorKind
+ROLLED_BACK: ErrorKind
 
 class SerializedObject(_message.Message):
     __slots__ = ("data", "buffers")

@@ -32,3 +32,23 @@ def test_allreduce_is_bit_identical_after_a_node_is_killed_mid_iteration(cluster
     assert all(r.tobytes() == expected.tobytes() for r in killed)
     # Both rings' workers on node 1 were rebuilt (2 per ring), by replay.
     assert len(recovery) == 1 and recovery[0]["actors"] == 4 and recovery[0]["tasks_replayed"] > 4, recovery
+
+
+def test_the_global_rollback_baseline_resumes_from_the_last_checkpoint_bit_identically(cluster_with):
+    expected = ring_allreduce.reference(WORKERS, SIZE, ITERATIONS)
+    with cluster_with(num_nodes=2, store_shards=1, ft="checkpoint"):
+        ring = ring_allreduce.create_ring(WORKERS, SIZE, nodes=2)
+        kills = [ITERATIONS // 2 + 1]  # one kill, two iterations after the checkpoint before it
+
+        def kill_once(iteration: int) -> None:
+            if kills and iteration == kills[0]:
+                kills.clear()
+                actorrt.kill_node(1)
+
+        results = ring_allreduce.run(ring, ITERATIONS, kill_once, checkpoint_every=ITERATIONS // 2)
+        nodes = actorrt.stats()["nodes"]
+    assert all(r.tobytes() == expected.tobytes() for r in results)
+    # Both nodes went back (the survivor too), each restoring its two workers, replaying nothing.
+    for node in nodes:
+        assert [(r["actors"], r["from_checkpoint"], r["tasks_replayed"]) for r in node["recoveries"]] == [(2, 2, 0)]
+        assert node["epoch"] == 2

@@ -6,9 +6,10 @@ from actorrt.handles import ActorOptions
 
 PUBLIC = {
     "ActorClass", "ActorDiedError", "ActorHandle", "ActorMethodError", "ActorRTError", "ClusterError",
-    "GetTimeoutError", "NotInitializedError", "ObjectLostError", "ObjectRef", "SinkConflictError", "TaskError",
+    "GetTimeoutError", "NotInitializedError", "ObjectLostError", "ObjectRef", "RolledBackError", "SinkConflictError",
+    "TaskError",
     "UnknownActorError", "checkpoint", "commit_lineage", "get", "init", "is_initialized", "kill_node", "nodes",
-    "record", "remote", "shutdown", "stats",
+    "record", "remote", "rollbacks", "shutdown", "stats",
 }
 
 

@@ -1,0 +1,148 @@
+"""Recovery of a ring allreduce: lineage stash replay against the global-rollback baseline.
+
+The ring of ``examples/ring_allreduce.py`` (P workers on 2 nodes, numpy arrays, a global checkpoint
+every C iterations) runs I iterations twice per mode: once without failures, once with node 1
+SIGKILLed during iteration K. For each mode it reports the failure-free time, the time with the
+failure, and the difference (what the failure cost), with each iteration's duration for the plot.
+
+- ``lineage_stash``: only node 1 restarts; its workers restore their checkpoint and replay their
+  logged tasks after it; the survivors never roll back and the iteration goes on.
+- ``checkpoint``: every node restarts and every worker goes back to the last global checkpoint;
+  the driver redoes the iterations since.
+- ``write_first``: like ``lineage_stash``, with every task logged before it runs.
+
+Both runs of a mode share one cluster, so the ratio between modes is measured in one sitting of
+the (shared, noisy) machine.
+
+Run: ``python bench/allreduce_recovery.py [--workers 4] [--size 200000] [--iterations 30]
+[--checkpoint-every 10] [--kill-at 25] [--ft lineage_stash,checkpoint]``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.util
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+import actorrt
+
+_spec = importlib.util.spec_from_file_location(
+    "ring_allreduce", Path(__file__).resolve().parents[1] / "examples" / "ring_allreduce.py")
+ring_allreduce = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ring_allreduce)
+
+
+def _timed_run(workers: int, size: int, iterations: int, every: int, kill_at: int | None) -> dict[str, Any]:
+    """One run on a fresh ring; returns its total time, the starts of the iterations (a rolled
+    back iteration starts again) and whether the result is the reference's, bit for bit."""
+    ring = ring_allreduce.create_ring(workers, size, nodes=2)
+    actorrt.get([w.result.remote(-1) for w in ring], timeout=120)  # constructed and connected
+    starts: list[tuple[int, float]] = []
+    pending_kill = [kill_at] if kill_at is not None else []
+
+    def on_iteration(iteration: int) -> None:
+        starts.append((iteration, time.perf_counter()))
+        if pending_kill and iteration == pending_kill[0]:
+            pending_kill.clear()
+            actorrt.kill_node(1)
+
+    began = time.perf_counter()
+    results = ring_allreduce.run(ring, iterations, on_iteration, every)
+    ended = time.perf_counter()
+    expected = ring_allreduce.reference(workers, size, iterations)
+    return {
+        "total_s": ended - began,
+        "starts": [(i, t - began) for i, t in starts],
+        "end_s": ended - began,
+        "bit_identical": all(r.tobytes() == expected.tobytes() for r in results),
+    }
+
+
+def _iteration_durations(run: dict[str, Any]) -> list[tuple[int, float]]:
+    times = [t for _, t in run["starts"]] + [run["end_s"]]
+    return [(i, (times[k + 1] - times[k]) * 1e3) for k, (i, _) in enumerate(run["starts"])]
+
+
+def _plot(results: list[dict[str, Any]], kill_at: int, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for r in results:
+        run = r["with_failure"]
+        times = [t for _, t in run["starts"]]
+        ax.plot(times, [d for _, d in _iteration_durations(run)], marker=".", label=f"{r['ft']} (node 1 killed)")
+    ax.axvline(next(t for i, t in results[0]["with_failure"]["starts"] if i == kill_at), color="grey",
+               linestyle="--", label=f"kill (iteration {kill_at})")
+    ax.set_xlabel("time since the first iteration (s)")
+    ax.set_ylabel("iteration duration (ms)")
+    ax.set_yscale("log")
+    ax.set_title("Ring allreduce with a node failure: replay vs global rollback")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+@click.command()
+@click.option("--workers", default=4, show_default=True, help="allreduce workers (worker r on node r % 2)")
+@click.option("--size", default=200_000, show_default=True, help="float64 elements per worker")
+@click.option("--iterations", default=30, show_default=True)
+@click.option("--checkpoint-every", default=10, show_default=True, help="iterations between global checkpoints")
+@click.option("--kill-at", default=None, type=int, help="iteration during which node 1 is killed "
+              "[default: the last one before a checkpoint, so a rollback loses the most]")
+@click.option("--ft", "modes_text", default="lineage_stash,checkpoint", show_default=True,
+              help="modes to compare: lineage_stash, write_first, checkpoint")
+@click.option("--out", "out_dir", default="bench/results", show_default=True, type=click.Path(file_okay=False))
+def main(workers: int, size: int, iterations: int, checkpoint_every: int, kill_at: int | None,
+         modes_text: str, out_dir: str) -> None:
+    """Time a ring allreduce with and without a node failure, per fault-tolerance mode."""
+    modes = [m.strip() for m in modes_text.split(",") if m.strip()]
+    kill_at = kill_at if kill_at is not None else min(iterations - 1, 2 * checkpoint_every - 1)
+    if not 0 <= kill_at < iterations or workers < 2 or checkpoint_every < 1:
+        raise click.BadParameter("need 0 <= --kill-at < --iterations, --workers >= 2, --checkpoint-every >= 1")
+    results = []
+    for ft in modes:
+        actorrt.init(num_nodes=2, ft=ft)
+        try:
+            clean = _timed_run(workers, size, iterations, checkpoint_every, None)
+            failed = _timed_run(workers, size, iterations, checkpoint_every, kill_at)
+            recoveries = [r for n in actorrt.stats()["nodes"] for r in n["recoveries"]]
+        finally:
+            actorrt.shutdown()
+        results.append({"ft": ft, "failure_free": clean, "with_failure": failed, "recoveries": recoveries,
+                        "cost_s": failed["total_s"] - clean["total_s"],
+                        "redone": len(failed["starts"]) - iterations})
+        click.echo(f"{ft}: {clean['total_s']:.2f} s without a failure, {failed['total_s']:.2f} s with one", err=True)
+
+    click.echo(f"ring allreduce: {workers} workers x {size} float64, {iterations} iterations, checkpoint every "
+               f"{checkpoint_every}, node 1 killed in iteration {kill_at}; {os.cpu_count()} cores")
+    click.echo(f"{'ft':<15}{'no failure s':>14}{'failure s':>11}{'cost s':>9}{'redone':>8}{'bit-identical':>15}")
+    for r in results:
+        click.echo(f"{r['ft']:<15}{r['failure_free']['total_s']:>14.2f}{r['with_failure']['total_s']:>11.2f}"
+                   f"{r['cost_s']:>9.2f}{r['redone']:>8}{str(r['with_failure']['bit_identical']):>15}")
+    by_mode = {r["ft"]: r for r in results}
+    if "lineage_stash" in by_mode and "checkpoint" in by_mode and by_mode["checkpoint"]["cost_s"] > 0:
+        ratio = by_mode["lineage_stash"]["cost_s"] / by_mode["checkpoint"]["cost_s"]
+        click.echo(f"failure cost, lineage stash / global rollback: {ratio:.2f}x")
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    meta = {"workers": workers, "size": size, "iterations": iterations, "checkpoint_every": checkpoint_every,
+            "kill_at": kill_at, "cpus": os.cpu_count(), "python": platform.python_version(), "time": stamp}
+    (out / f"allreduce-recovery-{stamp}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    _plot(results, kill_at, out / f"allreduce-recovery-{stamp}.png")
+    click.echo(f"wrote {out}/allreduce-recovery-{stamp}.json and .png")
+
+
+if __name__ == "__main__":
+    main()
