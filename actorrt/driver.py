@@ -101,6 +101,7 @@ class Driver:
             self.host, 0, [(servicer, node_pb2.DESCRIPTOR.services_by_name["Node"])], self.token
         )
         self.worker.bind(address)
+        self.worker.recovered.set()  # a driver is never rebuilt: it answers fetches at once
         self._head = HeadClient(self.head_address, self.token)
         # A unary call first: a wrong token then fails as UNAUTHENTICATED for sure, where a stream
         # aborted at once sometimes surfaced as INTERNAL on the client.

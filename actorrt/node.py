@@ -76,6 +76,8 @@ class NodeProcess:
         try:
             if reply.epoch > 1:  # heartbeats and views go on during the recovery
                 self._background.spawn(self._recover(reply.detection_ms, reply.restart_ms))
+            else:
+                self.worker.recovered.set()
             await self._follow_head()
         finally:
             self._background.cancel_all()
@@ -89,18 +91,21 @@ class NodeProcess:
         self.servicer.recoveries.append(stats)  # filled in as the recovery goes
         ft = self.worker.ft
         try:
-            if ft.mode == "checkpoint":
-                actors = await self._restore_global_checkpoint(stats)
-            elif ft.flusher is None:
-                log.error("no lineage is logged (ft=%s): the actors of node %d are lost", ft.mode, self.worker.slot)
-                actors = []
-            else:
-                actors = await self._replay_lineage(stats)
+            try:
+                if ft.mode == "checkpoint":
+                    actors = await self._restore_global_checkpoint(stats)
+                elif ft.flusher is None:
+                    log.error("no lineage is logged (ft=%s): the actors of node %d are lost", ft.mode, self.worker.slot)
+                    actors = []
+                else:
+                    actors = await self._replay_lineage(stats)
+            finally:
+                self.worker.host.release()
+            replay_started = time.perf_counter()
+            await asyncio.gather(*(a.replayed.wait() for a in actors))
+            stats.replay_ms = (time.perf_counter() - replay_started) * 1e3
         finally:
-            self.worker.host.release()
-        replay_started = time.perf_counter()
-        await asyncio.gather(*(a.replayed.wait() for a in actors))
-        stats.replay_ms = (time.perf_counter() - replay_started) * 1e3
+            self.worker.recovered.set()  # fetches of objects its previous incarnation owned go on
 
     async def _replay_lineage(self, stats: node_pb2.RecoveryStats) -> list:
         """Paper §4.2.3: survivors flush their stashes, so the store holds every task they depend

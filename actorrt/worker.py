@@ -65,7 +65,12 @@ class Worker:
         self._nodes: dict[int, head_pb2.NodeInfo] = {}
         self._view_changed = asyncio.Event()
         self._inflight: dict[bytes, _Inflight] = {}  # in submission order
-        self._fetches: dict[bytes, str] = {}  # object id -> owner asked for it
+        self._fetches: dict[bytes, str] = {}  # object id -> the owner address its ref names
+        self._fetched_from: dict[bytes, str] = {}  # object id -> the process asked ("" = waiting)
+        self._incarnations: dict[str, int] = {}  # every node process address seen -> its slot
+        # Set once this process answers for the objects it owns: at once, or for a restarted node
+        # once its actors have replayed (a replay submits again the tasks whose results it owned).
+        self.recovered = asyncio.Event()
         self._borrowed: dict[bytes, int] = {}  # fetched object id -> tasks using it
         self._loop_thread: int | None = None
         # Submissions built (in callers' threads, under the sender's lock) and handled (on the loop):
@@ -107,6 +112,7 @@ class Worker:
         old = self._nodes
         self.view = view
         self._nodes = {n.slot: n for n in view.nodes}
+        self._incarnations.update((n.address, n.slot) for n in view.nodes if n.address)
         for slot, info in old.items():
             new = self._nodes.get(slot)
             if info.address and (new is None or new.epoch != info.epoch or new.state != head_pb2.ALIVE):
@@ -127,6 +133,8 @@ class Worker:
                 self.objects.put(self._died(ids.object_id(tid), t.slot, t.epoch))
             else:
                 t.epoch = 0  # the head is restarting the slot
+        for object_id in list(self._fetches):
+            self._route_fetch(object_id)
         self._view_changed.set()
         self._view_changed = asyncio.Event()
 
@@ -289,27 +297,78 @@ class Worker:
                 self._background.spawn(self._answer_fetch(peer, message.fetch.object_id))
             elif kind == "object":
                 self._fetches.pop(message.object.object_id, None)
+                self._fetched_from.pop(message.object.object_id, None)
                 self.objects.put(message.object)
             elif kind == "lineage":
                 self.ft.on_lineage(message.lineage, peer)
 
     def _on_peer_lost(self, peer: str) -> None:
-        # Tasks sent to a dead node wait for the view that says so (apply_view resends them).
-        for object_id, owner in list(self._fetches.items()):
-            if owner == peer:
-                del self._fetches[object_id]
-                msg = f"the owner of object {ids.short(object_id)} ({peer}) went away"
-                self.objects.put(pb.ObjectValue(object_id=object_id, error=runtime_error(pb.OBJECT_LOST, msg)))
+        # Tasks sent to a dead node wait for the view that says so (apply_view resends them), and
+        # so do fetches from it: its restarted incarnation owns the object again after its replay.
+        for object_id, asked in list(self._fetched_from.items()):
+            if asked == peer:
+                self._fetched_from[object_id] = ""
+                self._route_fetch(object_id)
+
+    def _current_owner(self, owner: str) -> str | None:
+        """Where the object a ref names with owner ``owner`` is now: that process, the live
+        incarnation of its node slot (which rebuilt it), "" while the slot restarts, or None if it
+        is gone for good (a driver, or a slot that will not come back)."""
+        slot = self._incarnations.get(owner)
+        if slot is None:
+            return owner if owner in self.view.drivers or owner == self.address else None
+        info = self._nodes.get(slot)
+        if info is not None and info.state == head_pb2.ALIVE:
+            return info.address
+        return "" if info is not None and info.managed else None
+
+    def _route_fetch(self, object_id: bytes) -> None:
+        """Ask the owner of a fetched object where it is now, unless asked there already."""
+        named = self._fetches[object_id]
+        owner = self._current_owner(named)
+        asked = self._fetched_from.get(object_id)
+        if owner is None:
+            del self._fetches[object_id]
+            self._fetched_from.pop(object_id, None)
+            msg = f"the owner of object {ids.short(object_id)} ({named}) went away"
+            self.objects.put(pb.ObjectValue(object_id=object_id, error=runtime_error(pb.OBJECT_LOST, msg)))
+        elif owner != asked:
+            self._fetched_from[object_id] = owner
+            if owner == self.address:
+                self._background.spawn(self._answer_local_fetch(object_id))
+            elif owner:
+                self.router.send(owner, FETCH, node_pb2.ObjectRequest(object_id=object_id))
+
+    async def _answer_local_fetch(self, object_id: bytes) -> None:
+        """A ref named this node slot's previous incarnation: the replay submits the task that
+        makes its value again, unless the previous incarnation had released it."""
+        rebuilt = await self._rebuilt(lambda: ids.producer_task(object_id) in self._inflight
+                                      or self.objects.expect(object_id).done())
+        self._fetches.pop(object_id, None)
+        self._fetched_from.pop(object_id, None)
+        if not rebuilt:
+            msg = f"object {ids.short(object_id)} was released by its owner before it failed"
+            self.objects.put(pb.ObjectValue(object_id=object_id, error=runtime_error(pb.OBJECT_LOST, msg)))
 
     # ---- objects ------------------------------------------------------------------------------
 
     async def _answer_fetch(self, peer: str, object_id: bytes) -> None:
-        if object_id in self.objects:
-            value = await asyncio.shield(self.objects.expect(object_id))
-        else:
-            msg = f"object {ids.short(object_id)} is not held by its owner {self.address}"
-            value = pb.ObjectValue(object_id=object_id, error=runtime_error(pb.OBJECT_LOST, msg))
-        self.router.send(peer, OBJECT, value)
+        self.router.send(peer, OBJECT, await self._owned_value(object_id))
+
+    async def _rebuilt(self, present: Any) -> bool:
+        """Whether ``present()`` holds, waiting for it while this process recovers (a replay may
+        submit the task that makes an object again at any point, and may itself wait for it)."""
+        while not present():
+            if self.recovered.is_set():
+                return False
+            await asyncio.sleep(0.005)
+        return True
+
+    async def _owned_value(self, object_id: bytes) -> pb.ObjectValue:
+        if await self._rebuilt(lambda: object_id in self.objects):
+            return await asyncio.shield(self.objects.expect(object_id))
+        msg = f"object {ids.short(object_id)} is not held by its owner {self.address}"
+        return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.OBJECT_LOST, msg))
 
     async def resolve(self, ref: pb.ObjectRefProto) -> pb.ObjectValue:
         """The wire value of ``ref``, fetched from its owner if this process does not hold it."""
@@ -321,7 +380,7 @@ class Worker:
             self._borrowed[object_id] = 0
             self._fetches[object_id] = ref.owner_address
             fut = self.objects.expect(object_id)
-            self.router.send(ref.owner_address, FETCH, node_pb2.ObjectRequest(object_id=object_id))
+            self._route_fetch(object_id)
         else:
             fut = self.objects.expect(object_id)
         if object_id in self._borrowed:
@@ -404,6 +463,7 @@ class Worker:
         for object_id in self._fetches:
             self.objects.put(pb.ObjectValue(object_id=object_id, error=runtime_error(pb.OBJECT_LOST, reason)))
         self._fetches.clear()
+        self._fetched_from.clear()
 
     async def aclose(self) -> None:
         self._background.cancel_all()

@@ -5,6 +5,7 @@ Oracles are plain Python: the inputs the driver sent, and what surviving actors 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -128,3 +129,46 @@ def test_a_replayed_actor_gets_its_logged_nondeterministic_values_back(cluster_w
         assert actorrt.get(sampler.draw.remote(1), timeout=60) == 151  # and new draws go on
         recovery = next(n for n in actorrt.stats()["nodes"] if n["node"] == 1)["recoveries"]
         assert recovery[0]["tasks_replayed"] >= 51, recovery
+
+
+@actorrt.remote
+class Slow:
+    async def compute(self, x):
+        await asyncio.sleep(1.5)
+        return x * 10
+
+
+@actorrt.remote
+class Consumer:
+    def __init__(self):
+        self.got = []
+
+    def take(self, value):
+        self.got.append(value)
+
+    def received(self):
+        return self.got
+
+
+@actorrt.remote
+class Relay:
+    """Submits a task and hands its ref on: the ref's owner is this actor's node process."""
+
+    def __init__(self, slow, consumer):
+        self.slow, self.consumer = slow, consumer
+
+    def go(self, x):
+        self.consumer.take.remote(self.slow.compute.remote(x))
+
+
+def test_an_object_owned_by_a_killed_node_is_rebuilt_for_whoever_waits_for_it(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=1):
+        slow, consumer = Slow.options(node=0).remote(), Consumer.options(node=0).remote()
+        relay = Relay.options(node=1).remote(slow, consumer)
+        actorrt.get(relay.go.remote(7), timeout=30)
+        time.sleep(0.3)  # the consumer's node now waits for the value from the relay's node
+        actorrt.kill_node(1)
+        # The restarted node replays the relay, which owns the ref again and answers the fetch.
+        assert _poll(consumer.received.remote, lambda got: len(got) >= 1) == [70]
+        time.sleep(2.0)
+        assert actorrt.get(consumer.received.remote(), timeout=30) == [70]  # once
