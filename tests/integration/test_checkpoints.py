@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
+
+from waiting import eventually
 
 import actorrt
 from actorrt import runtime
@@ -66,15 +67,6 @@ def _records_sent_to(actor_id: bytes) -> int:
     return asyncio.run(count())
 
 
-def _eventually(measure, ok, timeout: float = 10.0):
-    """``measure()`` once ``ok`` of it holds (background work may lag a little); fails after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not ok(value := measure()):
-        assert time.monotonic() < deadline, f"still {value!r} after {timeout} s"
-        time.sleep(0.1)
-    return value
-
-
 def _recovery_of(node: int) -> dict:
     recoveries = next(n for n in actorrt.stats()["nodes"] if n["node"] == node)["recoveries"]
     assert len(recoveries) == 1, recoveries
@@ -125,8 +117,8 @@ def test_checkpoints_every_n_tasks_bound_the_store_and_the_replay(cluster_with):
 
         # The collector runs in the background after each checkpoint; the store then holds at
         # most the two last intervals of the checkpointed actor, and everything of the other.
-        _eventually(lambda: _records_sent_to(unbounded.actor_id), lambda held: held == n + 2)
-        _eventually(lambda: _records_sent_to(bounded.actor_id), lambda held: held <= 2 * every + 2)
+        eventually(lambda: _records_sent_to(unbounded.actor_id), lambda held: held == n + 2, 10)
+        eventually(lambda: _records_sent_to(bounded.actor_id), lambda held: held <= 2 * every + 2, 10)
 
         actorrt.kill_node(1)
         assert actorrt.get(bounded.state.remote(), timeout=60) == expected

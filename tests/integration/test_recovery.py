@@ -10,6 +10,8 @@ import os
 import signal
 import time
 
+from waiting import eventually
+
 import actorrt
 
 
@@ -57,14 +59,8 @@ class Sender:
 
 
 def _poll(ref_fn, done, timeout=90.0):
-    """Call ``ref_fn()`` and get its value until ``done(value)``; returns the value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = actorrt.get(ref_fn(), timeout=60)
-        if done(value):
-            return value
-        assert time.monotonic() < deadline, f"timed out; last value: {value!r}"[:500]
-        time.sleep(0.1)
+    """Get ``ref_fn()``'s value until ``done(value)``; returns the value."""
+    return eventually(lambda: actorrt.get(ref_fn(), timeout=60), done, timeout)
 
 
 def test_a_killed_nondeterministic_reducer_matches_its_downstream_and_counts_each_input_once(cluster_with):

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
+
+from waiting import eventually
 
 import actorrt
 from actorrt import ids, runtime
@@ -34,13 +35,6 @@ def _shard(i: int):
     return runtime.current().worker.view.store_shards[i]
 
 
-def _wait(predicate, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def test_a_killed_store_shard_comes_back_with_every_acked_write(cluster_with):
     with cluster_with(num_nodes=1, store_shards=2):
         receiver = ids.actor_id(b"test", 1)
@@ -61,7 +55,7 @@ def test_a_killed_store_shard_comes_back_with_every_acked_write(cluster_with):
 
         counter = Counter.remote()
         refs = [counter.add.remote(k) for k in range(1, 201)]  # flushes hit the dead shard meanwhile
-        _wait(lambda: _shard(0).restarts == 1 and _shard(0).pid != pid, "the shard's restart")
+        eventually(lambda: _shard(0).restarts == 1 and _shard(0).pid != pid, what="the shard's restart")
 
         async def read_all() -> dict[bytes, pb.TaskSpec]:
             store = _store()
@@ -73,5 +67,5 @@ def test_a_killed_store_shard_comes_back_with_every_acked_write(cluster_with):
         assert asyncio.run(read_all()) == {s.task_id: s for s in specs}
         assert actorrt.get(refs, timeout=60) == [k * (k + 1) // 2 for k in range(1, 201)]
         # Every spec of the workload reached the store in the end: the stashes drain.
-        _wait(lambda: all(n["lineage"]["stash_size"] == 0 for n in actorrt.stats()["nodes"])
-              and actorrt.stats()["driver"]["lineage"]["stash_size"] == 0, "the stashes to drain")
+        eventually(lambda: all(n["lineage"]["stash_size"] == 0 for n in actorrt.stats()["nodes"])
+                   and actorrt.stats()["driver"]["lineage"]["stash_size"] == 0, what="the stashes to drain")
