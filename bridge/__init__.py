@@ -1,0 +1,18 @@
+"""The PySpark bridge: DataFrames into actors, actor outputs back into DataFrames.
+
+``import bridge`` before creating the SparkSession: it points Spark's Python workers at this
+interpreter (``PYSPARK_PYTHON``), so they have pyarrow and the rest of this environment.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+from bridge.errors import BridgeError  # noqa: E402
+from bridge.feed import FeedSummary, feed  # noqa: E402
+from bridge.frames import to_dataframe  # noqa: E402
+
+__all__ = ["BridgeError", "FeedSummary", "feed", "to_dataframe"]

@@ -1,0 +1,91 @@
+"""``to_dataframe``: actor outputs back into a Spark DataFrame.
+
+A source is an ObjectRef, an actor method to call (``handle.results``), or a value: rows (dicts,
+tuples, Spark Rows), pyarrow RecordBatches or Tables, pandas DataFrames, or a list of any of these
+(refs and methods in it are resolved first). Everything is joined into one Arrow table, which
+Spark takes as it is (no row-by-row conversion).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+
+import actorrt
+from actorrt import ObjectRef
+from actorrt.handles import ActorMethod
+from bridge.errors import BridgeError
+
+
+def to_dataframe(spark, source: Any, schema=None):
+    """A DataFrame of ``source``, with ``schema`` (a StructType or a DDL string) or one inferred."""
+    if spark.sparkContext._jsc is None:
+        raise BridgeError("the SparkSession is stopped; create a new one")
+    table = _as_table(_resolve(source), schema)
+    if schema is None:
+        return spark.createDataFrame(table)
+    return spark.createDataFrame(table.to_pandas(), schema=schema)
+
+
+def _resolve(source: Any) -> list[Any]:
+    """``source`` as a flat list of values, refs fetched and methods called (a list a ref or a
+    method returns is flattened: it holds rows or batches)."""
+    items = list(source) if isinstance(source, list) else [source]
+    pending = [item.remote() if isinstance(item, ActorMethod) else item for item in items]
+    refs = [p for p in pending if isinstance(p, ObjectRef)]
+    fetched = iter(actorrt.get(refs) if refs else [])
+    out: list[Any] = []
+    for p in pending:
+        value = next(fetched) if isinstance(p, ObjectRef) else p
+        out.extend(value if isinstance(value, list) and isinstance(p, ObjectRef) else [value])
+    return out
+
+
+def _as_table(values: Iterable[Any], schema) -> pa.Table:
+    tables: list[pa.Table] = []
+    rows: list[Any] = []
+    for v in values:
+        if isinstance(v, pa.RecordBatch):
+            tables.append(pa.Table.from_batches([v]))
+        elif isinstance(v, pa.Table):
+            tables.append(v)
+        elif type(v).__name__ == "DataFrame" and hasattr(v, "to_dict"):  # pandas, without importing it
+            tables.append(pa.Table.from_pandas(v, preserve_index=False))
+        else:
+            rows.append(v)
+    if rows:
+        tables.append(_rows_table(rows, schema))
+    if not tables:
+        raise BridgeError("nothing to make a DataFrame of: the source holds no rows or batches")
+    try:
+        return pa.concat_tables(tables, promote_options="default")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise BridgeError(f"the batches and rows do not share one schema: {exc}") from None
+
+
+def _rows_table(rows: list[Any], schema) -> pa.Table:
+    first = rows[0]
+    if hasattr(first, "asDict"):  # Spark Rows
+        rows = [r.asDict() for r in rows]
+    elif isinstance(first, tuple | list):
+        if schema is None:
+            raise BridgeError("rows given as tuples need a schema (or give dicts, whose keys name the columns)")
+        names = _field_names(schema)
+        rows = [dict(zip(names, r, strict=True)) for r in rows]
+    elif not isinstance(first, dict):
+        raise BridgeError(f"cannot make DataFrame rows of {type(first).__name__} values; give dicts, tuples, "
+                          "Rows, Arrow batches or pandas DataFrames")
+    try:
+        return pa.Table.from_pylist(rows)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise BridgeError(f"the rows do not fit one schema: {exc}") from None
+
+
+def _field_names(schema) -> list[str]:
+    if isinstance(schema, str):
+        from pyspark.sql.types import _parse_datatype_string
+
+        schema = _parse_datatype_string(schema)
+    return [f.name for f in schema.fields]
