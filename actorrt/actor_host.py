@@ -37,8 +37,11 @@ log = logging.getLogger(__name__)
 # A task can reach a node before the creation of its actor when it comes over another stream
 # (the handle travelled faster than the creation task); it waits this long for the actor.
 UNKNOWN_ACTOR_GRACE_S = 2.0
-# Results kept per sender to answer a re-sent task (a sender that was itself replayed).
+# Results kept per sender to answer a re-sent task (a sender that was itself replayed, and may
+# await each result again): the last 16 at least, and more while they fit in 256 KB, so the small
+# results most awaited calls return stay answerable for thousands of tasks.
 RESULTS_KEPT_PER_SENDER = 16
+RESULT_BYTES_KEPT_PER_SENDER = 256 * 1024
 
 
 class _ArgumentError(Exception):
@@ -65,6 +68,7 @@ class ActorInstance:
         # above the last one run from its sender is a re-send; it gets the kept result, if any.
         self.last_counter: dict[bytes, int] = {}
         self.results: dict[bytes, OrderedDict[int, pb.ObjectValue]] = {}
+        self._kept_bytes: dict[bytes, int] = {}  # per sender, of ``results``
         self.replay: set[bytes] = set()  # tasks queued as recorded (recovery), not as new arrivals
         self.replayed = asyncio.Event()  # set once every recorded task ran again
         # Checkpoints: the last one's number, the per-sender counters it covers (``cut``), and how
@@ -124,9 +128,12 @@ class ActorInstance:
 
     def _keep(self, spec: pb.TaskSpec, value: pb.ObjectValue) -> None:
         kept = self.results.setdefault(spec.sender, OrderedDict())
+        replaced = kept.pop(spec.task_counter, None)
         kept[spec.task_counter] = value
-        if len(kept) > RESULTS_KEPT_PER_SENDER:
-            kept.popitem(last=False)
+        size = self._kept_bytes.get(spec.sender, 0) + value.ByteSize() - (replaced.ByteSize() if replaced else 0)
+        while len(kept) > RESULTS_KEPT_PER_SENDER and size > RESULT_BYTES_KEPT_PER_SENDER:
+            size -= kept.popitem(last=False)[1].ByteSize()
+        self._kept_bytes[spec.sender] = size
 
     def _answer_duplicate(self, spec: pb.TaskSpec) -> None:
         value = self.results.get(spec.sender, {}).get(spec.task_counter)
@@ -237,6 +244,7 @@ class ActorInstance:
             self.last_counter[progress.sender] = self.cut[progress.sender] = progress.last_counter
             self.collected[progress.sender] = progress.collected
             self.results[progress.sender] = OrderedDict((r.counter, r.value) for r in progress.results)
+            self._kept_bytes[progress.sender] = sum(r.value.ByteSize() for r in progress.results)
         self.context.counters = {c.receiver: c.count for c in checkpoint.counters}
         self.context.actors_created = checkpoint.actors_created
 
