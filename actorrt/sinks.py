@@ -20,6 +20,8 @@ class FileSink:
     """Exactly-once files in ``directory`` (which must outlive the node: local disk of a machine
     whose nodes restart there, or a shared file system)."""
 
+    suffix = ""
+
     def __init__(self, directory: str | Path) -> None:
         self.directory = str(directory)
         self.written = 0
@@ -28,7 +30,7 @@ class FileSink:
         """Commit the task's lineage, then write ``data`` as the next part file; returns its path."""
         await commit_lineage()
         self.written += 1
-        path = Path(self.directory) / f"part-{self.written:010d}"
+        path = Path(self.directory) / f"part-{self.written:010d}{self.suffix}"
         await asyncio.to_thread(write_once, path, data)
         return path
 

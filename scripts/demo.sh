@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Set up, then run the quickstart demo on the embedded default cluster.
+# Set up, then run the demos on the embedded default cluster: the actorrt tour, then a wordcount
+# from a Spark DataFrame through actors and back, with a node killed mid-run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python examples/quickstart.py "$@"
+.venv/bin/python examples/quickstart.py "$@"
+exec .venv/bin/python examples/bridge_wordcount.py

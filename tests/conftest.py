@@ -8,6 +8,40 @@ import pytest
 
 import actorrt
 
+_spark = None  # one local SparkSession for the whole run, started before any test (see below)
+
+
+def _start_spark():
+    from pyspark.sql import SparkSession
+
+    import bridge  # noqa: F401 - sets PYSPARK_PYTHON for Spark's Python workers
+
+    session = (SparkSession.builder.master("local[2]").appName("actorrt-tests")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Start Spark now, while this process runs no other thread: PySpark launches its JVM with a
+    preexec_fn, which can crash the child of a process whose threads (grpc's, a driver's loop)
+    hold locks at fork time. Only when some collected test uses it."""
+    global _spark
+    if any("spark" in getattr(item, "fixturenames", ()) for item in items):
+        _spark = _start_spark()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _spark is not None:
+        _spark.stop()
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A local[2] SparkSession."""
+    return _spark if _spark is not None else _start_spark()
+
 
 @contextlib.contextmanager
 def running_cluster(**options):

@@ -13,18 +13,7 @@ import pyarrow as pa
 import pytest
 
 import actorrt
-import bridge  # before the SparkSession: Spark's Python workers run this interpreter
-
-pyspark_sql = pytest.importorskip("pyspark.sql")
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = (pyspark_sql.SparkSession.builder.master("local[2]").appName("actorrt-bridge-tests")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+import bridge
 
 
 @actorrt.remote
@@ -71,6 +60,39 @@ class Collector:
         return self.batches
 
 
+@actorrt.remote
+class TableWriter:
+    """Appends word counts to a Parquet table, exactly once, as they arrive from many mappers."""
+
+    def __init__(self, directory):
+        self.sink = bridge.ParquetSink(directory)
+
+    async def write(self, rows):
+        await self.sink.write(rows)
+
+
+@actorrt.remote
+class CountingMapper:
+    def __init__(self, writer):
+        self.writer = writer
+
+    async def process(self, batch: pa.RecordBatch):
+        counts = collections.Counter(w for line in batch.column("line").to_pylist() for w in line.split())
+        await self.writer.write.remote([{"word": w, "count": c} for w, c in sorted(counts.items())])
+
+
+def _kill_once_busy(node: int, tasks: int) -> None:
+    """SIGKILL ``node`` once its actors ran ``tasks`` more tasks than now: in the middle of a feed."""
+
+    def executed() -> int:
+        return sum(a["executed"] for n in actorrt.stats()["nodes"] if n["node"] == node for a in n["actors"])
+
+    start = executed()
+    while executed() < start + tasks:
+        time.sleep(0.05)
+    actorrt.kill_node(node)
+
+
 def _lines(spark, seed: int, n: int = 3000):
     rng = random.Random(seed)
     vocabulary = [f"w{i}" for i in range(300)]
@@ -98,7 +120,7 @@ def _wordcount_through_actors(spark, df, chaos=None) -> tuple[bridge.FeedSummary
     return summary, {r["word"]: r["count"] for r in out.collect()}
 
 
-def test_a_wordcount_fed_from_a_dataframe_equals_sparks_own(cluster, spark):
+def test_a_wordcount_fed_from_a_dataframe_equals_sparks_own(spark, cluster):
     df = _lines(spark, seed=1)
     summary, counts = _wordcount_through_actors(spark, df)
     assert summary.rows == df.count() == 3000
@@ -106,7 +128,7 @@ def test_a_wordcount_fed_from_a_dataframe_equals_sparks_own(cluster, spark):
     assert counts == _spark_wordcount(df)
 
 
-def test_feeding_by_key_sends_each_key_to_one_actor_in_the_same_order_every_time(cluster, spark):
+def test_feeding_by_key_sends_each_key_to_one_actor_in_the_same_order_every_time(spark, cluster):
     rng = random.Random(7)
     df = spark.createDataFrame([(rng.randrange(50), i) for i in range(2000)], "user long, i long").repartition(4)
 
@@ -123,7 +145,7 @@ def test_feeding_by_key_sends_each_key_to_one_actor_in_the_same_order_every_time
     assert all(len(batch) <= 64 for seen in first for batch in seen)
 
 
-def test_bad_input_is_a_clear_error_and_sends_nothing(cluster, spark):
+def test_bad_input_is_a_clear_error_and_sends_nothing(spark, cluster):
     df = _lines(spark, seed=2, n=10)
     collector = Collector.remote()
     with pytest.raises(bridge.BridgeError, match="key column 'nope'"):
@@ -141,7 +163,7 @@ def test_bad_input_is_a_clear_error_and_sends_nothing(cluster, spark):
     assert actorrt.get(collector.seen.remote(), timeout=30) == []
 
 
-def test_to_dataframe_takes_refs_batches_rows_and_tables(cluster, spark):
+def test_to_dataframe_takes_refs_batches_rows_and_tables(spark, cluster):
     batch = pa.RecordBatch.from_pydict({"word": ["a", "b"], "count": [1, 2]})
     counts = Counts.remote()
     counts.add.remote({"c": 3})
@@ -151,15 +173,27 @@ def test_to_dataframe_takes_refs_batches_rows_and_tables(cluster, spark):
         ("a", 1), ("a", 1), ("b", 2), ("b", 2), ("c", 3), ("d", 4)]
 
 
-def test_a_wordcount_fed_through_the_bridge_survives_a_node_kill(cluster, spark):
+def test_a_wordcount_fed_through_the_bridge_survives_a_node_kill(spark, cluster):
     df = _lines(spark, seed=3, n=6000)
 
-    def kill_mid_feed() -> None:
-        time.sleep(1.0)
-        actorrt.kill_node(1)
-
-    summary, counts = _wordcount_through_actors(spark, df, kill_mid_feed)
+    summary, counts = _wordcount_through_actors(spark, df, lambda: _kill_once_busy(1, tasks=10))
     recovery = next(n for n in actorrt.stats()["nodes"] if n["node"] == 1)["recoveries"]
     assert summary.rows == 6000
     assert counts == _spark_wordcount(df)
     assert len(recovery) == 1 and recovery[0]["tasks_replayed"] > 0, recovery
+
+
+def test_a_parquet_table_written_by_actors_is_exactly_once_across_a_node_kill(spark, cluster, tmp_path):
+    df = _lines(spark, seed=4, n=6000)
+    writer = TableWriter.options(node=1).remote(str(tmp_path / "counts"))
+    mappers = [CountingMapper.options(node=0).remote(writer) for _ in range(2)]
+
+    thread = threading.Thread(target=_kill_once_busy, args=(1, 10))
+    thread.start()
+    summary = bridge.feed(df, mappers, "process", batch_rows=100)
+    thread.join()
+    table = spark.read.parquet(str(tmp_path / "counts"))
+    assert table.count() > 0 and summary.batches == len(list((tmp_path / "counts").glob("part-*.parquet")))
+    written = {r["word"]: r["total"] for r in table.groupBy("word").agg({"count": "sum"})
+               .withColumnRenamed("sum(count)", "total").collect()}
+    assert written == _spark_wordcount(df)  # a part written twice or lost would show here
