@@ -21,7 +21,7 @@ import cloudpickle
 
 from actorrt import checkpoints, ids
 from actorrt.application_log import RunningTask, running_task
-from actorrt.checkpoints import CHECKPOINT_METHOD
+from actorrt.checkpoints import CHECKPOINT_METHOD, ONCE_METHOD
 from actorrt.exceptions import ClusterError
 from actorrt.rpc import checkpoint_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
@@ -73,6 +73,7 @@ class ActorInstance:
         self.replayed = asyncio.Event()  # set once every recorded task ran again
         # Checkpoints: the last one's number, the per-sender counters it covers (``cut``), and how
         # far the store's copy of this actor's tasks has been collected.
+        self.watermarks: dict[str, tuple[int, int]] = {}  # ONCE_METHOD marks applied, per source
         self.checkpoint_seq = 0
         self.since_checkpoint = 0
         self.cut: dict[bytes, int] = {}
@@ -180,11 +181,24 @@ class ActorInstance:
             return None
         if spec.method == CHECKPOINT_METHOD:
             return self.checkpoint(spec)
+        if spec.method == ONCE_METHOD:
+            return self._once(*args, **kwargs)
         method = getattr(self.instance, spec.method, None) if not spec.method.startswith("_") else None
         if method is None or not callable(method):
             msg = f"{self.class_name} has no method {spec.method!r}"
             raise _ArgumentError(runtime_error(pb.NO_SUCH_METHOD, msg, self.actor_id))
         return method(*args, **kwargs)
+
+    def _once(self, source: str, batch: int, seq: int, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``method(*args)`` unless this actor applied mark ``(batch, seq)`` of ``source`` already."""
+        if self.watermarks.get(source, (-1, -1)) >= (batch, seq):
+            return None  # a replayed micro-batch: applied before
+        self.watermarks[source] = (batch, seq)
+        call = getattr(self.instance, method, None) if not method.startswith("_") else None
+        if call is None or not callable(call):
+            raise _ArgumentError(runtime_error(pb.NO_SUCH_METHOD, f"{self.class_name} has no method {method!r}",
+                                               self.actor_id))
+        return call(*args, **kwargs)
 
     # ---- checkpoints --------------------------------------------------------------------------
 
@@ -232,6 +246,7 @@ class ActorInstance:
             executed=self.executed, senders=senders,
             counters=[checkpoint_pb2.SubmitCounter(receiver=r, count=n) for r, n in self.context.counters.items()],
             actors_created=self.context.actors_created,
+            watermarks=[checkpoint_pb2.Watermark(source=k, batch=b, seq=q) for k, (b, q) in self.watermarks.items()],
         )
 
     def restore(self, checkpoint: checkpoint_pb2.ActorCheckpoint) -> None:
@@ -247,6 +262,7 @@ class ActorInstance:
             self._kept_bytes[progress.sender] = sum(r.value.ByteSize() for r in progress.results)
         self.context.counters = {c.receiver: c.count for c in checkpoint.counters}
         self.context.actors_created = checkpoint.actors_created
+        self.watermarks = {w.source: (w.batch, w.seq) for w in checkpoint.watermarks}
 
     async def _resolve_args(self, wire: Any, resolved: list[bytes]) -> tuple[list[Any], dict[str, Any]]:
         args: list[Any] = []

@@ -25,6 +25,10 @@ from actorrt.rpc import common_pb2 as pb
 
 # The task that checkpoints an actor (``actorrt.checkpoint(handles)``): a barrier in its mailbox.
 CHECKPOINT_METHOD = "__checkpoint__"
+# A call applied at most once per (source, batch, seq) mark, whichever driver sends it:
+# ``__once__(source, batch, seq, method, *args)`` runs ``method(*args)`` unless the actor already
+# applied that mark or a later one of the source (marks of a source only grow).
+ONCE_METHOD = "__once__"
 # Files kept per actor: the newest, and the one before it (its pointer in the store may lag).
 FILES_KEPT = 2
 

@@ -15,5 +15,6 @@ from bridge.errors import BridgeError  # noqa: E402
 from bridge.feed import FeedSummary, feed  # noqa: E402
 from bridge.frames import to_dataframe  # noqa: E402
 from bridge.parquet_sink import ParquetSink  # noqa: E402
+from bridge.stream import stream  # noqa: E402
 
-__all__ = ["BridgeError", "FeedSummary", "ParquetSink", "feed", "to_dataframe"]
+__all__ = ["BridgeError", "FeedSummary", "ParquetSink", "feed", "stream", "to_dataframe"]

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 import actorrt
 from actorrt import ActorHandle, ObjectRef
+from actorrt.checkpoints import ONCE_METHOD
 from bridge.errors import BridgeError
 from bridge.spark import check_session, column_types
 
@@ -41,7 +42,15 @@ def feed(df, handles: Sequence[ActorHandle], method: str, batch_rows: int = 1024
     time (the next partition is read only as they finish). A method error or an actor lost beyond
     recovery raises; every batch sent before it ran exactly once.
     """
-    handles = _check_handles(handles, method)
+    return feed_marked(df, handles, method, batch_rows, key, max_in_flight, None)
+
+
+def feed_marked(df, handles: Sequence[ActorHandle], method: str, batch_rows: int, key: str | None,
+                max_in_flight: int, mark: tuple[str, int] | None) -> FeedSummary:
+    """``feed``; with ``mark = (source, batch id)``, each call is applied at most once per actor
+    whichever driver sends it: a micro-batch fed again (a restarted streaming query) is skipped
+    where it was applied, as long as it has the same rows in the same partitions."""
+    handles = check_handles(handles, method)
     if not isinstance(batch_rows, int) or batch_rows < 1:
         raise BridgeError(f"batch_rows must be an int >= 1, not {batch_rows!r}")
     check_session(df)
@@ -54,7 +63,11 @@ def feed(df, handles: Sequence[ActorHandle], method: str, batch_rows: int = 1024
     for target, batch in _batches(df, batch_rows, key, len(handles)):
         if target is None:
             target = summary.batches % len(handles)
-        in_flight.append(getattr(handles[target], method).remote(batch))
+        if mark is None:
+            in_flight.append(getattr(handles[target], method).remote(batch))
+        else:
+            args = (mark[0], mark[1], summary.per_actor[target]["batches"], method, batch)
+            in_flight.append(actorrt.runtime.current().worker.submit_task(handles[target], ONCE_METHOD, args, {}))
         summary.batches += 1
         summary.rows += batch.num_rows
         summary.per_actor[target]["batches"] += 1
@@ -65,7 +78,7 @@ def feed(df, handles: Sequence[ActorHandle], method: str, batch_rows: int = 1024
     return summary
 
 
-def _check_handles(handles: Sequence[ActorHandle], method: str) -> list[ActorHandle]:
+def check_handles(handles: Sequence[ActorHandle], method: str) -> list[ActorHandle]:
     handles = [handles] if isinstance(handles, ActorHandle) else list(handles)
     if not handles:
         raise BridgeError("feed needs at least one actor handle")

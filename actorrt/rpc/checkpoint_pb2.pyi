@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ActorCheckpoint(_message.Message):
-    __slots__ = ("actor_id", "seq", "creation", "state", "last_executed", "executed", "senders", "counters", "actors_created")
+    __slots__ = ("actor_id", "seq", "creation", "state", "last_executed", "executed", "senders", "counters", "actors_created", "watermarks")
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     CREATION_FIELD_NUMBER: _ClassVar[int]
@@ -18,6 +18,7 @@ class ActorCheckpoint(_message.Message):
     SENDERS_FIELD_NUMBER: _ClassVar[int]
     COUNTERS_FIELD_NUMBER: _ClassVar[int]
     ACTORS_CREATED_FIELD_NUMBER: _ClassVar[int]
+    WATERMARKS_FIELD_NUMBER: _ClassVar[int]
     actor_id: bytes
     seq: int
     creation: _common_pb2.ActorCreation
@@ -27,7 +28,18 @@ class ActorCheckpoint(_message.Message):
     senders: _containers.RepeatedCompositeFieldContainer[SenderProgress]
     counters: _containers.RepeatedCompositeFieldContainer[SubmitCounter]
     actors_created: int
-    def __init__(self, actor_id: _Optional[bytes] = ..., seq: _Optional[int] = ..., creation: _Optional[_Union[_common_pb2.ActorCreation, _Mapping]] = ..., state: _Optional[bytes] = ..., last_executed: _Optional[bytes] = ..., executed: _Optional[int] = ..., senders: _Optional[_Iterable[_Union[SenderProgress, _Mapping]]] = ..., counters: _Optional[_Iterable[_Union[SubmitCounter, _Mapping]]] = ..., actors_created: _Optional[int] = ...) -> None: ...
+    watermarks: _containers.RepeatedCompositeFieldContainer[Watermark]
+    def __init__(self, actor_id: _Optional[bytes] = ..., seq: _Optional[int] = ..., creation: _Optional[_Union[_common_pb2.ActorCreation, _Mapping]] = ..., state: _Optional[bytes] = ..., last_executed: _Optional[bytes] = ..., executed: _Optional[int] = ..., senders: _Optional[_Iterable[_Union[SenderProgress, _Mapping]]] = ..., counters: _Optional[_Iterable[_Union[SubmitCounter, _Mapping]]] = ..., actors_created: _Optional[int] = ..., watermarks: _Optional[_Iterable[_Union[Watermark, _Mapping]]] = ...) -> None: ...
+
+class Watermark(_message.Message):
+    __slots__ = ("source", "batch", "seq")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    batch: int
+    seq: int
+    def __init__(self, source: _Optional[str] = ..., batch: _Optional[int] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class SenderProgress(_message.Message):
     __slots__ = ("sender", "last_counter", "results", "collected")

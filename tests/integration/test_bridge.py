@@ -197,3 +197,42 @@ def test_a_parquet_table_written_by_actors_is_exactly_once_across_a_node_kill(sp
     written = {r["word"]: r["total"] for r in table.groupBy("word").agg({"count": "sum"})
                .withColumnRenamed("sum(count)", "total").collect()}
     assert written == _spark_wordcount(df)  # a part written twice or lost would show here
+
+
+def test_a_streaming_wordcount_applies_a_micro_batch_once_when_spark_runs_it_again(spark, cluster, tmp_path):
+    inbox, checkpoint = tmp_path / "in", tmp_path / "checkpoint"
+    inbox.mkdir()
+    rng = random.Random(5)
+    for i in range(3):
+        (inbox / f"part-{i}.txt").write_text("\n".join(" ".join(rng.choices("abcdefgh", k=5)) for _ in range(400)))
+    expected = _spark_wordcount(spark.read.text(str(inbox)).withColumnRenamed("value", "line"))
+    reducers = [Counts.remote() for _ in range(2)]
+    mappers = [Mapper.options(nondeterministic=False).remote(reducers) for _ in range(2)]
+
+    def run_query() -> None:
+        lines = spark.readStream.option("maxFilesPerTrigger", 1).text(str(inbox)).withColumnRenamed("value", "line")
+        query = bridge.stream(lines, mappers, "process", str(checkpoint), batch_rows=100)
+        query.processAllAvailable()
+        query.stop()
+
+    def counts() -> dict[str, int]:
+        rows = actorrt.get([r.rows.remote() for r in reducers], timeout=60)
+        return {row["word"]: row["count"] for part in rows for row in part}
+
+    def calls() -> int:
+        return sum(a["executed"] for n in actorrt.stats()["nodes"] for a in n["actors"]
+                   if a["actor_id"] in {m.actor_id.hex() for m in mappers})
+
+    run_query()
+    assert counts() == expected
+    # As after a crash between applying a micro-batch and committing it: Spark runs it again.
+    commits = checkpoint / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    (commits / str(last)).unlink()
+    (commits / f".{last}.crc").unlink(missing_ok=True)  # Spark's checksum of it
+    before = calls()
+    run_query()
+    assert calls() > before, "Spark did not run the micro-batch again"
+    assert counts() == expected  # not applied twice
+    with pytest.raises(bridge.BridgeError, match="streaming DataFrame"):
+        bridge.stream(spark.read.text(str(inbox)), mappers, "process", str(checkpoint))

@@ -1,0 +1,37 @@
+"""``stream``: a Structured Streaming query whose micro-batches are fed to actors.
+
+Each micro-batch goes through ``feed`` inside ``foreachBatch``, its calls marked with the query
+(its checkpoint location) and the batch id. When Spark runs a micro-batch again after a restart
+(the batch was not in its commit log yet), actors skip the calls they applied the first time, so
+nothing is applied twice; the part that did not reach them is applied now.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from actorrt import ActorHandle
+from bridge.errors import BridgeError
+from bridge.feed import check_handles, feed_marked
+
+
+def stream(streaming_df, handles: Sequence[ActorHandle], method: str, checkpoint_location: str,
+           batch_rows: int = 1024, key: str | None = None, max_in_flight: int = 8, trigger: dict | None = None):
+    """Start feeding ``streaming_df`` to ``handles`` (``handle.<method>(batch)``); returns the
+    running ``StreamingQuery``. ``checkpoint_location`` is Spark's, and names the query: a query
+    restarted from it continues exactly once. ``trigger``: as ``DataStreamWriter.trigger``."""
+    if not streaming_df.isStreaming:
+        raise BridgeError("stream() takes a streaming DataFrame (spark.readStream...); use feed() for a batch one")
+    check_handles(handles, method)
+    if key is not None and key not in streaming_df.columns:
+        raise BridgeError(f"key column {key!r} is not in the DataFrame (columns: {', '.join(streaming_df.columns)})")
+    source = "stream:" + os.path.abspath(checkpoint_location)
+
+    def apply(batch_df, batch_id: int) -> None:
+        feed_marked(batch_df, handles, method, batch_rows, key, max_in_flight, (source, batch_id))
+
+    writer = streaming_df.writeStream.foreachBatch(apply).option("checkpointLocation", checkpoint_location)
+    if trigger:
+        writer = writer.trigger(**trigger)
+    return writer.start()
