@@ -1,0 +1,20 @@
+"""The example notebook, executed headless as a user would run it (its own kernel, cluster, Spark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+NOTEBOOK = Path(__file__).parents[2] / "examples" / "wordcount.ipynb"
+
+
+def test_the_wordcount_notebook_runs_and_matches_spark(tmp_path):
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(notebook, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()  # raises on a failing cell
+    outputs = "".join(o.get("text", "") for cell in notebook.cells if cell.cell_type == "code"
+                      for o in cell.get("outputs", []))
+    assert "killed node 1" in outputs
+    assert "equal to Spark's groupBy().count()" in outputs
