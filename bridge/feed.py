@@ -50,10 +50,10 @@ def feed_marked(df, handles: Sequence[ActorHandle], method: str, batch_rows: int
     """``feed``; with ``mark = (source, batch id)``, each call is applied at most once per actor
     whichever driver sends it: a micro-batch fed again (a restarted streaming query) is skipped
     where it was applied, as long as it has the same rows in the same partitions."""
+    check_session(df)
     handles = check_handles(handles, method)
     if not isinstance(batch_rows, int) or batch_rows < 1:
         raise BridgeError(f"batch_rows must be an int >= 1, not {batch_rows!r}")
-    check_session(df)
     if key is not None and key not in df.columns:
         raise BridgeError(f"key column {key!r} is not in the DataFrame (columns: {', '.join(df.columns)})")
     column_types(df.schema)  # unsupported types fail here, before anything is sent

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import collections
 import random
+import subprocess
+import sys
 import threading
 import time
 import zlib
@@ -156,6 +158,9 @@ def test_bad_input_is_a_clear_error_and_sends_nothing(spark, cluster):
         bridge.feed(df, [], "take")
     with pytest.raises(bridge.BridgeError, match="batch_rows"):
         bridge.feed(df, [collector], "take", batch_rows=0)
+    intervals = spark.sql("select make_interval(1, 2) as every, 'x' as line")
+    with pytest.raises(bridge.BridgeError, match="column 'every' has type interval"):
+        bridge.feed(intervals, [collector], "take")
     with pytest.raises(bridge.BridgeError, match="need a schema"):
         bridge.to_dataframe(spark, [(1, "a")])
     with pytest.raises(bridge.BridgeError, match="no rows"):
@@ -236,3 +241,26 @@ def test_a_streaming_wordcount_applies_a_micro_batch_once_when_spark_runs_it_aga
     assert counts() == expected  # not applied twice
     with pytest.raises(bridge.BridgeError, match="streaming DataFrame"):
         bridge.stream(spark.read.text(str(inbox)), mappers, "process", str(checkpoint))
+
+
+def test_a_stopped_spark_session_is_a_clear_error(tmp_path):
+    """In a process of its own: stopping this run's SparkSession would end it for the other tests."""
+    script = tmp_path / "stopped.py"
+    script.write_text(
+        "import bridge\n"
+        "from pyspark.sql import SparkSession\n"
+        "spark = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false').getOrCreate()\n"
+        "df = spark.createDataFrame([('a b',)], 'line string')\n"
+        "spark.stop()\n"
+        "try:\n"
+        "    bridge.feed(df, [], 'process')\n"
+        "except bridge.BridgeError as exc:\n"
+        "    print('BridgeError:', exc)\n"
+        "try:\n"
+        "    bridge.to_dataframe(spark, [{'a': 1}])\n"
+        "except bridge.BridgeError as exc:\n"
+        "    print('BridgeError:', exc)\n"
+    )
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.count("SparkSession is stopped") == 2, run.stdout
