@@ -264,3 +264,23 @@ def test_a_stopped_spark_session_is_a_clear_error(tmp_path):
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.count("SparkSession is stopped") == 2, run.stdout
+
+
+def test_a_streaming_wordcount_survives_a_node_kill(spark, cluster, tmp_path):
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    rng = random.Random(6)
+    for i in range(8):
+        (inbox / f"part-{i}.txt").write_text("\n".join(" ".join(rng.choices("abcdefghij", k=6)) for _ in range(500)))
+    expected = _spark_wordcount(spark.read.text(str(inbox)).withColumnRenamed("value", "line"))
+    reducers = [Counts.options(node=i % 2).remote() for i in range(2)]
+    mappers = [Mapper.options(node=i % 2, nondeterministic=False).remote(reducers) for i in range(2)]
+    killer = threading.Thread(target=_kill_once_busy, args=(1, 10))
+    killer.start()
+    lines = spark.readStream.option("maxFilesPerTrigger", 1).text(str(inbox)).withColumnRenamed("value", "line")
+    query = bridge.stream(lines, mappers, "process", str(tmp_path / "checkpoint"), batch_rows=100)
+    query.processAllAvailable()
+    query.stop()
+    killer.join()
+    rows = actorrt.get([r.rows.remote() for r in reducers], timeout=60)
+    assert {row["word"]: row["count"] for part in rows for row in part} == expected
