@@ -23,14 +23,19 @@ import os
 import platform
 import random
 import statistics
+import sys
 import time
 import zlib
 from pathlib import Path
 
 import click
 
-import actorrt
-import bridge  # before creating the SparkSession: Spark's Python workers then run this interpreter
+# Run as a script, this file's folder comes first on sys.path and this file would shadow the
+# `bridge` package it measures.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import actorrt  # noqa: E402
+import bridge  # noqa: E402 - before creating the SparkSession: Spark's workers then run this interpreter
 
 
 @actorrt.remote
