@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# A fetch whose stream to the owner broke is sent again after this long (the head's view of the
+# owner's fate arrives meanwhile; sending at once would only reconnect to a dead process).
+REFETCH_DELAY_S = 0.2
+
 # The actor whose task is running now; unset outside tasks (the process itself submits then).
 current_sender: contextvars.ContextVar[SenderContext] = contextvars.ContextVar("current_sender")
 
@@ -305,10 +309,15 @@ class Worker:
     def _on_peer_lost(self, peer: str) -> None:
         # Tasks sent to a dead node wait for the view that says so (apply_view resends them), and
         # so do fetches from it: its restarted incarnation owns the object again after its replay.
+        # Asked again a little later: by then the view says where the object's owner is.
         for object_id, asked in list(self._fetched_from.items()):
             if asked == peer:
                 self._fetched_from[object_id] = ""
-                self._route_fetch(object_id)
+                self.loop.call_later(REFETCH_DELAY_S, self._refetch, object_id)
+
+    def _refetch(self, object_id: bytes) -> None:
+        if object_id in self._fetches and self._fetched_from.get(object_id) == "":
+            self._route_fetch(object_id)
 
     def _current_owner(self, owner: str) -> str | None:
         """Where the object a ref names with owner ``owner`` is now: that process, the live
