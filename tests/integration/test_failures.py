@@ -62,7 +62,7 @@ def test_refs_in_flight_on_a_killed_node_resolve_to_the_failure_free_values(fres
     assert actorrt.get(survivor.inc.remote(), timeout=30) == 2
     # The actor is rebuilt by replay, and each call counted once: as if nothing had happened.
     assert actorrt.get([in_flight, queued, after], timeout=60) == [1.0, 2, 3]
-    assert actorrt.nodes()[1]["epoch"] == 2
+    assert actorrt.nodes()[1]["epoch"] >= 2  # restarted (again, if a loaded machine stalled it)
     fresh = Worker.options(node=1).remote()
     assert actorrt.get(fresh.inc.remote(), timeout=30) == 1
 

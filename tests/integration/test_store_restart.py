@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from pathlib import Path
 
 from waiting import eventually
 
@@ -55,7 +56,13 @@ def test_a_killed_store_shard_comes_back_with_every_acked_write(cluster_with):
 
         counter = Counter.remote()
         refs = [counter.add.remote(k) for k in range(1, 201)]  # flushes hit the dead shard meanwhile
-        eventually(lambda: _shard(0).restarts == 1 and _shard(0).pid != pid, what="the shard's restart")
+        try:
+            eventually(lambda: _shard(0).restarts == 1 and _shard(0).pid != pid, timeout=60, what="the shard's restart")
+        except AssertionError as exc:  # say why: the head's and the shard's own logs
+            session_dir = Path(runtime.current().head_process.session.session_dir)
+            logs = [session_dir / "logs" / "head.log", session_dir / "store-0" / "redis.log"]
+            raise AssertionError(f"{exc}\n" + "\n".join(p.read_text(errors="replace")[-3000:] for p in logs
+                                                        if p.exists())) from None
 
         async def read_all() -> dict[bytes, pb.TaskSpec]:
             store = _store()
