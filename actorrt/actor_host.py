@@ -193,12 +193,21 @@ class ActorInstance:
         """``method(*args)`` unless this actor applied mark ``(batch, seq)`` of ``source`` already."""
         if self.watermarks.get(source, (-1, -1)) >= (batch, seq):
             return None  # a replayed micro-batch: applied before
-        self.watermarks[source] = (batch, seq)
         call = getattr(self.instance, method, None) if not method.startswith("_") else None
         if call is None or not callable(call):
             raise _ArgumentError(runtime_error(pb.NO_SUCH_METHOD, f"{self.class_name} has no method {method!r}",
                                                self.actor_id))
-        return call(*args, **kwargs)
+        result = call(*args, **kwargs)
+        if not inspect.isawaitable(result):
+            self.watermarks[source] = (batch, seq)
+            return result
+
+        async def applied() -> Any:  # the mark counts once the call succeeded: a failed one comes again
+            value = await result
+            self.watermarks[source] = (batch, seq)
+            return value
+
+        return applied()
 
     # ---- checkpoints --------------------------------------------------------------------------
 

@@ -72,6 +72,7 @@ class Worker:
         self._fetches: dict[bytes, str] = {}  # object id -> the owner address its ref names
         self._fetched_from: dict[bytes, str] = {}  # object id -> the process asked ("" = waiting)
         self._incarnations: dict[str, int] = {}  # every node process address seen -> its slot
+        self._drivers_seen: set[str] = set()  # every driver address seen in a view
         # Set once this process answers for the objects it owns: at once, or for a restarted node
         # once its actors have replayed (a replay submits again the tasks whose results it owned).
         self.recovered = asyncio.Event()
@@ -117,6 +118,7 @@ class Worker:
         self.view = view
         self._nodes = {n.slot: n for n in view.nodes}
         self._incarnations.update((n.address, n.slot) for n in view.nodes if n.address)
+        self._drivers_seen.update(view.drivers)
         for slot, info in old.items():
             new = self._nodes.get(slot)
             if info.address and (new is None or new.epoch != info.epoch or new.state != head_pb2.ALIVE):
@@ -324,8 +326,9 @@ class Worker:
         incarnation of its node slot (which rebuilt it), "" while the slot restarts, or None if it
         is gone for good (a driver, or a slot that will not come back)."""
         slot = self._incarnations.get(owner)
-        if slot is None:
-            return owner if owner in self.view.drivers or owner == self.address else None
+        if slot is None:  # a driver, or a process this one has not seen in a view yet
+            gone = owner in self._drivers_seen and owner not in self.view.drivers
+            return None if gone else owner
         info = self._nodes.get(slot)
         if info is not None and info.state == head_pb2.ALIVE:
             return info.address
@@ -344,6 +347,7 @@ class Worker:
         elif owner != asked:
             self._fetched_from[object_id] = owner
             if owner == self.address:
+                self._borrowed.pop(object_id, None)  # this process owns it again: not a borrowed copy
                 self._background.spawn(self._answer_local_fetch(object_id))
             elif owner:
                 self.router.send(owner, FETCH, node_pb2.ObjectRequest(object_id=object_id))

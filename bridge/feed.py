@@ -38,8 +38,8 @@ class FeedSummary:
 def feed(df, handles: Sequence[ActorHandle], method: str, batch_rows: int = 1024, key: str | None = None,
          max_in_flight: int = 8) -> FeedSummary:
     """Call ``handle.<method>(batch)`` for every Arrow record batch of ``df`` and wait until all
-    calls ran; returns the counts. At most ``max_in_flight`` calls per actor are unanswered at a
-    time (the next partition is read only as they finish). A method error or an actor lost beyond
+    calls ran; returns the counts. At most ``max_in_flight`` times the number of actors calls are
+    unanswered at a time (the next partition is read only as the oldest finish). A method error or an actor lost beyond
     recovery raises; every batch sent before it ran exactly once.
     """
     return feed_marked(df, handles, method, batch_rows, key, max_in_flight, None)

@@ -23,10 +23,18 @@ def to_dataframe(spark, source: Any, schema=None):
     """A DataFrame of ``source``, with ``schema`` (a StructType or a DDL string) or one inferred."""
     if spark.sparkContext._jsc is None:
         raise BridgeError("the SparkSession is stopped; create a new one")
-    table = _as_table(_resolve(source), schema)
+    values = _resolve(source)
     if schema is None:
-        return spark.createDataFrame(table)
-    return spark.createDataFrame(table.to_pandas(), schema=schema)
+        return spark.createDataFrame(_as_table(values, None))
+    if not values:
+        return spark.createDataFrame([], schema=schema)
+    table = _as_table(values, schema)
+    names = _field_names(schema)
+    missing = [n for n in names if n not in table.column_names]
+    if missing:
+        raise BridgeError(f"the schema names columns the data does not have: {', '.join(missing)} "
+                          f"(it has: {', '.join(table.column_names)})")
+    return spark.createDataFrame(table.select(names), schema=schema)  # matched by name, through Arrow
 
 
 def _resolve(source: Any) -> list[Any]:
@@ -78,9 +86,15 @@ def _rows_table(rows: list[Any], schema) -> pa.Table:
         raise BridgeError(f"cannot make DataFrame rows of {type(first).__name__} values; give dicts, tuples, "
                           "Rows, Arrow batches or pandas DataFrames")
     try:
-        return pa.Table.from_pylist(rows)
+        return table_of_dicts(rows)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise BridgeError(f"the rows do not fit one schema: {exc}") from None
+
+
+def table_of_dicts(rows: list[dict[str, Any]]) -> pa.Table:
+    """An Arrow table of dict rows; columns are every key of any row (a missing one is null)."""
+    names = list(dict.fromkeys(k for row in rows for k in row))
+    return pa.Table.from_pydict({n: [row.get(n) for row in rows] for n in names})
 
 
 def _field_names(schema) -> list[str]:

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from actorrt.sinks import FileSink
+from bridge.frames import table_of_dicts
 
 
 class ParquetSink(FileSink):
@@ -27,7 +28,7 @@ class ParquetSink(FileSink):
         if isinstance(rows, pa.RecordBatch):
             rows = pa.Table.from_batches([rows])
         elif not isinstance(rows, pa.Table):
-            rows = pa.Table.from_pylist(list(rows))
+            rows = table_of_dicts(list(rows))
         out = pa.BufferOutputStream()
         pq.write_table(rows, out)  # deterministic bytes for the same rows: a replay rewrites none
         return await super().write(out.getvalue().to_pybytes())

@@ -26,7 +26,9 @@ def stream(streaming_df, handles: Sequence[ActorHandle], method: str, checkpoint
     check_handles(handles, method)
     if key is not None and key not in streaming_df.columns:
         raise BridgeError(f"key column {key!r} is not in the DataFrame (columns: {', '.join(streaming_df.columns)})")
-    source = "stream:" + os.path.abspath(checkpoint_location)
+    # The checkpoint location names the query across restarts (a URI as given, a local path absolute).
+    location = checkpoint_location if "://" in checkpoint_location else os.path.abspath(checkpoint_location)
+    source = "stream:" + location
 
     def apply(batch_df, batch_id: int) -> None:
         feed_marked(batch_df, handles, method, batch_rows, key, max_in_flight, (source, batch_id))

@@ -13,6 +13,7 @@ import zlib
 
 import pyarrow as pa
 import pytest
+from pyspark.sql import Row
 
 import actorrt
 import bridge
@@ -176,6 +177,12 @@ def test_to_dataframe_takes_refs_batches_rows_and_tables(spark, cluster):
     out = bridge.to_dataframe(spark, sources)
     assert sorted((r["word"], r["count"]) for r in out.collect()) == [
         ("a", 1), ("a", 1), ("b", 2), ("b", 2), ("c", 3), ("d", 4)]
+    # Columns come from every row, and a schema matches them by name.
+    ragged = bridge.to_dataframe(spark, [{"a": 1}, {"a": 2, "b": "x"}])
+    assert sorted(ragged.collect(), key=lambda r: r["a"]) == [Row(a=1, b=None), Row(a=2, b="x")]
+    named = bridge.to_dataframe(spark, [{"count": 5, "word": "e"}], schema="word string, count long")
+    assert [tuple(r) for r in named.collect()] == [("e", 5)]
+    assert bridge.to_dataframe(spark, [], schema="word string, count long").count() == 0
 
 
 def test_a_wordcount_fed_through_the_bridge_survives_a_node_kill(spark, cluster):
