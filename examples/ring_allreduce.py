@@ -102,6 +102,7 @@ def _iterate(ring: list, iteration: int, on_iteration, timeout: float) -> list[n
     if on_iteration is not None:
         on_iteration(iteration)
     deadline = time.monotonic() + timeout
+    pause = 0.001  # polls back off: each one is a task the cluster logs, and must not swamp the ring
     while True:
         results = actorrt.get([w.result.remote(iteration) for w in ring])
         if actorrt.rollbacks() != rollbacks:  # ft="checkpoint": the ring went back meanwhile
@@ -109,8 +110,12 @@ def _iterate(ring: list, iteration: int, on_iteration, timeout: float) -> list[n
         if all(r is not None for r in results):
             return results
         if time.monotonic() > deadline:
-            raise TimeoutError(f"iteration {iteration} did not finish within {timeout} s")
-        time.sleep(0.002)
+            state = [(n["node"], [(a["class"], a["queued"], a["executed"]) for a in n["actors"]],
+                      n["lineage"]["stash_size"]) for n in actorrt.stats()["nodes"]]
+            raise TimeoutError(f"iteration {iteration} did not finish within {timeout} s; nodes (actors: queued, "
+                               f"executed; stash size): {state}")
+        time.sleep(pause)
+        pause = min(2 * pause, 0.02)
 
 
 def reference(workers: int, size: int, iterations: int, seed: int = 0) -> np.ndarray:
