@@ -16,8 +16,8 @@ Run: ``python bench/bridge.py [--lines 200000] [--batch-rows 256,1024,4096] [--f
 
 from __future__ import annotations
 
-import collections
 import datetime as _dt
+import importlib.util
 import json
 import os
 import platform
@@ -25,7 +25,6 @@ import random
 import statistics
 import sys
 import time
-import zlib
 from pathlib import Path
 
 import click
@@ -37,37 +36,18 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import actorrt  # noqa: E402
 import bridge  # noqa: E402 - before creating the SparkSession: Spark's workers then run this interpreter
 
-
-@actorrt.remote
-class Reducer:
-    def __init__(self):
-        self.counts = collections.Counter()
-
-    def add(self, counts):
-        self.counts.update(counts)
-
-    def rows(self):
-        return [{"word": w, "count": c} for w, c in self.counts.items()]
-
-
-@actorrt.remote
-class Mapper:
-    def __init__(self, reducers):
-        self.reducers = reducers
-
-    async def process(self, batch):
-        parts = [collections.Counter() for _ in self.reducers]
-        for line in batch.column("line").to_pylist():
-            for word in line.split():
-                parts[zlib.crc32(word.encode()) % len(parts)][word] += 1
-        for ref in [r.add.remote(dict(p)) for r, p in zip(self.reducers, parts, strict=True) if p]:
-            await ref
+# The example's mapper and reducer actors, measured here as users run them.
+_spec = importlib.util.spec_from_file_location(
+    "bridge_wordcount", Path(__file__).resolve().parents[1] / "examples" / "bridge_wordcount.py")
+bridge_wordcount = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bridge_wordcount)
+Mapper, Reducer = bridge_wordcount.Mapper, bridge_wordcount.Reducer
 
 
 def _spark_count(lines) -> dict[str, int]:
     from pyspark.sql import functions as sf
 
-    words = lines.select(sf.explode(sf.split("line", " ")).alias("word")).where("word != ''")
+    words = lines.select(sf.explode(sf.split("value", " ")).alias("word")).where("word != ''")
     return {r["word"]: r["count"] for r in words.groupBy("word").count().collect()}
 
 
@@ -122,7 +102,7 @@ def main(num_lines: int, batch_text: str, modes_text: str, nodes: int, repeat: i
     rng = random.Random(0)
     vocabulary = [f"w{i}" for i in range(2000)]
     lines = spark.createDataFrame([(" ".join(rng.choices(vocabulary, k=rng.randint(3, 12))),)
-                                   for _ in range(num_lines)], "line string").repartition(4).cache()
+                                   for _ in range(num_lines)], "value string").repartition(4).cache()
     lines.count()
 
     results = []
