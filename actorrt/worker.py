@@ -77,6 +77,9 @@ class Worker:
         # once its actors have replayed (a replay submits again the tasks whose results it owned).
         self.recovered = asyncio.Event()
         self._borrowed: dict[bytes, int] = {}  # fetched object id -> tasks using it
+        # Peers learn a new node's address from the view that registers it, so their first messages
+        # can beat the node's own registration reply: they wait here for its first view.
+        self._before_first_view: list[tuple[str, node_pb2.PeerBatch]] | None = []
         self._loop_thread: int | None = None
         # Submissions built (in callers' threads, under the sender's lock) and handled (on the loop):
         # two counters with one writer each, so their difference needs no lock.
@@ -143,6 +146,9 @@ class Worker:
             self._route_fetch(object_id)
         self._view_changed.set()
         self._view_changed = asyncio.Event()
+        early, self._before_first_view = self._before_first_view, None
+        for peer, batch in early or ():
+            self._on_batch(peer, batch)
 
     def _start_lineage_logging(self, view: head_pb2.ClusterView) -> None:
         options = FaultToleranceOptions.from_proto(view.fault_tolerance)
@@ -292,6 +298,9 @@ class Worker:
             self.objects.put(value)
 
     def _on_batch(self, peer: str, batch: node_pb2.PeerBatch) -> None:
+        if self._before_first_view is not None:
+            self._before_first_view.append((peer, batch))
+            return
         for message in batch.messages:
             kind = message.WhichOneof("kind")
             if kind == "submit":
