@@ -25,7 +25,7 @@ from actorrt import session
 from actorrt.background import BackgroundTasks
 from actorrt.exceptions import ClusterError
 from actorrt.fault_tolerance import DEFAULT_STASH_LIMIT, MODES, FaultToleranceOptions
-from actorrt.processes import daemon_setup, spawn
+from actorrt.processes import NODE_HASH_SEED, daemon_setup, spawn
 from actorrt.redis_shards import RedisShard
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.session import TOKEN_ENV, Session
@@ -137,7 +137,7 @@ class Head:
         s.info.address, s.info.pid = "", 0
         logs = self.session_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, **{TOKEN_ENV: self.token})
+        env = dict(os.environ, **{TOKEN_ENV: self.token, "PYTHONHASHSEED": NODE_HASH_SEED})  # no re-exec to set it
         argv = [sys.executable, "-m", "actorrt.node", "--head", self.address, "--slot", str(slot), "--host", self.host]
         s.process = await spawn(argv, env, logs / f"node-{slot}.log")
         s.info.pid = s.process.pid

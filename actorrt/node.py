@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import time
 
 import uvloop
@@ -27,7 +28,7 @@ from actorrt.exceptions import ActorRTError
 from actorrt.head_client import HEAD_LOSS_GRACE_S, HeadClient
 from actorrt.lineage_store import LineageStore
 from actorrt.node_service import NodeServicer
-from actorrt.processes import daemon_setup
+from actorrt.processes import NODE_HASH_SEED, daemon_setup
 from actorrt.recovery import replay_order
 from actorrt.rpc import head_pb2, node_pb2, node_pb2_grpc
 from actorrt.rpc.checkpoint_pb2 import ActorCheckpoint
@@ -205,6 +206,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--slot", type=int, default=-1, help="slot to take (-1: any free one)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
     args = parser.parse_args(argv)
+    if os.environ.get("PYTHONHASHSEED") != NODE_HASH_SEED:  # started by other means: again, with the seed
+        command = [sys.executable, "-m", "actorrt.node", *(sys.argv[1:] if argv is None else argv)]
+        os.execve(sys.executable, command, dict(os.environ, PYTHONHASHSEED=NODE_HASH_SEED))
     token = daemon_setup("actorrt.node")
 
     async def amain() -> None:

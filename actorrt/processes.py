@@ -10,6 +10,12 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+# Every node process hashes strings with the same seed: a replay runs in a new process, and code
+# that iterates a set or dict keyed by strings must see the same order there as it did before the
+# failure (with Python's per-process random seed it would not, and exact replay would silently
+# diverge). The price is the hash-flooding protection of a random seed, in node processes only.
+NODE_HASH_SEED = "0"
+
 # Linux: children get SIGKILL from the kernel when their parent dies, even if the parent is
 # SIGKILLed itself, so a killed head leaves no redis-server or node behind. The child asks for it
 # (prctl PR_SET_PDEATHSIG, kept across exec) in a small trampoline that then execs the real

@@ -20,6 +20,7 @@ from actorrt.processes import process_alive
 
 # Run as a separate process so the driver is a client of the CLI's cluster, not of this test.
 DRIVER = """
+import os
 import sys
 
 import actorrt
@@ -34,6 +35,9 @@ class Counter:
         self.n += k
         return self.n
 
+    def hash_seed(self):
+        return os.environ.get("PYTHONHASHSEED")
+
 
 address, slots = sys.argv[1], [int(s) for s in sys.argv[2].split(",")]
 try:
@@ -47,6 +51,8 @@ for s, r in refs.items():
     assert counters[s].slot == s, counters[s]
     got = actorrt.get(r, timeout=20)
     assert got == [10 * s + 1, 10 * s + 3], (s, got)
+    # Every node hashes strings alike, however it was started, so replays iterate sets alike.
+    assert actorrt.get(counters[s].hash_seed.remote(), timeout=20) == "0", s
 print("DRIVER_OK", ",".join(map(str, slots)), flush=True)
 actorrt.shutdown()
 """

@@ -128,6 +128,32 @@ def test_a_replayed_actor_gets_its_logged_nondeterministic_values_back(cluster_w
 
 
 @actorrt.remote
+class Tags:
+    """Deterministic, but its history follows the iteration order of a set of strings."""
+
+    def __init__(self):
+        self.history = []
+
+    def add(self, words):
+        self.history.extend(set(words))
+
+    def state(self):
+        return self.history
+
+
+def test_a_replay_iterates_sets_of_strings_in_the_order_the_failed_process_did(cluster_with):
+    words = [f"word-{i}" for i in range(40)]
+    with cluster_with(num_nodes=2, store_shards=1):
+        tags = Tags.options(node=1).remote()
+        for k in range(5):
+            tags.add.remote(words[k:] + words[:k])
+        before = actorrt.get(tags.state.remote(), timeout=60)
+        assert sorted(before) == sorted(words * 5)
+        actorrt.kill_node(1)
+        assert actorrt.get(tags.state.remote(), timeout=60) == before
+
+
+@actorrt.remote
 class Slow:
     async def compute(self, x):
         await asyncio.sleep(1.5)
