@@ -26,7 +26,7 @@ from actorrt.exceptions import ClusterError
 from actorrt.rpc import checkpoint_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
 from actorrt.serialization import deserialize, error_from_exception, runtime_error, serialize
-from actorrt.task_spec import SenderContext
+from actorrt.task_spec import SenderContext, call_digest
 from actorrt.worker import current_sender
 
 if TYPE_CHECKING:
@@ -42,6 +42,8 @@ UNKNOWN_ACTOR_GRACE_S = 2.0
 # results most awaited calls return stay answerable for thousands of tasks.
 RESULTS_KEPT_PER_SENDER = 16
 RESULT_BYTES_KEPT_PER_SENDER = 256 * 1024
+# Digests of the calls run per sender (8 bytes each), to tell a faithful re-send from a diverged one.
+CALLS_KEPT_PER_SENDER = 1024
 
 
 class _ArgumentError(Exception):
@@ -69,6 +71,7 @@ class ActorInstance:
         self.last_counter: dict[bytes, int] = {}
         self.results: dict[bytes, OrderedDict[int, pb.ObjectValue]] = {}
         self._kept_bytes: dict[bytes, int] = {}  # per sender, of ``results``
+        self.calls: dict[bytes, OrderedDict[int, bytes]] = {}  # per sender: counter -> call_digest
         self.replay: set[bytes] = set()  # tasks queued as recorded (recovery), not as new arrivals
         self.replayed = asyncio.Event()  # set once every recorded task ran again
         # Checkpoints: the last one's number, the per-sender counters it covers (``cut``), and how
@@ -114,6 +117,7 @@ class ActorInstance:
                 await ft.register_actor(self.worker.slot, self.actor_id)  # a restarted slot finds it
             self.last_executed = spec.task_id
             self.last_counter[spec.sender] = spec.task_counter
+            self._remember_call(spec)
             value = await self._execute(spec)
             self.executed += 1
             self.since_checkpoint += 1
@@ -136,7 +140,26 @@ class ActorInstance:
             size -= kept.popitem(last=False)[1].ByteSize()
         self._kept_bytes[spec.sender] = size
 
+    def _remember_call(self, spec: pb.TaskSpec) -> None:
+        calls = self.calls.setdefault(spec.sender, OrderedDict())
+        calls[spec.task_counter] = call_digest(spec)
+        if len(calls) > CALLS_KEPT_PER_SENDER:
+            calls.popitem(last=False)
+
     def _answer_duplicate(self, spec: pb.TaskSpec) -> None:
+        """A task this actor ran already, sent again (its sender is replaying, or was cut off)."""
+        ran = self.calls.get(spec.sender, {}).get(spec.task_counter)
+        if ran is not None and ran != call_digest(spec):
+            msg = (f"the replay of {ids.short(spec.sender)} diverged: its task #{spec.task_counter} to "
+                   f"{self.class_name}({ids.short(self.actor_id)}) came again as {spec.method}() with other "
+                   f"arguments than the call that ran. It depends on something its lineage does not record: "
+                   f"read clocks, random draws and outside data through actorrt.record(), or declare it "
+                   f"nondeterministic=True (or more than max_forwards processes failed at once)")
+            log.error("%s", msg)
+            error = runtime_error(pb.REPLAY_DIVERGED, msg, self.actor_id)
+            self.worker.send_result(spec.owner_address, pb.ObjectValue(object_id=ids.object_id(spec.task_id),
+                                                                     error=error))
+            return
         value = self.results.get(spec.sender, {}).get(spec.task_counter)
         if value is not None:
             self.worker.send_result(spec.owner_address, value)
@@ -323,6 +346,14 @@ class ActorHost:
         if not order:
             actor.replayed.set()
         return actor
+
+    def diverged(self, actor_id: bytes, error: pb.RemoteError) -> None:
+        """A receiver saw ``actor_id``'s replay re-send a call other than the one it ran: the
+        actor's state is not the one its past produced, so it serves no more tasks."""
+        actor = self.actors.get(actor_id)
+        if actor is not None and actor.death is None:
+            actor.death = runtime_error(pb.ACTOR_DIED, f"actor {actor.class_name}({ids.short(actor_id)}) was "
+                                        f"stopped: {error.message}", actor_id)
 
     def lost(self, actor_id: bytes, why: str) -> ActorInstance:
         """``actor_id`` cannot be rebuilt: its tasks fail with ActorDiedError saying ``why``."""

@@ -6,6 +6,7 @@ The tree::
     ├── TaskError              a remote method raised; carries the remote type, message, traceback
     ├── ActorDiedError         the actor's node died or its constructor failed
     ├── RolledBackError        ft="checkpoint": a failure rolled the cluster back to its last checkpoint
+    ├── ReplayDivergedError    a replayed actor re-sent a task other than the one its receiver ran
     ├── UnknownActorError      the handle names an actor its node does not host
     ├── ObjectLostError        an object's value cannot be found anywhere
     ├── GetTimeoutError        also a TimeoutError: ``get`` ran out of time
@@ -48,6 +49,14 @@ class ActorDiedError(ActorRTError):
 class RolledBackError(ActorRTError):
     """With ``ft="checkpoint"`` (the global-rollback baseline): a node failed, so every actor went
     back to the last global checkpoint; this task's effects are gone. Resubmit from there."""
+
+
+class ReplayDivergedError(ActorRTError):
+    """A replayed actor re-sent a task whose method or arguments differ from the task its receiver
+    ran before the failure: the replay is not reproducing the past. The actor depends on something
+    its lineage does not record (a clock, a random draw, an outside read not made through
+    ``actorrt.record``, while not declared ``nondeterministic=True``), or more than ``max_forwards``
+    processes failed at once. The receiver keeps what it saw; the replayed actor is declared dead."""
 
 
 class UnknownActorError(ActorRTError):

@@ -19,10 +19,12 @@ from actorrt.exceptions import (
     ActorMethodError,
     ActorRTError,
     ObjectLostError,
+    ReplayDivergedError,
     RolledBackError,
     TaskError,
     UnknownActorError,
 )
+from actorrt.object_ref import pickled
 from actorrt.rpc import common_pb2 as pb
 
 # Arrays smaller than this are cheaper to keep inside the pickle stream.
@@ -45,8 +47,10 @@ def serialize(value: Any) -> pb.SerializedObject:
         buffers.append(buf)
         return False
 
+    refs_before = pickled.refs
     data = cloudpickle.dumps(value, protocol=5, buffer_callback=keep_large)
-    return pb.SerializedObject(data=data, buffers=[bytes(b.raw()) for b in buffers])
+    return pb.SerializedObject(data=data, buffers=[bytes(b.raw()) for b in buffers],
+                               holds_refs=pickled.refs != refs_before)
 
 
 def deserialize(obj: pb.SerializedObject) -> Any:
@@ -76,6 +80,7 @@ _KIND_TO_EXCEPTION: dict[int, type[ActorRTError]] = {
     pb.NO_SUCH_METHOD: ActorMethodError,
     pb.OBJECT_LOST: ObjectLostError,
     pb.ROLLED_BACK: RolledBackError,
+    pb.REPLAY_DIVERGED: ReplayDivergedError,
 }
 
 

@@ -6,6 +6,7 @@ Pure protocol logic (no I/O), shared by drivers and actors. The lineage stash ho
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +41,30 @@ class SenderContext:
     def next_actor_id(self) -> bytes:
         self.actors_created += 1
         return ids.actor_id(self.sender_id, self.actors_created)
+
+
+def call_digest(spec: pb.TaskSpec) -> bytes:
+    """What a task asks of its receiver (method and arguments), whatever its version.
+
+    A replayed sender re-sends the same call under the same counter, so a different digest means
+    its replay diverged from the past. The pickle stream of a value holding refs is left out (a
+    ref names its owner's address, which a restart changes); its out-of-band buffers still count.
+    """
+    h = hashlib.blake2b(spec.method.encode(), digest_size=8)
+
+    def part(data: bytes) -> None:
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+
+    for arg in spec.args:
+        part(arg.keyword.encode())
+        if arg.HasField("ref"):
+            part(arg.ref.object_id)
+            continue
+        part(b"" if arg.value.holds_refs else arg.value.data)
+        for buffer in arg.value.buffers:
+            part(buffer)
+    return h.digest()
 
 
 def encode_args(args: Iterable[Any], kwargs: Mapping[str, Any]) -> tuple[list[pb.Arg], list[ObjectRef]]:

@@ -294,8 +294,12 @@ class Worker:
 
     def _on_result(self, value: pb.ObjectValue) -> None:
         # A replayed task's result may come again; only the first one counts.
-        if self._inflight.pop(ids.producer_task(value.object_id), None) is not None:
-            self.objects.put(value)
+        task = self._inflight.pop(ids.producer_task(value.object_id), None)
+        if task is None:
+            return
+        if value.error.kind == pb.REPLAY_DIVERGED and self.host is not None:
+            self.host.diverged(task.spec.sender, value.error)
+        self.objects.put(value)
 
     def _on_batch(self, peer: str, batch: node_pb2.PeerBatch) -> None:
         if self._before_first_view is not None:

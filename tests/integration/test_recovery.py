@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import time
 
+import pytest
 from waiting import eventually
 
 import actorrt
@@ -151,6 +153,47 @@ def test_a_replay_iterates_sets_of_strings_in_the_order_the_failed_process_did(c
         assert sorted(before) == sorted(words * 5)
         actorrt.kill_node(1)
         assert actorrt.get(tags.state.remote(), timeout=60) == before
+
+
+@actorrt.remote
+class Total:
+    def __init__(self):
+        self.values = []
+
+    def add(self, x):
+        self.values.append(x)
+        return len(self.values)
+
+    def state(self):
+        return self.values
+
+
+@actorrt.remote
+class Forwarder:
+    """Forwards a random draw per call; only a careful one reads it through the application log."""
+
+    def __init__(self, total, careful):
+        self.total, self.careful = total, careful
+
+    async def send(self):
+        draw = actorrt.record(random.random) if self.careful else random.random()
+        return await self.total.add.remote(draw)
+
+
+def test_a_replay_that_contradicts_what_a_survivor_saw_stops_the_actor_with_a_clear_error(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=1):
+        total = Total.options(node=0).remote()
+        careless = Forwarder.options(node=1).remote(total, False)
+        careful = Forwarder.options(node=1).remote(total, True)
+        for _ in range(5):
+            actorrt.get([careless.send.remote(), careful.send.remote()], timeout=60)
+        seen = actorrt.get(total.state.remote(), timeout=60)
+        actorrt.kill_node(1)
+        with pytest.raises(actorrt.ActorDiedError, match="diverged.*actorrt.record"):
+            actorrt.get(careless.send.remote(), timeout=60)
+        assert actorrt.get(careful.send.remote(), timeout=60) == 11  # its replay was faithful
+        after = actorrt.get(total.state.remote(), timeout=60)
+        assert after[:10] == seen  # the survivor kept what it saw: nothing doubled or rewritten
 
 
 @actorrt.remote

@@ -6,8 +6,8 @@ from actorrt.handles import ActorOptions
 
 PUBLIC = {
     "ActorClass", "ActorDiedError", "ActorHandle", "ActorMethodError", "ActorRTError", "ClusterError",
-    "GetTimeoutError", "NotInitializedError", "ObjectLostError", "ObjectRef", "RolledBackError", "SinkConflictError",
-    "TaskError",
+    "GetTimeoutError", "NotInitializedError", "ObjectLostError", "ObjectRef", "ReplayDivergedError", "RolledBackError",
+    "SinkConflictError", "TaskError",
     "UnknownActorError", "checkpoint", "commit_lineage", "get", "init", "is_initialized", "kill_node", "nodes",
     "record", "remote", "rollbacks", "shutdown", "stats",
 }

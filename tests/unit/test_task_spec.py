@@ -1,7 +1,10 @@
+import numpy as np
+
 from actorrt import ids
+from actorrt.fault_tolerance import reordered
 from actorrt.object_ref import ObjectRef
 from actorrt.serialization import deserialize
-from actorrt.task_spec import SenderContext, build_task, encode_args
+from actorrt.task_spec import SenderContext, build_task, call_digest, encode_args
 
 
 def test_counters_predecessor_and_dependencies():
@@ -39,3 +42,28 @@ def test_replayed_sender_recomputes_the_same_ids():
         return [build_task(ctx, b"recv", "f", [], [], "o").task_id for _ in range(3)]
 
     assert run() == run()
+
+
+def call(method, *args, owner="owner:1", **kwargs):
+    wire, refs = encode_args(args, kwargs)
+    return build_task(SenderContext(b"s"), b"r", method, wire, refs, owner)
+
+
+def test_a_call_digest_names_the_method_and_arguments_whatever_the_version():
+    first = call("f", 1.5, [1, 2], k="v")
+    assert call_digest(first) == call_digest(call("f", 1.5, [1, 2], k="v"))
+    assert call_digest(first) == call_digest(reordered(first, b"another task ran before it"))
+    assert len({call_digest(c) for c in [first, call("g", 1.5, [1, 2], k="v"), call("f", 1.25, [1, 2], k="v"),
+                                          call("f", 1.5, [1, 2], k="w"), call("f", 1.5, [1, 2], j="v")]}) == 5
+    # Arrays travel out of band: their bytes count.
+    assert call_digest(call("f", np.zeros(1000))) != call_digest(call("f", np.ones(1000)))
+
+
+def test_a_call_digest_ignores_where_the_owners_of_its_refs_live_now():
+    """A replayed sender passes the same refs, owned by processes that may have restarted since."""
+    object_id = ids.object_id(ids.task_id(b"x", b"y", 4))
+    before = call("f", ObjectRef(object_id, "10.0.0.1:5000"), [ObjectRef(object_id, "10.0.0.1:5000")])
+    after = call("f", ObjectRef(object_id, "10.0.0.1:6001"), [ObjectRef(object_id, "10.0.0.1:6001")])
+    assert call_digest(before) == call_digest(after)
+    other = ObjectRef(ids.object_id(ids.task_id(b"x", b"y", 5)), "10.0.0.1:5000")
+    assert call_digest(before) != call_digest(call("f", other, [ObjectRef(object_id, "10.0.0.1:5000")]))
