@@ -23,7 +23,6 @@ from grpc import aio
 
 from actorrt import session
 from actorrt.background import BackgroundTasks
-from actorrt.exceptions import ClusterError
 from actorrt.fault_tolerance import DEFAULT_STASH_LIMIT, MODES, FaultToleranceOptions
 from actorrt.processes import NODE_HASH_SEED, daemon_setup, spawn
 from actorrt.redis_shards import RedisShard
@@ -199,8 +198,8 @@ class Head:
                         i, shard.address, code)
             try:
                 self.shards[i] = await RedisShard.start(shard.directory, shard.password, shard.host, port=shard.port)
-            except ClusterError as exc:
-                log.error("store shard %d could not restart: %s; retrying", i, exc)
+            except Exception as exc:  # noqa: BLE001 - whatever it is, the shard must come back
+                log.exception("store shard %d could not restart: %s; retrying", i, exc)
                 await asyncio.sleep(1.0)
                 continue
             self.shard_restarts[i] += 1

@@ -90,8 +90,10 @@ class RedisShard:
         for _ in range(5):
             port = fixed_port or _free_port(host, with_bus=cluster)
             log_file = directory / "redis.log"
-            # The config comes on stdin so the password stays off the command line.
-            proc = await spawn([redis_server_binary(), "-"], stdin=asyncio.subprocess.PIPE)
+            # The config comes on stdin so the password stays off the command line. What the
+            # process prints before it reads its logfile setting goes to redis-start.log.
+            proc = await spawn([redis_server_binary(), "-"], stdin=asyncio.subprocess.PIPE,
+                               log_path=directory / "redis-start.log")
             config = (
                 f"bind {host}\nport {port}\nrequirepass {password}\ndir {directory}\n"
                 f"appendonly yes\nappendfsync always\nsave \"\"\nlogfile {log_file}\n"
@@ -99,13 +101,18 @@ class RedisShard:
             )
             if cluster:
                 config += f"cluster-enabled yes\ncluster-config-file nodes.conf\nmasterauth {password}\n"
-            proc.stdin.write(config.encode())
-            proc.stdin.close()
             shard = cls(host, port, password, directory, proc)
+            try:
+                proc.stdin.write(config.encode())
+                proc.stdin.close()
+            except (OSError, RuntimeError):  # it exited before reading its config
+                pass
             if await shard._wait_ready():
                 return shard
             await shard.stop()
-            last_error = log_file.read_text()[-500:] if log_file.exists() else "no log"
+            logs = [p for p in (log_file, directory / "redis-start.log") if p.exists()]
+            last_error = f"exit code {proc.returncode}; " + (
+                " | ".join(p.read_text(errors="replace")[-500:] for p in logs) or "no log")
         raise ClusterError(f"redis-server did not start in {directory}: {last_error}")
 
     async def _wait_ready(self, timeout: float = 10.0) -> bool:

@@ -60,7 +60,8 @@ def test_a_killed_store_shard_comes_back_with_every_acked_write(cluster_with):
             eventually(lambda: _shard(0).restarts == 1 and _shard(0).pid != pid, timeout=60, what="the shard's restart")
         except AssertionError as exc:  # say why: the head's and the shard's own logs
             session_dir = Path(runtime.current().head_process.session.session_dir)
-            logs = [session_dir / "logs" / "head.log", session_dir / "store-0" / "redis.log"]
+            logs = [session_dir / "logs" / "head.log", session_dir / "store-0" / "redis.log",
+                    session_dir / "store-0" / "redis-start.log"]
             raise AssertionError(f"{exc}\n" + "\n".join(p.read_text(errors="replace")[-3000:] for p in logs
                                                         if p.exists())) from None
 
