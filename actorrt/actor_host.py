@@ -73,6 +73,7 @@ class ActorInstance:
         self._kept_bytes: dict[bytes, int] = {}  # per sender, of ``results``
         self.calls: dict[bytes, OrderedDict[int, bytes]] = {}  # per sender: counter -> call_digest
         self.replay: set[bytes] = set()  # tasks queued as recorded (recovery), not as new arrivals
+        self.replaying = b""  # the recorded task running again now, if one is
         self.replayed = asyncio.Event()  # set once every recorded task ran again
         # Checkpoints: the last one's number, the per-sender counters it covers (``cut``), and how
         # far the store's copy of this actor's tasks has been collected.
@@ -110,8 +111,10 @@ class ActorInstance:
             if spec.task_id in self.replay:
                 self.replay.discard(spec.task_id)  # runs as recorded: its order is in the store
                 replay_done = not self.replay
+                self.replaying = spec.task_id
             else:
                 replay_done = False
+                self.replaying = b""
                 spec = await ft.on_assign(spec, self.last_executed, self.nondeterministic)  # AssignTask
             if spec.method == "__init__":
                 await ft.register_actor(self.worker.slot, self.actor_id)  # a restarted slot finds it
@@ -161,8 +164,13 @@ class ActorInstance:
                                                                      error=error))
             return
         value = self.results.get(spec.sender, {}).get(spec.task_counter)
-        if value is not None:
-            self.worker.send_result(spec.owner_address, value)
+        if value is None:  # an answer nonetheless: a replay that awaits it must not wait forever
+            msg = (f"{self.class_name}({ids.short(self.actor_id)}) ran task #{spec.task_counter} from "
+                   f"{ids.short(spec.sender)} but no longer keeps its result (it keeps the last "
+                   f"{RESULTS_KEPT_PER_SENDER} per sender, more while they fit in {RESULT_BYTES_KEPT_PER_SENDER} "
+                   f"bytes); checkpoint the sender more often (checkpoint_every=N) so its replays start later")
+            value = pb.ObjectValue(object_id=ids.object_id(spec.task_id), error=runtime_error(pb.OBJECT_LOST, msg))
+        self.worker.send_result(spec.owner_address, value)
 
     async def _execute(self, spec: pb.TaskSpec) -> pb.ObjectValue:
         object_id = ids.object_id(spec.task_id)
@@ -347,13 +355,18 @@ class ActorHost:
             actor.replayed.set()
         return actor
 
-    def diverged(self, actor_id: bytes, error: pb.RemoteError) -> None:
-        """A receiver saw ``actor_id``'s replay re-send a call other than the one it ran: the
-        actor's state is not the one its past produced, so it serves no more tasks."""
-        actor = self.actors.get(actor_id)
-        if actor is not None and actor.death is None:
-            actor.death = runtime_error(pb.ACTOR_DIED, f"actor {actor.class_name}({ids.short(actor_id)}) was "
-                                        f"stopped: {error.message}", actor_id)
+    def check_replay(self, spec: pb.TaskSpec, error: pb.RemoteError) -> None:
+        """``spec``, submitted by an actor here, failed with ``error``. If its receiver saw the
+        actor's replay re-send another call (REPLAY_DIVERGED), or a replayed task awaiting it
+        gets no value (OBJECT_LOST), the actor cannot reproduce its past: it serves no more tasks."""
+        actor = self.actors.get(spec.sender)
+        if actor is None or actor.death is not None:
+            return
+        if error.kind == pb.REPLAY_DIVERGED or (error.kind == pb.OBJECT_LOST and actor.replaying == spec.parent_id):
+            who = f"{actor.class_name}({ids.short(actor.actor_id)})"
+            msg = f"actor {who} was stopped, its replay failed: {error.message}"
+            log.error("%s", msg)
+            actor.death = runtime_error(pb.ACTOR_DIED, msg, actor.actor_id)
 
     def lost(self, actor_id: bytes, why: str) -> ActorInstance:
         """``actor_id`` cannot be rebuilt: its tasks fail with ActorDiedError saying ``why``."""

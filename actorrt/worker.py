@@ -297,8 +297,8 @@ class Worker:
         task = self._inflight.pop(ids.producer_task(value.object_id), None)
         if task is None:
             return
-        if value.error.kind == pb.REPLAY_DIVERGED and self.host is not None:
-            self.host.diverged(task.spec.sender, value.error)
+        if value.WhichOneof("kind") == "error" and self.host is not None:
+            self.host.check_replay(task.spec, value.error)
         self.objects.put(value)
 
     def _on_batch(self, peer: str, batch: node_pb2.PeerBatch) -> None:

@@ -197,6 +197,37 @@ def test_a_replay_that_contradicts_what_a_survivor_saw_stops_the_actor_with_a_cl
 
 
 @actorrt.remote
+class Bulky:
+    """Answers with 20 KB, so it keeps only the last 16 results per sender."""
+
+    def take(self):
+        return bytes(20_000)
+
+
+@actorrt.remote
+class Caller:
+    def __init__(self, bulky):
+        self.bulky, self.received = bulky, 0
+
+    async def call(self):
+        self.received += len(await self.bulky.take.remote())
+        return self.received
+
+
+def test_a_replay_awaiting_a_result_no_longer_kept_stops_with_a_clear_error_not_a_hang(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=1):
+        bulky = Bulky.options(node=0).remote()
+        callers = [Caller.options(node=1).remote(bulky), Caller.options(node=1, checkpoint_every=10).remote(bulky)]
+        for caller in callers:
+            assert actorrt.get([caller.call.remote() for _ in range(30)], timeout=60)[-1] == 30 * 20_000
+        actorrt.kill_node(1)
+        with pytest.raises(actorrt.ActorDiedError, match="no longer keeps its result.*checkpoint_every"):
+            actorrt.get(callers[0].call.remote(), timeout=60)
+        # Checkpointed after its 30th call, the other replays nothing it would have to await again.
+        assert actorrt.get(callers[1].call.remote(), timeout=60) == 31 * 20_000
+
+
+@actorrt.remote
 class Slow:
     async def compute(self, x):
         await asyncio.sleep(1.5)
