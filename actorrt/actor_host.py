@@ -120,7 +120,8 @@ class ActorInstance:
                 await ft.register_actor(self.worker.slot, self.actor_id)  # a restarted slot finds it
             self.last_executed = spec.task_id
             self.last_counter[spec.sender] = spec.task_counter
-            self._remember_call(spec)
+            if ft.flusher is not None:  # senders are replayed only where lineage is logged
+                self._remember_call(spec)
             value = await self._execute(spec)
             self.executed += 1
             self.since_checkpoint += 1
