@@ -332,10 +332,13 @@ class ActorHost:
         self.actors: dict[bytes, ActorInstance] = {}
         self._early: dict[bytes, list[pb.TaskSpec]] = {}  # tasks that beat their actor's creation
         self._held: list[pb.TaskSpec] | None = None  # arrivals while recovering
+        self._holds = 0  # recoveries under way (this slot's own, and slots it inherits)
 
     def hold(self) -> None:
-        """Recovering: keep arriving tasks until ``release`` (the replays must queue first)."""
-        self._held = []
+        """Recovering: keep arriving tasks until every ``hold`` is released (replays queue first)."""
+        self._holds += 1
+        if self._held is None:
+            self._held = []
 
     def recover(self, actor_id: bytes, order: list[pb.TaskSpec],
                 checkpoint: checkpoint_pb2.ActorCheckpoint | None = None) -> ActorInstance:
@@ -354,7 +357,13 @@ class ActorHost:
             actor.mailbox.put_nowait(spec)
         if not order:
             actor.replayed.set()
+        self._take_early(actor)
         return actor
+
+    def _take_early(self, actor: ActorInstance) -> None:
+        """Tasks that reached this process before its recovery held arrivals go after the replay."""
+        for early in self._early.pop(actor.actor_id, []):
+            actor.mailbox.put_nowait(early)
 
     def check_replay(self, spec: pb.TaskSpec, error: pb.RemoteError) -> None:
         """``spec``, submitted by an actor here, failed with ``error``. If its receiver saw the
@@ -374,9 +383,13 @@ class ActorHost:
         actor = self.actors[actor_id] = ActorInstance(self.worker, actor_id, pb.ActorCreation(class_name="?"))
         actor.death = runtime_error(pb.ACTOR_DIED, why, actor_id)
         actor.replayed.set()
+        self._take_early(actor)
         return actor
 
     def release(self) -> None:
+        self._holds -= 1
+        if self._holds:
+            return
         held, self._held = self._held or [], None
         for spec in held:
             self.assign(spec)

@@ -53,11 +53,13 @@ def _node_dict(n: head_pb2.NodeInfo) -> dict[str, Any]:
     return {
         "node": n.slot, "epoch": n.epoch, "state": head_pb2.NodeState.Name(n.state), "address": n.address,
         "pid": n.pid, "hostname": n.hostname, "managed": n.managed,
+        "heir": n.heir if n.HasField("heir") else None,  # the live slot that inherited a dead one's actors
     }
 
 
 def _fields_dict(message: Any) -> dict[str, Any]:
-    return {f.name: getattr(message, f.name) for f in message.DESCRIPTOR.fields}
+    return {f.name: list(getattr(message, f.name)) if f.is_repeated else getattr(message, f.name)
+            for f in message.DESCRIPTOR.fields}
 
 
 def _ft_dict(ft: head_pb2.FaultTolerance) -> dict[str, Any]:

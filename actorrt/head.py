@@ -23,7 +23,7 @@ from grpc import aio
 
 from actorrt import session
 from actorrt.background import BackgroundTasks
-from actorrt.fault_tolerance import DEFAULT_STASH_LIMIT, MODES, FaultToleranceOptions
+from actorrt.fault_tolerance import DEFAULT_STASH_LIMIT, LOGGING_MODES, MODES, FaultToleranceOptions
 from actorrt.processes import NODE_HASH_SEED, daemon_setup, spawn
 from actorrt.redis_shards import RedisShard
 from actorrt.rpc import head_pb2, node_pb2
@@ -161,6 +161,8 @@ class Head:
         s.info.state = head_pb2.DEAD
         rollback = self.fault_tolerance.mode == "checkpoint" and not never_started
         self.rollbacks += rollback
+        if not s.info.managed and self.fault_tolerance.mode in LOGGING_MODES:
+            self._choose_heir(s)
         self._publish()
         if rollback:
             self._roll_back_everyone(slot)
@@ -172,6 +174,20 @@ class Head:
                 if self._stopping or s.info.epoch != epoch:
                     return
             await self._launch(slot)
+
+    def _choose_heir(self, dead: Slot) -> None:
+        """A node the head cannot restart (added by hand) died: the live node hosting the fewest
+        actors inherits its actors, and those of the slots it had inherited, rebuilding them by
+        replay; tasks for them go there from now on."""
+        alive = [s for s in self.slots.values() if s.info.state == head_pb2.ALIVE]
+        if not alive:
+            log.error("node %d will not come back and no live node can inherit its actors", dead.info.slot)
+            return
+        heir = min(alive, key=lambda s: (len(s.stats.actors), s.info.slot)).info.slot
+        for s in self.slots.values():
+            if s is dead or (s.info.HasField("heir") and s.info.heir == dead.info.slot):
+                s.info.heir = heir
+        log.warning("node %d will not come back: node %d inherits its actors", dead.info.slot, heir)
 
     def _roll_back_everyone(self, failed: int) -> None:
         """The global-rollback baseline: every other node goes too, and each restarts from the last

@@ -54,6 +54,9 @@ class NodeProcess:
         self.servicer = NodeServicer(self.worker)
         self.head = HeadClient(head_address, token)
         self._background = BackgroundTasks("node")
+        self._inherited: set[int] = set()  # dead slots whose actors this process rebuilt (or is rebuilding)
+        self._recovering = asyncio.Lock()  # one recovery at a time
+        self._recoveries = 0  # started and not finished
 
     def get(self, refs, timeout=None):
         raise ActorRTError("actorrt.get() cannot block inside an actor; use `await ref` in an async method")
@@ -68,17 +71,17 @@ class NodeProcess:
         reply = await self.head.register(self.requested_slot, address, os.getpid(), socket.gethostname())
         self.servicer.slot, self.servicer.epoch = reply.slot, reply.epoch
         self.worker.slot = reply.slot
-        if reply.epoch > 1:
-            self.worker.host.hold()  # a restarted slot: its actors replay before anything new runs
+        # A restarted slot rebuilds its actors, and those of the dead slots the view says it inherits.
+        self._inherited = self._slots_inherited_in(reply.view)
+        if reply.epoch > 1:  # heartbeats and views go on during the recovery
+            self._start_recovery({reply.slot, *self._inherited}, reply.detection_ms, reply.restart_ms)
+        else:
+            self.worker.recovered.set()
         self.worker.apply_view(reply.view)
         # Tasks submitted outside any actor task come from the node itself.
         self.worker.process_context = SenderContext(ids.actor_id(f"node-{reply.slot}".encode(), reply.epoch))
         log.info("node %d (epoch %d) serving on %s", reply.slot, reply.epoch, address)
         try:
-            if reply.epoch > 1:  # heartbeats and views go on during the recovery
-                self._background.spawn(self._recover(reply.detection_ms, reply.restart_ms))
-            else:
-                self.worker.recovered.set()
             await self._follow_head()
         finally:
             self._background.cancel_all()
@@ -86,35 +89,52 @@ class NodeProcess:
             await self.worker.aclose()
             await server.stop(0.5)
 
-    async def _recover(self, detection_ms: float, restart_ms: float) -> None:
-        """Bring back the actors this slot hosted before; arrivals wait until they are queued."""
-        stats = node_pb2.RecoveryStats(detection_ms=detection_ms, restart_ms=restart_ms)
+    def _slots_inherited_in(self, view: head_pb2.ClusterView) -> set[int]:
+        """Dead slots that will not come back whose actors this slot rebuilds and serves."""
+        return {n.slot for n in view.nodes if n.HasField("heir") and n.heir == self.servicer.slot}
+
+    def _start_recovery(self, slots: set[int], detection_ms: float = 0.0, restart_ms: float = 0.0) -> None:
+        """Rebuild the actors ``slots`` hosted: this slot's after a restart, or those of a dead
+        slot this one inherits. Called before the view that makes senders re-send their tasks
+        here is applied: arrivals wait until the replays are queued, and fetches of objects the
+        lost processes owned wait for the replays."""
+        self.worker.host.hold()
+        self.worker.recovered.clear()
+        self._recoveries += 1
+        self._background.spawn(self._recover(slots, detection_ms, restart_ms))
+
+    async def _recover(self, slots: set[int], detection_ms: float, restart_ms: float) -> None:
+        stats = node_pb2.RecoveryStats(detection_ms=detection_ms, restart_ms=restart_ms, slots=sorted(slots))
         self.servicer.recoveries.append(stats)  # filled in as the recovery goes
         ft = self.worker.ft
         try:
-            try:
-                if ft.mode == "checkpoint":
-                    actors = await self._restore_global_checkpoint(stats)
-                elif ft.flusher is None:
-                    log.error("no lineage is logged (ft=%s): the actors of node %d are lost", ft.mode, self.worker.slot)
-                    actors = []
-                else:
-                    actors = await self._replay_lineage(stats)
-            finally:
-                self.worker.host.release()
-            replay_started = time.perf_counter()
-            await asyncio.gather(*(a.replayed.wait() for a in actors))
-            stats.replay_ms = (time.perf_counter() - replay_started) * 1e3
+            async with self._recovering:
+                try:
+                    if ft.mode == "checkpoint":
+                        actors = await self._restore_global_checkpoint(stats)
+                    elif ft.flusher is None:
+                        log.error("no lineage is logged (ft=%s): the actors of %s are lost", ft.mode, sorted(slots))
+                        actors = []
+                    else:
+                        actors = await self._replay_lineage(stats, slots)
+                finally:
+                    self.worker.host.release()
+                replay_started = time.perf_counter()
+                await asyncio.gather(*(a.replayed.wait() for a in actors))
+                stats.replay_ms = (time.perf_counter() - replay_started) * 1e3
         finally:
-            self.worker.recovered.set()  # fetches of objects its previous incarnation owned go on
+            self._recoveries -= 1
+            if not self._recoveries:
+                self.worker.recovered.set()
 
-    async def _replay_lineage(self, stats: node_pb2.RecoveryStats) -> list:
+    async def _replay_lineage(self, stats: node_pb2.RecoveryStats, slots: set[int]) -> list:
         """Paper §4.2.3: survivors flush their stashes, so the store holds every task they depend
         on; each actor then restores its newest checkpoint (or runs its constructor) and
         re-executes its recorded tasks after it. Senders re-send what they still wait for."""
         store, host = self.worker.ft.flusher.store, self.worker.host
         started = time.perf_counter()
-        actor_ids = await store.actors_on(self.worker.slot)
+        listed = [actor_id for slot in sorted(slots) for actor_id in await store.actors_on(slot)]
+        actor_ids = [a for a in dict.fromkeys(listed) if a not in host.actors]  # each once, and not twice
         await self._flush_survivors()
         flushed = time.perf_counter()
         plans = [await self._replay_plan(store, actor_id) for actor_id in actor_ids]
@@ -181,13 +201,19 @@ class NodeProcess:
                 # Gone too: its own recovery rebuilds what it held (up to f failures at once).
                 log.warning("survivor %s did not flush its stash: %s", address, exc.details())
 
-        await asyncio.gather(*(flush(a) for a in [*peers, *view.drivers]))
+        # This process's own stash too: it survived, if it inherits a dead slot's actors.
+        await asyncio.gather(self.worker.ft.flush_stash(), *(flush(a) for a in [*peers, *view.drivers]))
 
     async def _follow_head(self) -> None:
         why = await self.head.follow(self._apply_view, self._heartbeat, HEAD_LOSS_GRACE_S)
         log.error("%s; exiting", why)
 
     def _apply_view(self, view: head_pb2.ClusterView) -> None:
+        inherited = self._slots_inherited_in(view) - self._inherited
+        if inherited:  # dead slots that will not come back: this process rebuilds their actors
+            log.warning("node %d inherits the actors of dead node(s) %s", self.servicer.slot, sorted(inherited))
+            self._inherited |= inherited
+            self._start_recovery(inherited)
         self.worker.apply_view(view)
         me = self.worker.node(self.servicer.slot)
         if me is None or me.epoch != self.servicer.epoch or me.state != head_pb2.ALIVE:

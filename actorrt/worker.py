@@ -49,8 +49,8 @@ class _Inflight:
     """A submitted task whose result has not come back; resubmitted if its node is recovered."""
 
     spec: pb.TaskSpec
-    slot: int
-    epoch: int  # the node incarnation it was sent to (0: waiting for the slot to come back)
+    slot: int  # the slot its receiver was placed on (another one serves it if that one is gone)
+    address: str  # the node process it was sent to ("": waiting for the slot to come back)
     arg_refs: list[ObjectRef] = field(default_factory=list)  # keep borrowed values alive
 
 
@@ -110,9 +110,10 @@ class Worker:
 
     def apply_view(self, view: head_pb2.ClusterView) -> None:
         """Take a newer cluster view. Tasks sent to a node incarnation that died wait for the head
-        to restart its slot and go again to the new one (which replays its actors first); they
-        fail only if the slot will not come back, or with ``ft="checkpoint"``, where the whole
-        cluster has rolled back to its last global checkpoint."""
+        to restart its slot and go again to the new one (which replays its actors first), or to
+        the live slot that inherits the actors of a slot that will not come back; they fail only
+        if there is none, or with ``ft="checkpoint"``, where the whole cluster has rolled back to
+        its last global checkpoint."""
         if view.revision < self.view.revision:
             return
         if self.ft is None:
@@ -129,19 +130,19 @@ class Worker:
                     self.router.forget(info.address)
         rollback = self.ft.mode == "checkpoint"
         for tid, t in list(self._inflight.items()):
-            if self._incarnation_alive(t.slot, t.epoch):
+            info = self._serving(t.slot)
+            if info is not None and info.state == head_pb2.ALIVE and info.address == t.address:
                 continue
-            info = self._nodes.get(t.slot)
-            if rollback and t.epoch:  # it ran, or would have, on a process that is gone
+            if rollback and t.address:  # it ran, or would have, on a process that is gone
                 del self._inflight[tid]
                 self.objects.put(self._rolled_back(ids.object_id(tid), t.slot))
             elif info is not None and info.state == head_pb2.ALIVE:
                 self._resend(t)
             elif info is None or not info.managed:
                 del self._inflight[tid]
-                self.objects.put(self._died(ids.object_id(tid), t.slot, t.epoch))
+                self.objects.put(self._died(ids.object_id(tid), t.slot))
             else:
-                t.epoch = 0  # the head is restarting the slot
+                t.address = ""  # the head is restarting the slot
         for object_id in list(self._fetches):
             self._route_fetch(object_id)
         self._view_changed.set()
@@ -176,8 +177,20 @@ class Worker:
         info = self._nodes.get(slot)
         return info is not None and info.epoch == epoch and info.state == head_pb2.ALIVE
 
-    def _died(self, object_id: bytes, slot: int, epoch: int) -> pb.ObjectValue:
-        msg = f"node {slot} (incarnation {epoch}) died and will not be restarted; its actors are gone"
+    def _serving(self, slot: int) -> head_pb2.NodeInfo | None:
+        """The node serving ``slot``'s actors: the slot itself, or, for a slot that will not come
+        back, the live slot that inherited them (following inheritances of inheritances)."""
+        info = self._nodes.get(slot)
+        for _ in range(len(self._nodes)):  # bounded, whatever the view says
+            if info is None or not info.HasField("heir"):
+                break
+            info = self._nodes.get(info.heir)
+        return info
+
+    def _died(self, object_id: bytes, slot: int) -> pb.ObjectValue:
+        info = self._nodes.get(slot)
+        msg = (f"node {slot} (incarnation {info.epoch if info else 0}) died and will not be restarted, and no "
+               f"live node inherited its actors (ft={self.ft.mode}); they are gone")
         return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.ACTOR_DIED, msg))
 
     def _rolled_back(self, object_id: bytes, slot: int) -> pb.ObjectValue:
@@ -252,18 +265,18 @@ class Worker:
         object_id = ids.object_id(spec.task_id)
         if not spec.HasField("actor_creation"):
             self.objects.expect(object_id)
-        info = self._nodes.get(slot)
+        info = self._serving(slot)
         if info is None or (info.state != head_pb2.ALIVE and not info.managed):
-            self.objects.put(self._died(object_id, slot, info.epoch if info else 0))
+            self.objects.put(self._died(object_id, slot))
             return
-        task = self._inflight[spec.task_id] = _Inflight(spec, slot, 0, refs)
+        task = self._inflight[spec.task_id] = _Inflight(spec, slot, "", refs)
         if info.state == head_pb2.ALIVE:
             self._resend(task)
 
     def _resend(self, task: _Inflight) -> None:
-        """(Re)send ``task`` to the live incarnation of its slot, with its uncommitted lineage."""
-        info = self._nodes[task.slot]
-        task.epoch = info.epoch
+        """(Re)send ``task`` to the node serving its slot now, with its uncommitted lineage."""
+        info = self._serving(task.slot)
+        task.address = info.address
         lineage = self.ft.on_submit(task.spec, info.address)  # SubmitTask
         if info.address == self.address:
             self._assign(task.spec)  # same process, same stash: no lineage to send
@@ -335,14 +348,14 @@ class Worker:
             self._route_fetch(object_id)
 
     def _current_owner(self, owner: str) -> str | None:
-        """Where the object a ref names with owner ``owner`` is now: that process, the live
-        incarnation of its node slot (which rebuilt it), "" while the slot restarts, or None if it
-        is gone for good (a driver, or a slot that will not come back)."""
+        """Where the object a ref names with owner ``owner`` is now: that process, the node now
+        serving its slot (which rebuilt it), "" while the slot restarts, or None if it is gone for
+        good (a driver, or a slot that will not come back and that no node inherited)."""
         slot = self._incarnations.get(owner)
         if slot is None:  # a driver, or a process this one has not seen in a view yet
             gone = owner in self._drivers_seen and owner not in self.view.drivers
             return None if gone else owner
-        info = self._nodes.get(slot)
+        info = self._serving(slot)
         if info is not None and info.state == head_pb2.ALIVE:
             return info.address
         return "" if info is not None and info.managed else None

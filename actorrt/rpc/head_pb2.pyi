@@ -20,7 +20,7 @@ ALIVE: NodeState
 DEAD: NodeState
 
 class NodeInfo(_message.Message):
-    __slots__ = ("slot", "epoch", "state", "address", "pid", "hostname", "managed")
+    __slots__ = ("slot", "epoch", "state", "address", "pid", "hostname", "managed", "heir")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -28,6 +28,7 @@ class NodeInfo(_message.Message):
     PID_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     MANAGED_FIELD_NUMBER: _ClassVar[int]
+    HEIR_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     state: NodeState
@@ -35,7 +36,8 @@ class NodeInfo(_message.Message):
     pid: int
     hostname: str
     managed: bool
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[NodeState, str]] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., hostname: _Optional[str] = ..., managed: _Optional[bool] = ...) -> None: ...
+    heir: int
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[NodeState, str]] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., hostname: _Optional[str] = ..., managed: _Optional[bool] = ..., heir: _Optional[int] = ...) -> None: ...
 
 class StoreShard(_message.Message):
     __slots__ = ("address", "pid", "restarts")

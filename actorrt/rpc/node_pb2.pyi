@@ -88,7 +88,7 @@ class NodeStatsReply(_message.Message):
     def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., actors: _Optional[_Iterable[_Union[ActorStats, _Mapping]]] = ..., pending_results: _Optional[int] = ..., objects: _Optional[int] = ..., messages_sent: _Optional[int] = ..., batches_sent: _Optional[int] = ..., lineage: _Optional[_Union[LineageStats, _Mapping]] = ..., recoveries: _Optional[_Iterable[_Union[RecoveryStats, _Mapping]]] = ...) -> None: ...
 
 class RecoveryStats(_message.Message):
-    __slots__ = ("actors", "tasks_replayed", "flush_ms", "fetch_ms", "replay_ms", "detection_ms", "restart_ms", "from_checkpoint")
+    __slots__ = ("actors", "tasks_replayed", "flush_ms", "fetch_ms", "replay_ms", "detection_ms", "restart_ms", "from_checkpoint", "slots")
     ACTORS_FIELD_NUMBER: _ClassVar[int]
     TASKS_REPLAYED_FIELD_NUMBER: _ClassVar[int]
     FLUSH_MS_FIELD_NUMBER: _ClassVar[int]
@@ -97,6 +97,7 @@ class RecoveryStats(_message.Message):
     DETECTION_MS_FIELD_NUMBER: _ClassVar[int]
     RESTART_MS_FIELD_NUMBER: _ClassVar[int]
     FROM_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
     actors: int
     tasks_replayed: int
     flush_ms: float
@@ -105,7 +106,8 @@ class RecoveryStats(_message.Message):
     detection_ms: float
     restart_ms: float
     from_checkpoint: int
-    def __init__(self, actors: _Optional[int] = ..., tasks_replayed: _Optional[int] = ..., flush_ms: _Optional[float] = ..., fetch_ms: _Optional[float] = ..., replay_ms: _Optional[float] = ..., detection_ms: _Optional[float] = ..., restart_ms: _Optional[float] = ..., from_checkpoint: _Optional[int] = ...) -> None: ...
+    slots: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, actors: _Optional[int] = ..., tasks_replayed: _Optional[int] = ..., flush_ms: _Optional[float] = ..., fetch_ms: _Optional[float] = ..., replay_ms: _Optional[float] = ..., detection_ms: _Optional[float] = ..., restart_ms: _Optional[float] = ..., from_checkpoint: _Optional[int] = ..., slots: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class LineageStats(_message.Message):
     __slots__ = ("stash_size", "flushed", "committed", "evicted", "forwarded_mean", "forwarded_median", "store_latency_ms_p50", "store_latency_ms_mean")
