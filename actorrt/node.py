@@ -108,6 +108,8 @@ class NodeProcess:
         self.servicer.recoveries.append(stats)  # filled in as the recovery goes
         ft = self.worker.ft
         try:
+            # Planning is one recovery at a time (each sees the actors the previous one queued);
+            # replays are not: one may await an actor another is rebuilding.
             async with self._recovering:
                 try:
                     if ft.mode == "checkpoint":
@@ -119,9 +121,9 @@ class NodeProcess:
                         actors = await self._replay_lineage(stats, slots)
                 finally:
                     self.worker.host.release()
-                replay_started = time.perf_counter()
-                await asyncio.gather(*(a.replayed.wait() for a in actors))
-                stats.replay_ms = (time.perf_counter() - replay_started) * 1e3
+            replay_started = time.perf_counter()
+            await asyncio.gather(*(a.replayed.wait() for a in actors))
+            stats.replay_ms = (time.perf_counter() - replay_started) * 1e3
         finally:
             self._recoveries -= 1
             if not self._recoveries:
@@ -201,7 +203,8 @@ class NodeProcess:
                 # Gone too: its own recovery rebuilds what it held (up to f failures at once).
                 log.warning("survivor %s did not flush its stash: %s", address, exc.details())
 
-        # This process's own stash too: it survived, if it inherits a dead slot's actors.
+        # This process's own stash too: it survived, if it inherits a dead slot's actors (the
+        # flusher retries until the store answers: a replay cannot go on without it).
         await asyncio.gather(self.worker.ft.flush_stash(), *(flush(a) for a in [*peers, *view.drivers]))
 
     async def _follow_head(self) -> None:

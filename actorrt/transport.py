@@ -171,6 +171,7 @@ FETCH = node_pb2.PeerMessage.FETCH_FIELD_NUMBER
 OBJECT = node_pb2.PeerMessage.OBJECT_FIELD_NUMBER
 LINEAGE = node_pb2.PeerMessage.LINEAGE_FIELD_NUMBER
 _BATCH_ENTRY_TAG = bytes([node_pb2.PeerBatch.MESSAGES_FIELD_NUMBER << 3 | 2])
+_VIEW_REVISION_TAG = bytes([node_pb2.PeerBatch.VIEW_REVISION_FIELD_NUMBER << 3 | 0])
 
 
 def _varint(n: int) -> bytes:
@@ -217,10 +218,12 @@ class PeerLink:
     out together as one ``PeerBatch``, so a burst of small tasks costs one write.
     """
 
-    def __init__(self, address: str, write: Callable[[bytes], Awaitable[None]], counters: SendCounters) -> None:
+    def __init__(self, address: str, write: Callable[[bytes], Awaitable[None]], counters: SendCounters,
+                 view_revision: Callable[[], int]) -> None:
         self.address = address
         self.counters = counters
         self._write = write
+        self._view_revision = view_revision
         self._queue: list[bytes] = []  # frames
         self._wake = asyncio.Event()
 
@@ -235,6 +238,8 @@ class PeerLink:
             batch, self._queue = self._queue, []
             self.counters.messages += len(batch)
             self.counters.batches += 1
+            # Stamped when written: never older than the view the messages were queued under.
+            batch.append(_VIEW_REVISION_TAG + _varint(self._view_revision()))
             await self._write(b"".join(batch))
 
 
@@ -245,8 +250,10 @@ class Router:
     ``on_peer_lost(peer_address)`` runs and the next ``send`` opens a new one.
     """
 
-    def __init__(self, own_address: str, token: str, on_batch: OnBatch, on_peer_lost: OnPeerLost):
+    def __init__(self, own_address: str, token: str, on_batch: OnBatch, on_peer_lost: OnPeerLost,
+                 view_revision: Callable[[], int]):
         self.own_address = own_address
+        self._view_revision = view_revision
         self._token = token
         self._on_batch = on_batch
         self._on_peer_lost = on_peer_lost
@@ -270,7 +277,7 @@ class Router:
             "/actorrt.Node/Connect", request_serializer=_as_bytes, response_deserializer=node_pb2.PeerBatch.FromString
         )
         call = connect(metadata=metadata(self._token, x_actorrt_peer=self.own_address))
-        link = PeerLink(address, call.write, self.sent)
+        link = PeerLink(address, call.write, self.sent, self._view_revision)
         self._links[address] = link
         self._background.spawn(self._pump(link, call, self._read_client(address, call)))
         return link
@@ -287,7 +294,7 @@ class Router:
             raise InvalidRequestError(f"Connect needs the {PEER_METADATA} metadata")
         link = None
         if address not in self._links:
-            link = self._links[address] = PeerLink(address, context.write, self.sent)
+            link = self._links[address] = PeerLink(address, context.write, self.sent, self._view_revision)
 
         async def read() -> None:
             async for batch in requests:

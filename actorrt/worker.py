@@ -77,9 +77,11 @@ class Worker:
         # once its actors have replayed (a replay submits again the tasks whose results it owned).
         self.recovered = asyncio.Event()
         self._borrowed: dict[bytes, int] = {}  # fetched object id -> tasks using it
-        # Peers learn a new node's address from the view that registers it, so their first messages
-        # can beat the node's own registration reply: they wait here for its first view.
-        self._before_first_view: list[tuple[str, node_pb2.PeerBatch]] | None = []
+        # Batches written by peers under a newer view than this process has: they wait for it. A
+        # new node's first messages can beat its registration reply (peers learn its address from
+        # the view that registers it), and a node that inherits a dead one's actors must hold their
+        # tasks, and know it rebuilds their objects, before it handles any sent its way.
+        self._ahead_of_view: list[tuple[str, node_pb2.PeerBatch]] = []
         self._loop_thread: int | None = None
         # Submissions built (in callers' threads, under the sender's lock) and handled (on the loop):
         # two counters with one writer each, so their difference needs no lock.
@@ -91,7 +93,7 @@ class Worker:
         """Start routing as ``address`` (this process's gRPC server)."""
         self.address = address
         self._loop_thread = threading.get_ident()
-        self.router = Router(address, self.token, self._on_batch, self._on_peer_lost)
+        self.router = Router(address, self.token, self._on_batch, self._on_peer_lost, lambda: self.view.revision)
 
     def spawn(self, coro: Any) -> asyncio.Task:
         """Run ``coro`` in the background of this process (logged if it fails)."""
@@ -147,8 +149,8 @@ class Worker:
             self._route_fetch(object_id)
         self._view_changed.set()
         self._view_changed = asyncio.Event()
-        early, self._before_first_view = self._before_first_view, None
-        for peer, batch in early or ():
+        waiting, self._ahead_of_view = self._ahead_of_view, []
+        for peer, batch in waiting:  # in arrival order: those still ahead wait again, in order
             self._on_batch(peer, batch)
 
     def _start_lineage_logging(self, view: head_pb2.ClusterView) -> None:
@@ -315,8 +317,8 @@ class Worker:
         self.objects.put(value)
 
     def _on_batch(self, peer: str, batch: node_pb2.PeerBatch) -> None:
-        if self._before_first_view is not None:
-            self._before_first_view.append((peer, batch))
+        if self._ahead_of_view or self.ft is None or batch.view_revision > self.view.revision:
+            self._ahead_of_view.append((peer, batch))
             return
         for message in batch.messages:
             kind = message.WhichOneof("kind")

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from actorrt.rpc import common_pb2 as actorrt_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x61\x63torrt/node.proto\x12\x07\x61\x63torrt\x1a\x14\x61\x63torrt/common.proto\"0\n\x11\x46lushStashRequest\x12\x0c\n\x04slot\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"\"\n\x0f\x46lushStashReply\x12\x0f\n\x07written\x18\x01 \x01(\r\"3\n\tPeerBatch\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.actorrt.PeerMessage\"\xd9\x01\n\x0bPeerMessage\x12#\n\x06submit\x18\x01 \x01(\x0b\x32\x11.actorrt.TaskSpecH\x00\x12&\n\x06result\x18\x02 \x01(\x0b\x32\x14.actorrt.ObjectValueH\x00\x12\'\n\x05\x66\x65tch\x18\x03 \x01(\x0b\x32\x16.actorrt.ObjectRequestH\x00\x12&\n\x06object\x18\x04 \x01(\x0b\x32\x14.actorrt.ObjectValueH\x00\x12$\n\x07lineage\x18\x05 \x01(\x0b\x32\x11.actorrt.TaskSpecH\x00\x42\x06\n\x04kind\"\"\n\rObjectRequest\x12\x11\n\tobject_id\x18\x01 \x01(\x0c\"\x12\n\x10NodeStatsRequest\"b\n\nActorStats\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\x0c\x12\x12\n\nclass_name\x18\x02 \x01(\t\x12\x0e\n\x06queued\x18\x03 \x01(\r\x12\x10\n\x08\x65xecuted\x18\x04 \x01(\x04\x12\x0c\n\x04\x64\x65\x61\x64\x18\x05 \x01(\x08\"\xfd\x01\n\x0eNodeStatsReply\x12\x0c\n\x04slot\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12#\n\x06\x61\x63tors\x18\x03 \x03(\x0b\x32\x13.actorrt.ActorStats\x12\x17\n\x0fpending_results\x18\x04 \x01(\r\x12\x0f\n\x07objects\x18\x05 \x01(\r\x12\x15\n\rmessages_sent\x18\x06 \x01(\x04\x12\x14\n\x0c\x62\x61tches_sent\x18\x07 \x01(\x04\x12&\n\x07lineage\x18\x08 \x01(\x0b\x32\x15.actorrt.LineageStats\x12*\n\nrecoveries\x18\t \x03(\x0b\x32\x16.actorrt.RecoveryStats\"\xc0\x01\n\rRecoveryStats\x12\x0e\n\x06\x61\x63tors\x18\x01 \x01(\r\x12\x16\n\x0etasks_replayed\x18\x02 \x01(\r\x12\x10\n\x08\x66lush_ms\x18\x03 \x01(\x01\x12\x10\n\x08\x66\x65tch_ms\x18\x04 \x01(\x01\x12\x11\n\treplay_ms\x18\x05 \x01(\x01\x12\x14\n\x0c\x64\x65tection_ms\x18\x06 \x01(\x01\x12\x12\n\nrestart_ms\x18\x07 \x01(\x01\x12\x17\n\x0f\x66rom_checkpoint\x18\x08 \x01(\r\x12\r\n\x05slots\x18\t \x03(\x05\"\xc6\x01\n\x0cLineageStats\x12\x12\n\nstash_size\x18\x01 \x01(\r\x12\x0f\n\x07\x66lushed\x18\x02 \x01(\x04\x12\x11\n\tcommitted\x18\x03 \x01(\x04\x12\x0f\n\x07\x65victed\x18\x04 \x01(\x04\x12\x16\n\x0e\x66orwarded_mean\x18\x05 \x01(\x01\x12\x18\n\x10\x66orwarded_median\x18\x06 \x01(\x01\x12\x1c\n\x14store_latency_ms_p50\x18\x07 \x01(\x01\x12\x1d\n\x15store_latency_ms_mean\x18\x08 \x01(\x01\x32\xbe\x01\n\x04Node\x12\x35\n\x07\x43onnect\x12\x12.actorrt.PeerBatch\x1a\x12.actorrt.PeerBatch(\x01\x30\x01\x12;\n\x05Stats\x12\x19.actorrt.NodeStatsRequest\x1a\x17.actorrt.NodeStatsReply\x12\x42\n\nFlushStash\x12\x1a.actorrt.FlushStashRequest\x1a\x18.actorrt.FlushStashReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x61\x63torrt/node.proto\x12\x07\x61\x63torrt\x1a\x14\x61\x63torrt/common.proto\"0\n\x11\x46lushStashRequest\x12\x0c\n\x04slot\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\"\"\n\x0f\x46lushStashReply\x12\x0f\n\x07written\x18\x01 \x01(\r\"J\n\tPeerBatch\x12&\n\x08messages\x18\x01 \x03(\x0b\x32\x14.actorrt.PeerMessage\x12\x15\n\rview_revision\x18\x02 \x01(\x04\"\xd9\x01\n\x0bPeerMessage\x12#\n\x06submit\x18\x01 \x01(\x0b\x32\x11.actorrt.TaskSpecH\x00\x12&\n\x06result\x18\x02 \x01(\x0b\x32\x14.actorrt.ObjectValueH\x00\x12\'\n\x05\x66\x65tch\x18\x03 \x01(\x0b\x32\x16.actorrt.ObjectRequestH\x00\x12&\n\x06object\x18\x04 \x01(\x0b\x32\x14.actorrt.ObjectValueH\x00\x12$\n\x07lineage\x18\x05 \x01(\x0b\x32\x11.actorrt.TaskSpecH\x00\x42\x06\n\x04kind\"\"\n\rObjectRequest\x12\x11\n\tobject_id\x18\x01 \x01(\x0c\"\x12\n\x10NodeStatsRequest\"b\n\nActorStats\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\x0c\x12\x12\n\nclass_name\x18\x02 \x01(\t\x12\x0e\n\x06queued\x18\x03 \x01(\r\x12\x10\n\x08\x65xecuted\x18\x04 \x01(\x04\x12\x0c\n\x04\x64\x65\x61\x64\x18\x05 \x01(\x08\"\xfd\x01\n\x0eNodeStatsReply\x12\x0c\n\x04slot\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12#\n\x06\x61\x63tors\x18\x03 \x03(\x0b\x32\x13.actorrt.ActorStats\x12\x17\n\x0fpending_results\x18\x04 \x01(\r\x12\x0f\n\x07objects\x18\x05 \x01(\r\x12\x15\n\rmessages_sent\x18\x06 \x01(\x04\x12\x14\n\x0c\x62\x61tches_sent\x18\x07 \x01(\x04\x12&\n\x07lineage\x18\x08 \x01(\x0b\x32\x15.actorrt.LineageStats\x12*\n\nrecoveries\x18\t \x03(\x0b\x32\x16.actorrt.RecoveryStats\"\xc0\x01\n\rRecoveryStats\x12\x0e\n\x06\x61\x63tors\x18\x01 \x01(\r\x12\x16\n\x0etasks_replayed\x18\x02 \x01(\r\x12\x10\n\x08\x66lush_ms\x18\x03 \x01(\x01\x12\x10\n\x08\x66\x65tch_ms\x18\x04 \x01(\x01\x12\x11\n\treplay_ms\x18\x05 \x01(\x01\x12\x14\n\x0c\x64\x65tection_ms\x18\x06 \x01(\x01\x12\x12\n\nrestart_ms\x18\x07 \x01(\x01\x12\x17\n\x0f\x66rom_checkpoint\x18\x08 \x01(\r\x12\r\n\x05slots\x18\t \x03(\x05\"\xc6\x01\n\x0cLineageStats\x12\x12\n\nstash_size\x18\x01 \x01(\r\x12\x0f\n\x07\x66lushed\x18\x02 \x01(\x04\x12\x11\n\tcommitted\x18\x03 \x01(\x04\x12\x0f\n\x07\x65victed\x18\x04 \x01(\x04\x12\x16\n\x0e\x66orwarded_mean\x18\x05 \x01(\x01\x12\x18\n\x10\x66orwarded_median\x18\x06 \x01(\x01\x12\x1c\n\x14store_latency_ms_p50\x18\x07 \x01(\x01\x12\x1d\n\x15store_latency_ms_mean\x18\x08 \x01(\x01\x32\xbe\x01\n\x04Node\x12\x35\n\x07\x43onnect\x12\x12.actorrt.PeerBatch\x1a\x12.actorrt.PeerBatch(\x01\x30\x01\x12;\n\x05Stats\x12\x19.actorrt.NodeStatsRequest\x1a\x17.actorrt.NodeStatsReply\x12\x42\n\nFlushStash\x12\x1a.actorrt.FlushStashRequest\x1a\x18.actorrt.FlushStashReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,21 +37,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_FLUSHSTASHREPLY']._serialized_start=103
   _globals['_FLUSHSTASHREPLY']._serialized_end=137
   _globals['_PEERBATCH']._serialized_start=139
-  _globals['_PEERBATCH']._serialized_end=190
-  _globals['_PEERMESSAGE']._serialized_start=193
-  _globals['_PEERMESSAGE']._serialized_end=410
-  _globals['_OBJECTREQUEST']._serialized_start=412
-  _globals['_OBJECTREQUEST']._serialized_end=446
-  _globals['_NODESTATSREQUEST']._serialized_start=448
-  _globals['_NODESTATSREQUEST']._serialized_end=466
-  _globals['_ACTORSTATS']._serialized_start=468
-  _globals['_ACTORSTATS']._serialized_end=566
-  _globals['_NODESTATSREPLY']._serialized_start=569
-  _globals['_NODESTATSREPLY']._serialized_end=822
-  _globals['_RECOVERYSTATS']._serialized_start=825
-  _globals['_RECOVERYSTATS']._serialized_end=1017
-  _globals['_LINEAGESTATS']._serialized_start=1020
-  _globals['_LINEAGESTATS']._serialized_end=1218
-  _globals['_NODE']._serialized_start=1221
-  _globals['_NODE']._serialized_end=1411
+  _globals['_PEERBATCH']._serialized_end=213
+  _globals['_PEERMESSAGE']._serialized_start=216
+  _globals['_PEERMESSAGE']._serialized_end=433
+  _globals['_OBJECTREQUEST']._serialized_start=435
+  _globals['_OBJECTREQUEST']._serialized_end=469
+  _globals['_NODESTATSREQUEST']._serialized_start=471
+  _globals['_NODESTATSREQUEST']._serialized_end=489
+  _globals['_ACTORSTATS']._serialized_start=491
+  _globals['_ACTORSTATS']._serialized_end=589
+  _globals['_NODESTATSREPLY']._serialized_start=592
+  _globals['_NODESTATSREPLY']._serialized_end=845
+  _globals['_RECOVERYSTATS']._serialized_start=848
+  _globals['_RECOVERYSTATS']._serialized_end=1040
+  _globals['_LINEAGESTATS']._serialized_start=1043
+  _globals['_LINEAGESTATS']._serialized_end=1241
+  _globals['_NODE']._serialized_start=1244
+  _globals['_NODE']._serialized_end=1434
 # @@protoc_insertion_point(module_scope)

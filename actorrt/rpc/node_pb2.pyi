@@ -22,10 +22,12 @@ class FlushStashReply(_message.Message):
     def __init__(self, written: _Optional[int] = ...) -> None: ...
 
 class PeerBatch(_message.Message):
-    __slots__ = ("messages",)
+    __slots__ = ("messages", "view_revision")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    VIEW_REVISION_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[PeerMessage]
-    def __init__(self, messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ...) -> None: ...
+    view_revision: int
+    def __init__(self, messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ..., view_revision: _Optional[int] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
     __slots__ = ("submit", "result", "fetch", "object", "lineage")
