@@ -157,8 +157,8 @@ class ActorInstance:
             msg = (f"the replay of {ids.short(spec.sender)} diverged: its task #{spec.task_counter} to "
                    f"{self.class_name}({ids.short(self.actor_id)}) came again as {spec.method}() with other "
                    f"arguments than the call that ran. It depends on something its lineage does not record: "
-                   f"read clocks, random draws and outside data through actorrt.record(), or declare it "
-                   f"nondeterministic=True (or more than max_forwards processes failed at once)")
+                   f"read clocks, random draws and outside data through actorrt.record() (or more than "
+                   f"max_forwards processes failed at once)")
             log.error("%s", msg)
             error = runtime_error(pb.REPLAY_DIVERGED, msg, self.actor_id)
             self.worker.send_result(spec.owner_address, pb.ObjectValue(object_id=ids.object_id(spec.task_id),
@@ -170,7 +170,7 @@ class ActorInstance:
                    f"{ids.short(spec.sender)} but no longer keeps its result (it keeps the last "
                    f"{RESULTS_KEPT_PER_SENDER} per sender, more while they fit in {RESULT_BYTES_KEPT_PER_SENDER} "
                    f"bytes); checkpoint the sender more often (checkpoint_every=N) so its replays start later")
-            value = pb.ObjectValue(object_id=ids.object_id(spec.task_id), error=runtime_error(pb.OBJECT_LOST, msg))
+            value = pb.ObjectValue(object_id=ids.object_id(spec.task_id), error=runtime_error(pb.RESULT_NOT_KEPT, msg))
         self.worker.send_result(spec.owner_address, value)
 
     async def _execute(self, spec: pb.TaskSpec) -> pb.ObjectValue:
@@ -365,14 +365,24 @@ class ActorHost:
         for early in self._early.pop(actor.actor_id, []):
             actor.mailbox.put_nowait(early)
 
-    def check_replay(self, spec: pb.TaskSpec, error: pb.RemoteError) -> None:
-        """``spec``, submitted by an actor here, failed with ``error``. If its receiver saw the
-        actor's replay re-send another call (REPLAY_DIVERGED), or a replayed task awaiting it
-        gets no value (OBJECT_LOST), the actor cannot reproduce its past: it serves no more tasks."""
+    def replay_diverged(self, spec: pb.TaskSpec, error: pb.RemoteError) -> None:
+        """The receiver of ``spec`` saw its sender's replay re-send a call other than the one it
+        ran: the sender's state is not the one its past produced."""
         actor = self.actors.get(spec.sender)
-        if actor is None or actor.death is not None:
-            return
-        if error.kind == pb.REPLAY_DIVERGED or (error.kind == pb.OBJECT_LOST and actor.replaying == spec.parent_id):
+        if actor is not None:
+            self._stop_replay(actor, error)
+
+    def replay_lost_result(self, sender: SenderContext, error: pb.RemoteError) -> None:
+        """A task of ``sender`` awaited a result its receiver no longer keeps: if it is a replayed
+        task, it cannot do what it did before the failure."""
+        actor = self.actors.get(sender.sender_id)
+        if actor is not None and actor.replaying and actor.replaying == sender.current_task:
+            self._stop_replay(actor, error)
+
+    @staticmethod
+    def _stop_replay(actor: ActorInstance, error: pb.RemoteError) -> None:
+        """``actor`` cannot reproduce its past: it serves no more tasks, and says why."""
+        if actor.death is None:
             who = f"{actor.class_name}({ids.short(actor.actor_id)})"
             msg = f"actor {who} was stopped, its replay failed: {error.message}"
             log.error("%s", msg)

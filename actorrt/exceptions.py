@@ -55,8 +55,8 @@ class ReplayDivergedError(ActorRTError):
     """A replayed actor re-sent a task whose method or arguments differ from the task its receiver
     ran before the failure: the replay is not reproducing the past. The actor depends on something
     its lineage does not record (a clock, a random draw, an outside read not made through
-    ``actorrt.record``, while not declared ``nondeterministic=True``), or more than ``max_forwards``
-    processes failed at once. The receiver keeps what it saw; the replayed actor is declared dead."""
+    ``actorrt.record``), or more than ``max_forwards`` processes failed at once. The receiver keeps
+    what it saw; the replayed actor is stopped (its calls raise ``ActorDiedError`` saying why)."""
 
 
 class UnknownActorError(ActorRTError):

@@ -274,6 +274,10 @@ class Head:
         s.info.state = head_pb2.ALIVE
         s.info.address, s.info.pid, s.info.hostname = request.address, request.pid, request.hostname
         s.last_heartbeat = asyncio.get_running_loop().time()
+        if self.fault_tolerance.mode in LOGGING_MODES:  # dead slots that found no heir when they died
+            for orphan in self.slots.values():
+                if orphan.info.state == head_pb2.DEAD and not orphan.info.managed and not orphan.info.HasField("heir"):
+                    self._choose_heir(orphan)
         self._publish()
         restart_ms = (s.last_heartbeat - s.failed_at) * 1e3 if s.info.epoch > 1 else 0.0
         return head_pb2.RegisterNodeReply(slot=slot, epoch=s.info.epoch, view=self.view(),

@@ -236,7 +236,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
     args = parser.parse_args(argv)
     if os.environ.get("PYTHONHASHSEED") != NODE_HASH_SEED:  # started by other means: again, with the seed
-        command = [sys.executable, "-m", "actorrt.node", *(sys.argv[1:] if argv is None else argv)]
+        # The same interpreter flags (``-X``, ``-W``, a coverage wrapper's) and arguments.
+        args_again = sys.orig_argv[1:] if argv is None else ["-m", "actorrt.node", *argv]
+        command = [sys.executable, *args_again]
         os.execve(sys.executable, command, dict(os.environ, PYTHONHASHSEED=NODE_HASH_SEED))
     token = daemon_setup("actorrt.node")
 

@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Generator
 from typing import Any
 
 from actorrt import ids, runtime
 from actorrt.rpc import common_pb2 as pb
-
-
-class _PickledRefs(threading.local):
-    """How many refs this thread has pickled: serialization marks the values that hold one."""
-
-    refs = 0
-
-
-pickled = _PickledRefs()
 
 
 class ObjectRef:
@@ -43,7 +33,6 @@ class ObjectRef:
 
     def __reduce__(self) -> tuple:
         self._owned = False  # someone else may ask for the value later
-        pickled.refs += 1
         return (ObjectRef, (self.object_id, self.owner_address))
 
     def __await__(self) -> Generator[Any, None, Any]:

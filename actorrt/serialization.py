@@ -24,7 +24,6 @@ from actorrt.exceptions import (
     TaskError,
     UnknownActorError,
 )
-from actorrt.object_ref import pickled
 from actorrt.rpc import common_pb2 as pb
 
 # Arrays smaller than this are cheaper to keep inside the pickle stream.
@@ -38,7 +37,7 @@ _PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})
 
 def serialize(value: Any) -> pb.SerializedObject:
     if type(value) in _PLAIN:
-        return pb.SerializedObject(data=pickle.dumps(value, protocol=5))
+        return pb.SerializedObject(data=pickle.dumps(value, protocol=5), plain=True)
     buffers: list[pickle.PickleBuffer] = []
 
     def keep_large(buf: pickle.PickleBuffer) -> bool:
@@ -47,10 +46,8 @@ def serialize(value: Any) -> pb.SerializedObject:
         buffers.append(buf)
         return False
 
-    refs_before = pickled.refs
     data = cloudpickle.dumps(value, protocol=5, buffer_callback=keep_large)
-    return pb.SerializedObject(data=data, buffers=[bytes(b.raw()) for b in buffers],
-                               holds_refs=pickled.refs != refs_before)
+    return pb.SerializedObject(data=data, buffers=[bytes(b.raw()) for b in buffers])
 
 
 def deserialize(obj: pb.SerializedObject) -> Any:
@@ -81,6 +78,7 @@ _KIND_TO_EXCEPTION: dict[int, type[ActorRTError]] = {
     pb.OBJECT_LOST: ObjectLostError,
     pb.ROLLED_BACK: RolledBackError,
     pb.REPLAY_DIVERGED: ReplayDivergedError,
+    pb.RESULT_NOT_KEPT: ObjectLostError,
 }
 
 

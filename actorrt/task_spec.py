@@ -44,11 +44,15 @@ class SenderContext:
 
 
 def call_digest(spec: pb.TaskSpec) -> bytes:
-    """What a task asks of its receiver (method and arguments), whatever its version.
+    """What a task asks of its receiver, whatever its version: the method, the keywords, the
+    refs passed and the plain arguments (numbers, strings, bytes: a clock reading or a random
+    draw). A replayed sender re-sends the same call under the same counter, so a different digest
+    means its replay diverged from the past.
 
-    A replayed sender re-sends the same call under the same counter, so a different digest means
-    its replay diverged from the past. The pickle stream of a value holding refs is left out (a
-    ref names its owner's address, which a restart changes); its out-of-band buffers still count.
+    Other values are left out: the same value can pickle to other bytes in another process (a ref
+    names its owner's address, which a restart changes; cloudpickle tags a class made at run time
+    with a random ID; Arrow leaves the slots of nulls undefined), and a false alarm would stop an
+    actor whose replay is faithful.
     """
     h = hashlib.blake2b(spec.method.encode(), digest_size=8)
 
@@ -60,10 +64,8 @@ def call_digest(spec: pb.TaskSpec) -> bytes:
         part(arg.keyword.encode())
         if arg.HasField("ref"):
             part(arg.ref.object_id)
-            continue
-        part(b"" if arg.value.holds_refs else arg.value.data)
-        for buffer in arg.value.buffers:
-            part(buffer)
+        else:
+            part(arg.value.data if arg.value.plain else b"")
     return h.digest()
 
 

@@ -312,8 +312,8 @@ class Worker:
         task = self._inflight.pop(ids.producer_task(value.object_id), None)
         if task is None:
             return
-        if value.WhichOneof("kind") == "error" and self.host is not None:
-            self.host.check_replay(task.spec, value.error)
+        if value.error.kind == pb.REPLAY_DIVERGED and self.host is not None:
+            self.host.replay_diverged(task.spec, value.error)
         self.objects.put(value)
 
     def _on_batch(self, peer: str, batch: node_pb2.PeerBatch) -> None:
@@ -451,6 +451,8 @@ class Worker:
         try:
             value = await self.resolve(ref.to_proto())
             if value.WhichOneof("kind") == "error":
+                if value.error.kind == pb.RESULT_NOT_KEPT and self.host is not None:
+                    self.host.replay_lost_result(self._sender(), value.error)
                 raise exception_from_error(value.error)
             return deserialize(value.value)
         finally:

@@ -17,6 +17,7 @@ class ErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OBJECT_LOST: _ClassVar[ErrorKind]
     ROLLED_BACK: _ClassVar[ErrorKind]
     REPLAY_DIVERGED: _ClassVar[ErrorKind]
+    RESULT_NOT_KEPT: _ClassVar[ErrorKind]
 ERROR_KIND_UNSPECIFIED: ErrorKind
 TASK_ERROR: ErrorKind
 ACTOR_DIED: ErrorKind
@@ -25,16 +26,17 @@ NO_SUCH_METHOD: ErrorKind
 OBJECT_LOST: ErrorKind
 ROLLED_BACK: ErrorKind
 REPLAY_DIVERGED: ErrorKind
+RESULT_NOT_KEPT: ErrorKind
 
 class SerializedObject(_message.Message):
-    __slots__ = ("data", "buffers", "holds_refs")
+    __slots__ = ("data", "buffers", "plain")
     DATA_FIELD_NUMBER: _ClassVar[int]
     BUFFERS_FIELD_NUMBER: _ClassVar[int]
-    HOLDS_REFS_FIELD_NUMBER: _ClassVar[int]
+    PLAIN_FIELD_NUMBER: _ClassVar[int]
     data: bytes
     buffers: _containers.RepeatedScalarFieldContainer[bytes]
-    holds_refs: bool
-    def __init__(self, data: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ..., holds_refs: _Optional[bool] = ...) -> None: ...
+    plain: bool
+    def __init__(self, data: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ..., plain: _Optional[bool] = ...) -> None: ...
 
 class RemoteError(_message.Message):
     __slots__ = ("kind", "type_name", "message", "traceback", "actor_id")

@@ -223,7 +223,7 @@ def test_a_replay_awaiting_a_result_no_longer_kept_stops_with_a_clear_error_not_
         actorrt.kill_node(1)
         with pytest.raises(actorrt.ActorDiedError, match="no longer keeps its result.*checkpoint_every"):
             actorrt.get(callers[0].call.remote(), timeout=60)
-        # Checkpointed after its 30th call, the other replays nothing it would have to await again.
+        # Checkpointed every 10 tasks, the other replays at most its last few calls, whose results Bulky keeps.
         assert actorrt.get(callers[1].call.remote(), timeout=60) == 31 * 20_000
 
 

@@ -49,21 +49,21 @@ def call(method, *args, owner="owner:1", **kwargs):
     return build_task(SenderContext(b"s"), b"r", method, wire, refs, owner)
 
 
-def test_a_call_digest_names_the_method_and_arguments_whatever_the_version():
-    first = call("f", 1.5, [1, 2], k="v")
-    assert call_digest(first) == call_digest(call("f", 1.5, [1, 2], k="v"))
+def test_a_call_digest_names_the_method_and_plain_arguments_whatever_the_version():
+    first = call("f", 1.5, "s", k=b"v")
+    assert call_digest(first) == call_digest(call("f", 1.5, "s", k=b"v"))
     assert call_digest(first) == call_digest(reordered(first, b"another task ran before it"))
-    assert len({call_digest(c) for c in [first, call("g", 1.5, [1, 2], k="v"), call("f", 1.25, [1, 2], k="v"),
-                                          call("f", 1.5, [1, 2], k="w"), call("f", 1.5, [1, 2], j="v")]}) == 5
-    # Arrays travel out of band: their bytes count.
-    assert call_digest(call("f", np.zeros(1000))) != call_digest(call("f", np.ones(1000)))
+    variants = [first, call("g", 1.5, "s", k=b"v"), call("f", 1.25, "s", k=b"v"), call("f", 1.5, "t", k=b"v"),
+                call("f", 1.5, "s", k=b"w"), call("f", 1.5, "s", j=b"v")]
+    assert len({call_digest(c) for c in variants}) == len(variants)
 
 
-def test_a_call_digest_ignores_where_the_owners_of_its_refs_live_now():
-    """A replayed sender passes the same refs, owned by processes that may have restarted since."""
+def test_a_call_digest_leaves_out_values_whose_bytes_another_process_may_pickle_differently():
+    """A ref inside a value names its owner's address, which a restart changes; other values may
+    hold a class made at run time or undefined bytes. Comparing them could stop a faithful replay."""
     object_id = ids.object_id(ids.task_id(b"x", b"y", 4))
-    before = call("f", ObjectRef(object_id, "10.0.0.1:5000"), [ObjectRef(object_id, "10.0.0.1:5000")])
-    after = call("f", ObjectRef(object_id, "10.0.0.1:6001"), [ObjectRef(object_id, "10.0.0.1:6001")])
+    before = call("f", ObjectRef(object_id, "10.0.0.1:5000"), [ObjectRef(object_id, "10.0.0.1:5000")], np.zeros(9))
+    after = call("f", ObjectRef(object_id, "10.0.0.1:6001"), [ObjectRef(object_id, "10.0.0.1:6001")], np.ones(9))
     assert call_digest(before) == call_digest(after)
-    other = ObjectRef(ids.object_id(ids.task_id(b"x", b"y", 5)), "10.0.0.1:5000")
-    assert call_digest(before) != call_digest(call("f", other, [ObjectRef(object_id, "10.0.0.1:5000")]))
+    other = ObjectRef(ids.object_id(ids.task_id(b"x", b"y", 5)), "10.0.0.1:5000")  # another ref passed
+    assert call_digest(before) != call_digest(call("f", other, [], np.zeros(9)))
