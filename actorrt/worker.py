@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from actorrt import ids
+from actorrt import application_log, ids
 from actorrt.background import BackgroundTasks
 from actorrt.exceptions import ActorRTError, ClusterError, GetTimeoutError
 from actorrt.fault_tolerance import LOGGING_MODES, FaultTolerance, FaultToleranceOptions
@@ -239,24 +239,28 @@ class Worker:
         ctx = self._sender()
         with ctx.lock:
             actor_id = ctx.next_actor_id()
-            info = self._place(node, ctx.actors_created)
-            creation.slot = info.slot
+            slot = self._place(node, ctx.actors_created)
+            creation.slot = slot
             spec = build_task(ctx, actor_id, "__init__", wire_args, refs, self.address, creation)
             self._built += 1
-            self._call_soon(self._send_task, spec, info.slot, refs)
-        return actor_id, info.slot
+            self._call_soon(self._send_task, spec, slot, refs)
+        return actor_id, slot
 
-    def _place(self, node: int | None, counter: int) -> head_pb2.NodeInfo:
+    def _place(self, node: int | None, counter: int) -> int:
+        """The slot for a new actor: ``node``, or the next live one. Inside an actor task the
+        choice is logged in the task's application log, so a replay places the actor where the
+        lost run did, whichever nodes are alive then (its tasks follow the slot to whoever serves
+        it). A slot restarting, or inherited by a live node, is served; a dead one alone is not."""
         alive = self.alive_nodes()
         if node is None:
             if not alive:
                 raise ClusterError("no live node to place the actor on")
-            return alive[counter % len(alive)]
-        info = self._nodes.get(node)
-        if info is None or info.state != head_pb2.ALIVE:
+            return application_log.record(lambda: alive[counter % len(alive)].slot, self.ft.on_record)
+        served = self._serving(node)
+        if served is None or (served.state != head_pb2.ALIVE and not served.managed):
             known = ", ".join(str(n.slot) for n in alive) or "none"
             raise ClusterError(f"node {node} is not a live node (live nodes: {known})")
-        return info
+        return node
 
     # ---- routing (loop thread) ----------------------------------------------------------------
 
