@@ -76,15 +76,20 @@ class Stash:
         if entry is None and self._gone.get(spec.task_id, -1) >= spec.version:
             return False
         stored = self._store(entry, spec)
-        if source is not None:
-            self.mark_sent(spec.task_id, source)
+        if source is not None:  # it holds the version it sent, which may be older than ours
+            self._holds(spec.task_id, source, spec.version)
         return stored
 
     def mark_sent(self, task_id: bytes, destination: str) -> None:
         """``destination`` holds ``task_id`` at its stashed version (it was sent there as a task)."""
         entry = self._entries.get(task_id)
         if entry is not None:
-            entry.sent_to[destination] = max(entry.sent_to.get(destination, -1), entry.spec.version)
+            self._holds(task_id, destination, entry.spec.version)
+
+    def _holds(self, task_id: bytes, process: str, version: int) -> None:
+        entry = self._entries.get(task_id)
+        if entry is not None:
+            entry.sent_to[process] = max(entry.sent_to.get(process, -1), version)
 
     def _store(self, entry: _Entry | None, spec: pb.TaskSpec) -> bool:
         if entry is not None:

@@ -135,6 +135,14 @@ class Cluster:
         ]
         self.store: dict[bytes, pb.TaskSpec] = {}
         self.pending: list[tuple[Process, pb.TaskSpec]] = []  # flushes not yet applied
+        # Every version ever made, and the version of each dependency it was made against: a
+        # version made later elsewhere (a receiver's new order) is not what older edges mean.
+        self.versions: dict[tuple[bytes, int], pb.TaskSpec] = {}
+        self.made_against: dict[tuple[bytes, int], dict[bytes, int]] = {}
+
+    def made(self, task: pb.TaskSpec, against: dict[bytes, int]) -> None:
+        self.versions[task.task_id, task.version] = task
+        self.made_against[task.task_id, task.version] = against
 
     def flush(self, proc: Process, task: pb.TaskSpec) -> None:
         self.pending.append((proc, task))
@@ -150,6 +158,13 @@ class Cluster:
         if arg_of is not None:  # a reference argument: its producer becomes a dependency
             task.argument_ids.append(ids.object_id(arg_of))
             task.dependencies.append(arg_of)
+        parent, predecessor = task.dependencies[0], task.dependencies[1]
+        against = {predecessor: 0}  # the sender's order: the task as it was submitted
+        if arg_of is not None:
+            against[arg_of] = src.seen[arg_of].version
+        if parent:
+            against[parent] = src.mine[parent].version  # the version src executed
+        self.made(task, against)
         src.mine[task.task_id] = task
         src.seen[task.task_id] = task
         src.owned.append(task.task_id)
@@ -168,6 +183,9 @@ class Cluster:
             task.dependencies.insert(1, proc.last_executed)
             task.predecessor_id = proc.last_executed
             task.version += 1
+            against = dict(self.made_against[task.task_id, task.version - 1])
+            against[proc.last_executed] = proc.mine[proc.last_executed].version
+            self.made(task, against)
             self.stash_add(proc, task)  # the sender only has the old version
         # The result goes back to its owner with the executed version and its lineage.
         owner = next(p for p in self.procs if p.name == task.owner_address)
@@ -189,22 +207,28 @@ class Cluster:
     def check_invariant(self) -> None:
         """Every uncommitted ancestor of a task a process submitted or executed is in its stash.
 
-        Ancestors as the process knows them (else as the store has them): a nondeterministic
-        receiver's newer version (a new predecessor) is the receiver's to keep and forward, not
-        its senders'.
+        Ancestors as the process knows them, else at the version its descendant was made against:
+        a nondeterministic receiver's newer version (a new predecessor), made after the edge, is
+        the receiver's to keep and forward, not its senders' nor theirs.
         """
         for proc in self.procs:
             for task in proc.mine.values():
-                todo, visited = [d for d in proc.seen[task.task_id].dependencies if d], set()
+                todo, visited = [proc.seen[task.task_id]], set()
                 while todo:
-                    dep = todo.pop()
-                    if dep in visited:
-                        continue
-                    visited.add(dep)
-                    if dep not in proc.stash:
-                        assert dep in self.store, f"{proc.name}: uncommitted ancestor {dep.hex()[:8]} not stashed"
-                    known = proc.seen.get(dep) or self.store[dep]
-                    todo.extend(d for d in known.dependencies if d)
+                    spec = todo.pop()
+                    against = self.made_against[spec.task_id, spec.version]
+                    for dep in (d for d in spec.dependencies if d):
+                        version = against[dep]
+                        if (dep, version) in visited:
+                            continue
+                        visited.add((dep, version))
+                        if dep not in proc.stash:
+                            held = self.store.get(dep)
+                            assert held is not None and held.version >= version, (
+                                f"{proc.name}: uncommitted ancestor {dep.hex()[:8]} v{version} not stashed")
+                        known = proc.seen.get(dep)
+                        todo.append(known if known is not None and known.version >= version else
+                                    self.versions[dep, version])
 
 
 @settings(max_examples=300, deadline=None)
@@ -249,6 +273,16 @@ def test_lineage_never_goes_back_to_where_it_came_from():
     assert [x.task_id for x in b.lineage_for(t2, "C")] == [b"t1"]
     b.mark_sent(b"t2", "A")  # t2 itself was sent to A as a task
     assert b.lineage_for(spec("t3", ["t2"]), "A") == []
+
+
+def test_a_peer_that_forwarded_an_older_version_still_gets_the_newer_one_and_its_lineage():
+    """Found by the property test: a peer forwarding back the version it had (v0) was taken to
+    hold ours (v1, a new predecessor), so v1 and the order it records never reached it."""
+    s = Stash()
+    s.add(spec("t1"))
+    s.add(spec("t4", ["", "t1"], version=1))  # run after t1: our new version
+    s.add(spec("t4", version=0), source="p0")  # p0 forwards the version it had
+    assert {x.task_id: x.version for x in s.lineage_for(spec("t7", ["t4"]), "p0")} == {b"t4": 1, b"t1": 0}
 
 
 def test_a_committed_and_evicted_task_is_not_stashed_again():
