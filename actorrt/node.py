@@ -55,7 +55,7 @@ class NodeProcess:
         self.head = HeadClient(head_address, token)
         self._background = BackgroundTasks("node")
         self._inherited: set[int] = set()  # dead slots whose actors this process rebuilt (or is rebuilding)
-        self._recovering = asyncio.Lock()  # one recovery at a time
+        self._recovering = asyncio.Lock()  # recoveries plan one at a time (their replays overlap)
         self._recoveries = 0  # started and not finished
 
     def get(self, refs, timeout=None):
