@@ -14,6 +14,7 @@ from actorrt.api import (
     shutdown,
     stats,
 )
+from actorrt.core.object_ref import ObjectRef
 from actorrt.exceptions import (
     ActorDiedError,
     ActorMethodError,
@@ -29,7 +30,6 @@ from actorrt.exceptions import (
     UnknownActorError,
 )
 from actorrt.handles import ActorClass, ActorHandle
-from actorrt.object_ref import ObjectRef
 
 __version__ = "0.1.0"
 

@@ -1,4 +1,8 @@
-"""The public API: thin functions over the per-process runtime."""
+"""The public API: thin functions over the per-process runtime.
+
+Each function checks its arguments, gets the runtime of this process (``actorrt.core.context``)
+and makes one call into it.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +13,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from actorrt import application_log, runtime, session
-from actorrt.cluster import start_head
-from actorrt.driver import ClusterOptions, Driver
+from actorrt.cluster import session
+from actorrt.cluster.driver import Driver
+from actorrt.cluster.head_options import HeadOptions
+from actorrt.cluster.launch import start_head
+from actorrt.core import context
+from actorrt.core.object_ref import ObjectRef
 from actorrt.exceptions import ActorRTError
-from actorrt.fault_tolerance import DEFAULT_STASH_LIMIT, FaultToleranceOptions
 from actorrt.handles import ActorClass, ActorHandle
-from actorrt.object_ref import ObjectRef
-from actorrt.worker import current_sender
+from actorrt.lineage.options import DEFAULT_STASH_LIMIT, FaultToleranceOptions
 
 T = TypeVar("T")
 _lock = threading.Lock()
@@ -64,17 +69,18 @@ def init(
         ``{"address": head address, "nodes": [...]}``.
     """
     with _lock:
-        if runtime.is_initialized():
+        if context.is_initialized():
             raise ActorRTError("actorrt is already initialized; call actorrt.shutdown() first")
         if address is None:
-            opts = ClusterOptions(num_nodes, store_shards, host)
+            if not isinstance(num_nodes, int) or num_nodes < 1:
+                raise ValueError(f"num_nodes must be an int >= 1, not {num_nodes!r}")
             ft_options = FaultToleranceOptions(ft, store_delay_ms, max_forwards, stash_limit,
                                                str(Path(checkpoint_dir).absolute()) if checkpoint_dir else "")
-            session_dir = Path(tempfile.mkdtemp(prefix="actorrt-"))
-            head = start_head(session_dir, num_nodes=opts.num_nodes, store_shards=opts.store_shards, host=opts.host,
-                              fault_tolerance=ft_options, store_url=store_url)
+            options = HeadOptions(host=host, nodes=num_nodes, store_shards=store_shards, fault_tolerance=ft_options,
+                                  store_url=store_url or "")
+            head = start_head(Path(tempfile.mkdtemp(prefix="actorrt-")), options)
             driver = Driver(head.session.head_address, head.session.token, host, head)
-            wait_for = opts.num_nodes
+            wait_for = num_nodes
         else:
             driver = Driver(address, session.token_for(address, token), host, None)
             head, wait_for = None, 1
@@ -85,80 +91,130 @@ def init(
                 head.process.kill()
                 head.wait_stopped()
             raise
-        runtime.set_current(driver)
+        context.set_current(driver)
         return {"address": driver.head_address, "nodes": driver.nodes()}
 
 
 def shutdown() -> None:
     """Stop what ``init()`` started (an embedded cluster) and disconnect. Safe to call twice."""
     with _lock:
-        if not runtime.is_initialized():
+        if not context.is_initialized():
             return
         driver = _driver()
-        runtime.set_current(None)
+        context.set_current(None)
         driver.shutdown()
 
 
 def is_initialized() -> bool:
-    return runtime.is_initialized()
+    """Whether ``init()`` ran in this process (and ``shutdown()`` did not since)."""
+    return context.is_initialized()
 
 
 def remote(cls: type[T]) -> ActorClass[T]:
-    """Make a class a remote actor class: ``Cls.remote(...)`` creates an actor, returns its handle."""
+    """Make a class a remote actor class: ``Cls.remote(...)`` creates an actor, returns its handle.
+
+    Raises:
+        TypeError: ``cls`` is not a class.
+    """
     return ActorClass(cls)
 
 
 def get(refs: ObjectRef | Sequence[ObjectRef], *, timeout: float | None = None) -> Any:
-    """The value(s) of ``refs``, waiting up to ``timeout`` seconds (``GetTimeoutError`` after).
+    """The value of a ref, or the values of a list of refs, waiting for them.
 
-    A method's exception is raised as ``TaskError``; a lost actor as ``ActorDiedError``.
+    Args:
+        refs: one ``ObjectRef``, or a sequence of them.
+        timeout: seconds to wait at most (None: as long as it takes).
+
+    Returns:
+        The value, or a list of the values in the order of ``refs``.
+
+    Raises:
+        TaskError: the method raised (its remote type, message and traceback are attached).
+        ActorDiedError: the actor is lost beyond recovery, or its constructor raised.
+        GetTimeoutError: the values were not all there within ``timeout`` (also a ``TimeoutError``).
+        ActorRTError: called inside an actor task, where ``await ref`` is the way.
+        ValueError: ``timeout`` is negative. TypeError: something other than refs was given.
     """
     if timeout is not None and timeout < 0:
-        raise ValueError("timeout must be >= 0")
-    return runtime.current().get(refs, timeout)
+        raise ValueError(f"timeout must be >= 0 or None, not {timeout!r}")
+    return context.current().get(refs, timeout)
 
 
 def checkpoint(handles: Sequence[ActorHandle], *, timeout: float | None = None) -> dict[str, Any]:
-    """Checkpoint ``handles`` together; returns the manifest of this global checkpoint.
+    """Checkpoint ``handles`` together: a global checkpoint.
 
     A barrier task goes to each actor behind every task this driver submitted to it before the
     call: the actor saves its state when the barrier reaches the head of its mailbox, between two
     tasks, while its node's other actors keep running. Each file is written atomically, and the
-    manifest (``{"id", "actors": {actor id: {"seq", "path"}}}``) is written atomically last, into
-    ``<checkpoint_dir>/global/``. Recovery restores an actor's newest checkpoint and replays its
-    lineage after it, and the lineage a checkpoint covers is collected from the store; replay
-    needs no alignment between actors, since every order they depended on is in the lineage.
+    manifest is written atomically last, into ``<checkpoint_dir>/global/``. Recovery restores an
+    actor's newest checkpoint and replays its lineage after it, and the lineage a checkpoint covers
+    is collected from the store; replay needs no alignment between actors, since every order they
+    depended on is in the lineage.
+
+    Args:
+        handles: the actors to checkpoint.
+        timeout: seconds to wait for every actor's checkpoint (None: as long as it takes).
+
+    Returns:
+        The manifest: ``{"id", "time", "actors": {actor id: {"seq", "path"}}}``.
+
+    Raises:
+        TypeError: an element of ``handles`` is not an actor handle.
+        GetTimeoutError: some actor had not checkpointed within ``timeout``.
+        ActorDiedError: some actor is lost beyond recovery.
+        ActorRTError: called inside an actor.
     """
-    return _driver().checkpoint(handles, timeout)
+    targets = []
+    for h in handles:
+        if not isinstance(h, ActorHandle):
+            raise TypeError(f"checkpoint() takes actor handles, got {type(h).__name__}")
+        targets.append((h.actor_id, h.slot))
+    return _driver().checkpoint(targets, timeout)
 
 
 async def commit_lineage() -> int:
     """Inside an actor task, before it acts on the outside world (writes a file, a table, calls a
-    service): write the task's uncommitted lineage to the store and wait for the acks (paper §4.3).
+    service): write the task's uncommitted lineage to the store and wait for the acks (end-to-end
+    exactly-once).
 
     From then on a replay after any failure reproduces this task at this point of its actor's
     order, with the same arguments, so it emits the same output: made idempotent, the write is
-    exactly-once. Returns the number of specs written (0 when nothing was uncommitted, with
-    ``ft="write_first"``, and with ``ft="none"``, which logs nothing and guarantees nothing).
+    exactly-once.
+
+    Returns:
+        The number of specs written: 0 when nothing was uncommitted, with ``ft="write_first"``
+        (everything is committed before it runs), and with modes that log nothing (which
+        guarantee nothing of the kind).
+
+    Raises:
+        ActorRTError: called outside an actor task.
     """
-    worker = runtime.current().worker
-    ctx = current_sender.get(None)
-    if ctx is None or not ctx.current_task or worker.ft is None:
+    worker = context.current().worker
+    sender = context.current_sender.get(None)
+    if sender is None or not sender.current_task or worker.ft is None:
         raise ActorRTError("commit_lineage() is for actor tasks: call it as `await actorrt.commit_lineage()` in an "
                            "actor method")
-    return await worker.ft.commit_lineage(ctx.current_task)
+    return await worker.ft.commit_lineage(sender.current_task)
 
 
 def record(fn: Callable[[], T]) -> T:
-    """Call ``fn()`` for a nondeterministic value (``time.time``, a random draw, a read from an
-    outside service) inside an actor task, and log it in the task's lineage, so that a replay of
-    the task after a failure gets the same value back instead of calling ``fn`` again.
+    """A nondeterministic value, logged so that a replay of the task gets the same value back.
 
-    Outside actor tasks it just returns ``fn()``.
+    Call it inside an actor task for whatever the lineage does not determine: ``time.time``, a
+    random draw, a read from an outside service. The value is logged in the running task's
+    application log (a new version of its spec); a replay of the task after a failure gets the
+    logged values back, in order, instead of calling ``fn`` again.
+
+    Args:
+        fn: a function of no arguments; its return value must be picklable.
+
+    Returns:
+        ``fn()`` on the first run, the logged value on a replay. Outside actor tasks, ``fn()``.
     """
-    rt = runtime.current() if runtime.is_initialized() else None
+    rt = context.current() if context.is_initialized() else None
     ft = rt.worker.ft if rt is not None else None
-    return application_log.record(fn, ft.on_record if ft is not None else lambda spec: None)
+    return context.record(fn, ft.on_record if ft is not None else lambda spec: None)
 
 
 def rollbacks() -> int:
@@ -166,7 +222,7 @@ def rollbacks() -> int:
     compares it before and after a step: a change means every actor went back to the last global
     checkpoint, and the loop must resume from there (tasks in flight then raise RolledBackError,
     but tasks submitted after it run on the restored state)."""
-    return _driver().worker.view.rollbacks
+    return _driver().rollbacks()
 
 
 def kill_node(node: int) -> int:
@@ -185,7 +241,7 @@ def stats() -> dict[str, Any]:
 
 
 def _driver() -> Driver:
-    rt = runtime.current()
+    rt = context.current()
     if not isinstance(rt, Driver):
         raise ActorRTError("this call is only available in a driver, not inside an actor")
     return rt

@@ -8,9 +8,11 @@ from typing import Any, Generic, TypeVar
 
 import cloudpickle
 
-from actorrt import ids, runtime
+from actorrt.core import context
+from actorrt.core.object_ref import ObjectRef
+from actorrt.core.task_spec import ONCE_METHOD
 from actorrt.exceptions import ActorMethodError
-from actorrt.object_ref import ObjectRef
+from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
 
 T = TypeVar("T")
@@ -79,7 +81,7 @@ class ActorClass(Generic[T]):
             nondeterministic=self._options.nondeterministic,
             checkpoint_every=self._options.checkpoint_every or 0,
         )
-        worker = runtime.current().worker
+        worker = context.current().worker
         actor_id, slot = worker.create_actor(creation, args, kwargs, self._options.node)
         return ActorHandle(actor_id, self._cls.__qualname__, tuple(self._methods), slot)
 
@@ -123,7 +125,22 @@ class ActorMethod:
 
     def remote(self, *args: Any, **kwargs: Any) -> ObjectRef:
         """Submit the call; returns at once with a ref to the result."""
-        return runtime.current().worker.submit_task(self._handle, self._name, args, kwargs)
+        return context.current().worker.submit_task(self._handle.actor_id, self._handle.slot, self._name, args,
+                                                    kwargs)
+
+    def remote_once(self, source: str, batch: int, seq: int, *args: Any, **kwargs: Any) -> ObjectRef:
+        """Submit the call, to be applied at most once per mark ``(batch, seq)`` of ``source``.
+
+        For sources that may send the same input again, from any driver (a streaming query
+        restarted from its checkpoint): the actor skips a call whose mark is not above the last
+        one it applied from ``source`` (marks of a source only grow, and a mark counts once its
+        call succeeded). The bridge's ``stream`` marks micro-batches this way.
+
+        Returns:
+            A ref to the result: the method's, or None for a call skipped as applied before.
+        """
+        return context.current().worker.submit_task(self._handle.actor_id, self._handle.slot, ONCE_METHOD,
+                                                    (source, batch, seq, self._name, *args), kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"call actor methods with .{self._name}.remote(...)")

@@ -13,7 +13,7 @@ import asyncio
 from pathlib import Path
 
 from actorrt.api import commit_lineage
-from actorrt.files import write_once
+from actorrt.util.files import write_once
 
 
 class FileSink:

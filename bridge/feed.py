@@ -19,7 +19,6 @@ import pyarrow.compute as pc
 
 import actorrt
 from actorrt import ActorHandle, ObjectRef
-from actorrt.checkpoints import ONCE_METHOD
 from bridge.errors import BridgeError
 from bridge.spark import check_session, column_types
 
@@ -66,8 +65,8 @@ def feed_marked(df, handles: Sequence[ActorHandle], method: str, batch_rows: int
         if mark is None:
             in_flight.append(getattr(handles[target], method).remote(batch))
         else:
-            args = (mark[0], mark[1], summary.per_actor[target]["batches"], method, batch)
-            in_flight.append(actorrt.runtime.current().worker.submit_task(handles[target], ONCE_METHOD, args, {}))
+            seq = summary.per_actor[target]["batches"]
+            in_flight.append(getattr(handles[target], method).remote_once(mark[0], mark[1], seq, batch))
         summary.batches += 1
         summary.rows += batch.num_rows
         summary.per_actor[target]["batches"] += 1

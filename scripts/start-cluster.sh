@@ -13,7 +13,7 @@
 #   ACTORRT_TOKEN       the cluster token (for HEAD_ADDRESS on another machine: it is in the
 #                       head's session file)
 #   ACTORRT_SESSION_DIR session directory [~/.actorrt]
-#   PYTHON              run the CLI as "$PYTHON -m actorrt.cli" (default: `actorrt` from PATH)
+#   PYTHON              run the CLI as "$PYTHON -m actorrt" (default: `actorrt` from PATH)
 # Extra arguments are passed to `actorrt start`.
 set -euo pipefail
 

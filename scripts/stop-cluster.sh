@@ -7,7 +7,7 @@
 #   HEAD_ADDRESS        the head's HOST:PORT (default: the one in this machine's session file)
 #   ACTORRT_TOKEN       the cluster token (default: the session file's)
 #   ACTORRT_SESSION_DIR session directory [~/.actorrt]
-#   PYTHON              run the CLI as "$PYTHON -m actorrt.cli" (default: `actorrt` from PATH)
+#   PYTHON              run the CLI as "$PYTHON -m actorrt" (default: `actorrt` from PATH)
 # Extra arguments are passed to `actorrt stop`.
 set -euo pipefail
 

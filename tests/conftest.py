@@ -23,10 +23,19 @@ def _start_spark():
     return session
 
 
+# Markers by directory: tests/integration and tests/spark start real processes (``-m "not slow"``
+# runs the unit tests alone); tests/spark also starts a SparkSession.
+_MARKERS = {"integration": ("slow",), "spark": ("slow", "spark")}
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """Start Spark now, while this process runs no other thread: PySpark launches its JVM with a
-    preexec_fn, which can crash the child of a process whose threads (grpc's, a driver's loop)
-    hold locks at fork time. Only when some collected test uses it."""
+    """Mark tests by their directory, then start Spark now, while this process runs no other
+    thread: PySpark launches its JVM with a preexec_fn, which can crash the child of a process
+    whose threads (grpc's, a driver's loop) hold locks at fork time. Only when some collected
+    test uses it."""
+    for item in items:
+        for marker in _MARKERS.get(item.path.parent.name, ()):
+            item.add_marker(marker)
     global _spark
     if any("spark" in getattr(item, "fixturenames", ()) for item in items):
         _spark = _start_spark()

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import actorrt
-from actorrt import ids
 from actorrt.handles import ActorHandle
+from actorrt.lineage import ids
 
 
 @actorrt.remote

@@ -7,12 +7,11 @@ import asyncio
 import json
 from pathlib import Path
 
-from waiting import eventually
-
 import actorrt
-from actorrt import runtime
-from actorrt.lineage_store import LineageStore
-from actorrt.store import open_store
+from actorrt.core import context
+from actorrt.store.clients import open_store
+from actorrt.store.lineage_store import LineageStore
+from tests.support.waiting import eventually
 
 
 @actorrt.remote
@@ -55,7 +54,7 @@ class Plain:
 
 def _records_sent_to(actor_id: bytes) -> int:
     """How many task records the lineage store holds for ``actor_id`` (read directly)."""
-    view = runtime.current().worker.view
+    view = context.current().worker.membership.view
 
     async def count() -> int:
         store = LineageStore(open_store(view.store_url, [s.address for s in view.store_shards], view.store_password))

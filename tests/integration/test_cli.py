@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from actorrt.processes import process_alive
+from actorrt.util.processes import process_alive
 
 # Run as a separate process so the driver is a client of the CLI's cluster, not of this test.
 DRIVER = """
@@ -73,7 +73,7 @@ class Cluster:
     pids: set[int] = field(default_factory=set)  # everything to kill if the test fails
 
     def cli(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "actorrt.cli", *args], env=env or self.env,
+        return subprocess.run([sys.executable, "-m", "actorrt", *args], env=env or self.env,
                               capture_output=True, text=True, timeout=timeout)
 
     def session(self) -> dict | None:
@@ -120,7 +120,6 @@ def _drive(c: Cluster, tmp_path: Path, address: str, slots: str,
                           timeout=60)
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_cli_cluster_lifecycle(cluster: Cluster, tmp_path: Path) -> None:
     c = cluster

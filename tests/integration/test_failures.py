@@ -9,7 +9,7 @@ import time
 import pytest
 
 import actorrt
-from actorrt.processes import process_alive
+from actorrt.util.processes import process_alive
 
 
 @actorrt.remote
@@ -82,12 +82,12 @@ def test_killing_an_unknown_node_is_an_error(fresh_cluster):
 
 
 def test_losing_the_head_fails_pending_calls_instead_of_hanging(fresh_cluster):
-    from actorrt import runtime
+    from actorrt.core import context
 
     a = Worker.options(node=0).remote()
     assert actorrt.get(a.inc.remote(), timeout=30) == 1
     pending = a.sleep.remote(60)
-    os.kill(runtime.current().head_process.process.pid, signal.SIGKILL)  # its nodes die with it
+    os.kill(context.current().head_process.process.pid, signal.SIGKILL)  # its nodes die with it
     with pytest.raises(actorrt.ActorDiedError):
         actorrt.get(pending, timeout=30)
     with pytest.raises(actorrt.ActorDiedError):  # and new calls fail fast
@@ -96,8 +96,8 @@ def test_losing_the_head_fails_pending_calls_instead_of_hanging(fresh_cluster):
 
 def test_a_killed_head_takes_its_nodes_and_store_shards_with_it(cluster_with):
     with cluster_with(num_nodes=2, store_shards=2):
-        rt = actorrt.runtime.current()
-        children = [n["pid"] for n in actorrt.nodes()] + [s.pid for s in rt.worker.view.store_shards]
+        rt = actorrt.core.context.current()
+        children = [n["pid"] for n in actorrt.nodes()] + [s.pid for s in rt.worker.membership.view.store_shards]
         assert all(children) and all(process_alive(pid) for pid in children)
         os.kill(rt.head_process.process.pid, signal.SIGKILL)
         deadline = time.monotonic() + 10

@@ -9,11 +9,10 @@ import signal
 import subprocess
 import sys
 
-from waiting import eventually
-
 import actorrt
-from actorrt import runtime
-from actorrt.session import TOKEN_ENV
+from actorrt.cluster.session import TOKEN_ENV
+from actorrt.core import context
+from tests.support.waiting import eventually
 
 
 @actorrt.remote
@@ -65,10 +64,10 @@ class Parent:
 
 @contextlib.contextmanager
 def node_added_by_hand(tmp_path):
-    """``python -m actorrt.node`` against the running head: a slot the head does not manage."""
-    session = runtime.current().head_process.session
+    """``python -m actorrt.cluster.node`` against the running head: a slot the head does not manage."""
+    session = context.current().head_process.session
     with open(tmp_path / "node.log", "wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "actorrt.node", "--head", session.head_address],
+        process = subprocess.Popen([sys.executable, "-m", "actorrt.cluster.node", "--head", session.head_address],
                                    env=dict(os.environ, **{TOKEN_ENV: session.token}), stdout=log,
                                    stderr=subprocess.STDOUT)
     try:

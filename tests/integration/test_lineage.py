@@ -8,7 +8,7 @@ import time
 import pytest
 
 import actorrt
-from actorrt import runtime
+from actorrt.core import context
 
 
 @actorrt.remote
@@ -20,7 +20,7 @@ class Reducer:
         self.total = 0
 
     def add(self, x):
-        self.order.append(runtime.current_task_id())
+        self.order.append(context.current_task_id())
         self.total += x
         return self.total
 
@@ -45,20 +45,20 @@ class Probe:
     """Looks at its own task while it runs."""
 
     async def stored_version(self):
-        worker = runtime.current().worker
-        task_id = runtime.current_task_id()
-        held = await worker.ft.flusher.store.read([task_id])
+        worker = context.current().worker
+        task_id = context.current_task_id()
+        held = await worker.ft.store.read([task_id])
         return held[task_id].version if task_id in held else None
 
     def committed_here(self):
-        worker = runtime.current().worker
-        return worker.ft.stash.is_committed(runtime.current_task_id())
+        worker = context.current().worker
+        return worker.ft.stash.is_committed(context.current_task_id())
 
     async def commit_then_look(self):
         """``commit_lineage()``, then: specs it wrote, and whether this task and its lineage are
         committed (each, before and after)."""
-        stash = runtime.current().worker.ft.stash
-        task_id = runtime.current_task_id()
+        stash = context.current().worker.ft.stash
+        task_id = context.current_task_id()
 
         def everything_committed():
             spec = stash.get(task_id)
@@ -108,8 +108,8 @@ def test_nondeterministic_order_is_logged_as_new_versions_and_stashes_drain(stas
 
     # The store holds, for every task the reducer ran, the version that names its true predecessor.
     order = actorrt.get(reducer.executed.remote(), timeout=30)
-    store = runtime.current().worker.ft.flusher.store
-    held = runtime.current().call(store.read(order))
+    store = context.current().worker.ft.store
+    held = context.current().call(store.read(order))
     assert set(held) == set(order)
     for before, task in zip(order, order[1:], strict=False):
         assert held[task].predecessor_id == before
@@ -170,7 +170,7 @@ def test_a_stalled_store_shard_slows_flushes_not_tasks(stash_cluster):
 
     import redis
 
-    view = runtime.current().worker.view
+    view = context.current().worker.membership.view
     host, _, port = view.store_shards[0].address.rpartition(":")
     stalled = redis.Redis(host=host, port=int(port), password=view.store_password)
     reducer = Reducer.options(node=1, nondeterministic=True).remote()
@@ -196,7 +196,7 @@ def test_a_full_stash_makes_submitters_wait_instead_of_growing(cluster_with):
     import redis
 
     with cluster_with(num_nodes=1, store_shards=2, ft="lineage_stash", stash_limit=50):
-        view = runtime.current().worker.view
+        view = context.current().worker.membership.view
         shards = []
         for shard in view.store_shards:
             host, _, port = shard.address.rpartition(":")
@@ -211,7 +211,7 @@ def test_a_full_stash_makes_submitters_wait_instead_of_growing(cluster_with):
         submitter = threading.Thread(target=lambda: refs.extend(reducer.add.remote(1) for _ in range(400)))
         submitter.start()
         time.sleep(1.5)
-        driver_stash = runtime.current().worker.ft.stats().stash_size
+        driver_stash = context.current().worker.ft.stats().stash_size
         assert submitter.is_alive(), "400 submissions went through a stash bounded at 50"
         assert driver_stash <= 50 + 10
         for t in stalls:

@@ -12,9 +12,9 @@ import signal
 import time
 
 import pytest
-from waiting import eventually
 
 import actorrt
+from tests.support.waiting import eventually
 
 
 @actorrt.remote

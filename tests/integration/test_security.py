@@ -11,9 +11,9 @@ import grpc
 import pytest
 
 import actorrt
-from actorrt import runtime
+from actorrt.core import context
+from actorrt.net.auth import metadata
 from actorrt.rpc import head_pb2, head_pb2_grpc, node_pb2, node_pb2_grpc
-from actorrt.transport import metadata
 
 
 @actorrt.remote
@@ -23,7 +23,7 @@ class Echo:
 
 
 def _token_and_head():
-    driver = runtime.current()
+    driver = context.current()
     return driver.token, driver.head_address
 
 
@@ -127,7 +127,7 @@ def test_driver_with_a_wrong_token_cannot_connect(cluster):
 
 
 def test_session_file_is_private(cluster):
-    driver = runtime.current()
+    driver = context.current()
     path = Path(driver.head_process.session.session_dir) / "session.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert driver.token in path.read_text()

@@ -6,12 +6,12 @@ import redis.exceptions
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from actorrt import ids
 from actorrt.exceptions import ClusterError
-from actorrt.lineage_store import TOMBSTONE_VERSION, LineageStore, record_key
-from actorrt.redis_shards import RedisShard
+from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store import ShardedStore
+from actorrt.store.clients import ShardedStore
+from actorrt.store.lineage_store import TOMBSTONE_VERSION, LineageStore, record_key
+from actorrt.store.redis_server import RedisShard
 
 
 @pytest.fixture
@@ -37,16 +37,21 @@ def spec(i: int, version: int = 0, method: str = "m") -> pb.TaskSpec:
     return pb.TaskSpec(task_id=ids.task_id(b"r", b"s", i), version=version, method=method)
 
 
-async def test_specs_spread_over_shards_and_read_back(store):
+async def test_specs_spread_over_shards_and_read_back(store, shards):
     specs = [spec(i) for i in range(300)]
     acks = await store.write(specs)
     assert sorted(acks) == sorted((s.task_id, 0) for s in specs)
     assert await store.read([s.task_id for s in specs]) == {s.task_id: s for s in specs}
-    per_shard = [len(await c.keys(b"task:*")) for c in store.store._clients]
-    assert sum(per_shard) == 300 and min(per_shard) > 50, per_shard  # task IDs are uniform hashes
-    for s in specs[:20]:  # each record lives on the shard every process computes for it
-        client = store.store._clients[store.store.shard_of(record_key(s.task_id))]
-        assert await client.hget(record_key(s.task_id), "v") == b"0"
+    clients = [aioredis.Redis(host=s.host, port=s.port, password="pw") for s in shards]  # the test's own
+    try:
+        per_shard = [len(await c.keys(b"task:*")) for c in clients]
+        assert sum(per_shard) == 300 and min(per_shard) > 50, per_shard  # task IDs are uniform hashes
+        for s in specs[:20]:  # each record lives on the shard every process computes for it
+            client = clients[store.store.shard_of(record_key(s.task_id))]
+            assert await client.hget(record_key(s.task_id), "v") == b"0"
+    finally:
+        for c in clients:
+            await c.aclose()
 
 
 async def test_collected_records_leave_the_index_and_late_writes_are_acked_not_resurrected(store):

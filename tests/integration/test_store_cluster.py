@@ -8,11 +8,12 @@ import pytest
 import redis.asyncio as aioredis
 
 import actorrt
-from actorrt import ids, runtime
-from actorrt.lineage_store import LineageStore
-from actorrt.redis_cluster import RedisCluster
+from actorrt.core import context
+from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store import ClusterStore, open_store
+from actorrt.store.clients import ClusterStore, open_store
+from actorrt.store.lineage_store import LineageStore
+from tests.support.redis_cluster import RedisCluster
 
 
 @pytest.fixture
@@ -68,14 +69,14 @@ def test_a_cluster_logs_its_lineage_to_a_redis_cluster(redis_cluster_url, cluste
 
             def add(self):
                 self.n += 1
-                return runtime.current_task_id()
+                return context.current_task_id()
 
         counter = Counter.options(node=1).remote()
         task_ids = actorrt.get([counter.add.remote() for _ in range(50)], timeout=30)
         stats = actorrt.stats()
         assert stats["store_url"].startswith("redis+cluster://") and "pw@" not in stats["store_url"]
         assert stats["store_shards"] == []
-        worker = runtime.current().worker
+        worker = context.current().worker
 
         async def stored():
             store = LineageStore(open_store(redis_cluster_url))
@@ -89,10 +90,10 @@ def test_a_cluster_logs_its_lineage_to_a_redis_cluster(redis_cluster_url, cluste
             finally:
                 await store.aclose()
 
-        held = runtime.current().call(stored())
+        held = context.current().call(stored())
         assert set(held) == set(task_ids)
         assert {held[t].method for t in task_ids} == {"add"}
-        assert worker.ft.flusher.committed > 0
+        assert worker.ft.stats().committed > 0
 
 
 @pytest.fixture

@@ -8,13 +8,13 @@ import os
 import signal
 from pathlib import Path
 
-from waiting import eventually
-
 import actorrt
-from actorrt import ids, runtime
-from actorrt.lineage_store import LineageStore
+from actorrt.core import context
+from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store import open_store
+from actorrt.store.clients import open_store
+from actorrt.store.lineage_store import LineageStore
+from tests.support.waiting import eventually
 
 
 @actorrt.remote
@@ -28,12 +28,12 @@ class Counter:
 
 
 def _store() -> LineageStore:
-    view = runtime.current().worker.view
+    view = context.current().worker.membership.view
     return LineageStore(open_store(view.store_url, [s.address for s in view.store_shards], view.store_password))
 
 
 def _shard(i: int):
-    return runtime.current().worker.view.store_shards[i]
+    return context.current().worker.membership.view.store_shards[i]
 
 
 def test_a_killed_store_shard_comes_back_with_every_acked_write(cluster_with):
@@ -59,7 +59,7 @@ def test_a_killed_store_shard_comes_back_with_every_acked_write(cluster_with):
         try:
             eventually(lambda: _shard(0).restarts == 1 and _shard(0).pid != pid, timeout=60, what="the shard's restart")
         except AssertionError as exc:  # say why: the head's and the shard's own logs
-            session_dir = Path(runtime.current().head_process.session.session_dir)
+            session_dir = Path(context.current().head_process.session.session_dir)
             logs = [session_dir / "logs" / "head.log", session_dir / "store-0" / "redis.log",
                     session_dir / "store-0" / "redis-start.log"]
             raise AssertionError(f"{exc}\n" + "\n".join(p.read_text(errors="replace")[-3000:] for p in logs

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from actorrt.lineage_store import dependency_waves
 from actorrt.rpc import common_pb2 as pb
+from actorrt.store.lineage_store import dependency_waves
 
 
 def _spec(name: str, parent: str = "", *producers: str, predecessor: str = "") -> pb.TaskSpec:

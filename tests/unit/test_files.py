@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from actorrt.exceptions import SinkConflictError
-from actorrt.files import write_atomically, write_once
+from actorrt.util.files import write_atomically, write_once
 
 
 def test_write_atomically_replaces_and_leaves_no_temporary_file(tmp_path):

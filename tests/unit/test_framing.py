@@ -3,9 +3,9 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
+from actorrt.net.peer_streams import FETCH, OBJECT, RESULT, SUBMIT, frame
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import node_pb2
-from actorrt.transport import FETCH, OBJECT, RESULT, SUBMIT, frame
 
 
 def _message(kind: int, blob: bytes):

@@ -1,7 +1,7 @@
 import subprocess
 import sys
 
-from actorrt import ids
+from actorrt.lineage import ids
 
 
 def test_task_id_is_stable_across_processes():

@@ -1,7 +1,7 @@
 import pytest
 
 import actorrt
-from actorrt.driver import ClusterOptions
+from actorrt.cluster.head_options import HeadOptions
 from actorrt.handles import ActorOptions
 
 PUBLIC = {
@@ -41,10 +41,13 @@ def test_options_are_validated():
         ActorOptions(nondeterministic="yes")
     with pytest.raises(ValueError, match="checkpoint_every"):
         ActorOptions(checkpoint_every=0)
-    with pytest.raises(ValueError):
-        ClusterOptions(num_nodes=0)
-    with pytest.raises(ValueError):
-        ClusterOptions(store_shards=0)
+    with pytest.raises(ValueError, match="num_nodes"):
+        actorrt.init(num_nodes=0)
+    with pytest.raises(ValueError, match="store_shards"):
+        HeadOptions(store_shards=0)
+    with pytest.raises(ValueError, match="ft must be one of"):
+        actorrt.init(ft="sometimes")
+    assert not actorrt.is_initialized()
 
 
 def test_remote_takes_a_class_and_options_are_checked():

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from actorrt import ids
+from actorrt.core.task_spec import SenderContext, build_task
 from actorrt.exceptions import ActorRTError
-from actorrt.fault_tolerance import reordered
-from actorrt.recovery import replay_order
+from actorrt.lineage import ids
+from actorrt.lineage.replay import replay_order
+from actorrt.lineage.strategies import reordered
 from actorrt.rpc import checkpoint_pb2
 from actorrt.rpc import common_pb2 as pb
-from actorrt.task_spec import SenderContext, build_task
 
 ACTOR = ids.actor_id(b"creator", 1)
 

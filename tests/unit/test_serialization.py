@@ -2,15 +2,15 @@ import numpy as np
 import pytest
 
 from actorrt import TaskError
-from actorrt.exceptions import ActorDiedError
-from actorrt.rpc import common_pb2 as pb
-from actorrt.serialization import (
+from actorrt.core.serialization import (
     deserialize,
     error_from_exception,
     exception_from_error,
     runtime_error,
     serialize,
 )
+from actorrt.exceptions import ActorDiedError
+from actorrt.rpc import common_pb2 as pb
 
 
 def test_large_array_travels_out_of_band():

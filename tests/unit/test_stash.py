@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actorrt import ids
+from actorrt.core.task_spec import SenderContext, build_task
+from actorrt.lineage import ids
+from actorrt.lineage.stash import Stash
 from actorrt.rpc import common_pb2 as pb
-from actorrt.stash import Stash
-from actorrt.task_spec import SenderContext, build_task
 
 
 def spec(name: str, deps: list[str] = (), version: int = 0) -> pb.TaskSpec:

@@ -1,10 +1,10 @@
 import numpy as np
 
-from actorrt import ids
-from actorrt.fault_tolerance import reordered
-from actorrt.object_ref import ObjectRef
-from actorrt.serialization import deserialize
-from actorrt.task_spec import SenderContext, build_task, call_digest, encode_args
+from actorrt.core.object_ref import ObjectRef
+from actorrt.core.serialization import deserialize
+from actorrt.core.task_spec import SenderContext, build_task, call_digest, encode_args
+from actorrt.lineage import ids
+from actorrt.lineage.strategies import reordered
 
 
 def test_counters_predecessor_and_dependencies():

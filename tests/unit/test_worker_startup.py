@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 
+from actorrt.core.worker import Worker
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import head_pb2, node_pb2
-from actorrt.worker import Worker
 
 
 def view(revision: int) -> head_pb2.ClusterView:
@@ -42,7 +42,7 @@ def new_worker() -> tuple[Worker, list]:
 async def test_messages_before_the_first_view_wait_for_it_and_are_not_lost():
     worker, sent = new_worker()
     fetched = worker.objects.expect(b"o" * 20)  # as a fetch from this process would
-    worker._on_batch("peer:1", batch(1, a_task(), an_object(b"o" * 20)))  # the task needs the view's mode
+    worker.on_batch("peer:1", batch(1, a_task(), an_object(b"o" * 20)))  # the task needs the view's mode
     assert not fetched.done() and not sent
 
     worker.apply_view(view(1))
@@ -55,11 +55,11 @@ async def test_a_batch_from_a_newer_view_waits_for_it_and_those_behind_it_keep_t
     worker, _ = new_worker()
     worker.apply_view(view(1))
     first, second, third = (worker.objects.expect(bytes([i]) * 20) for i in range(3))
-    worker._on_batch("peer:1", batch(1, an_object(bytes([0]) * 20)))
+    worker.on_batch("peer:1", batch(1, an_object(bytes([0]) * 20)))
     assert first.done()
 
-    worker._on_batch("peer:1", batch(3, an_object(bytes([1]) * 20)))
-    worker._on_batch("peer:1", batch(3, an_object(bytes([2]) * 20)))
+    worker.on_batch("peer:1", batch(3, an_object(bytes([1]) * 20)))
+    worker.on_batch("peer:1", batch(3, an_object(bytes([2]) * 20)))
     worker.apply_view(view(2))
     assert not second.done() and not third.done()
     order = []

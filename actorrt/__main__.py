@@ -1,0 +1,5 @@
+"""``python -m actorrt``: the ``actorrt`` command."""
+
+from actorrt.cluster.cli import main
+
+main()

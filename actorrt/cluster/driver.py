@@ -1,0 +1,216 @@
+"""The driver runtime: a Worker on a background uvloop thread, connected to a cluster.
+
+Public API calls arrive on any thread; they hand work to the loop and wait on it, so notebooks and
+Spark callbacks may call them concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import threading
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar
+
+import uvloop
+from grpc import aio
+
+from actorrt.cluster.head_client import HEAD_LOSS_GRACE_S, HeadClient
+from actorrt.cluster.launch import HeadProcess
+from actorrt.cluster.node_service import NodeServicer
+from actorrt.core.object_ref import ObjectRef
+from actorrt.core.task_spec import CHECKPOINT_METHOD
+from actorrt.core.worker import Worker
+from actorrt.exceptions import ClusterError
+from actorrt.lineage import ids
+from actorrt.lineage.checkpoints import write_manifest
+from actorrt.net.auth import metadata
+from actorrt.net.server import channel, start_server
+from actorrt.rpc import head_pb2, node_pb2, node_pb2_grpc
+from actorrt.store.clients import without_password
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def _node_dict(n: head_pb2.NodeInfo) -> dict[str, Any]:
+    return {
+        "node": n.slot, "epoch": n.epoch, "state": head_pb2.NodeState.Name(n.state), "address": n.address,
+        "pid": n.pid, "hostname": n.hostname, "managed": n.managed,
+        "heir": n.heir if n.HasField("heir") else None,  # the live slot that inherited a dead one's actors
+    }
+
+
+def _fields_dict(message: Any) -> dict[str, Any]:
+    return {f.name: list(getattr(message, f.name)) if f.is_repeated else getattr(message, f.name)
+            for f in message.DESCRIPTOR.fields}
+
+
+def _ft_dict(ft: head_pb2.FaultTolerance) -> dict[str, Any]:
+    return {"mode": ft.mode, "store_delay_ms": ft.store_delay_ms,
+            "max_forwards": None if ft.max_forwards < 0 else ft.max_forwards}
+
+
+class Driver:
+    """What ``actorrt.core.context.current()`` is in a driver process."""
+
+    def __init__(self, head_address: str, token: str, host: str, head_process: HeadProcess | None) -> None:
+        self.head_address = head_address
+        self.token = token
+        self.host = host
+        self.head_process = head_process
+        self.loop = uvloop.new_event_loop()
+        self.worker = Worker(token, ids.driver_id(), self.loop)
+        self._thread = threading.Thread(target=self.loop.run_forever, name="actorrt-driver", daemon=True)
+        self._server = None
+        self._head: HeadClient | None = None
+        self._follower: asyncio.Task | None = None
+
+    def call(self, coro: Awaitable[T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the driver loop and wait for it (from any other thread)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def start(self, wait_for_nodes: int, timeout: float) -> None:
+        self._thread.start()
+        try:
+            self.call(self._start(wait_for_nodes, timeout))
+        except BaseException:
+            try:
+                self.call(self._close(), timeout=10.0)
+            finally:
+                self._stop_loop()
+            raise
+
+    async def _start(self, wait_for_nodes: int, timeout: float) -> None:
+        servicer = NodeServicer(self.worker)
+        self._server, address = await start_server(
+            self.host, 0, [(servicer, node_pb2.DESCRIPTOR.services_by_name["Node"])], self.token
+        )
+        self.worker.bind(address)
+        self.worker.recovered.set()  # a driver is never rebuilt: it answers fetches at once
+        self._head = HeadClient(self.head_address, self.token)
+        # A unary call first: a wrong token then fails as UNAUTHENTICATED for sure, where a stream
+        # aborted at once sometimes surfaced as INTERNAL on the client.
+        await self._head.cluster_stats()
+        first_view = self.loop.create_future()
+        self._follower = asyncio.ensure_future(self._follow_head(first_view))
+        try:
+            await asyncio.wait_for(first_view, 10.0)
+        except TimeoutError:
+            raise ClusterError(f"no answer from the head at {self.head_address}") from None
+        try:
+            await self.worker.membership.wait(lambda m: len(m.alive_nodes()) >= wait_for_nodes, timeout)
+        except TimeoutError:
+            raise ClusterError(
+                f"{wait_for_nodes} nodes did not come up within {timeout} s "
+                f"(see the logs under {self.head_process.session.session_dir if self.head_process else 'the head'})"
+            ) from None
+
+    async def _follow_head(self, first_view: asyncio.Future) -> None:
+        beat = head_pb2.Heartbeat(slot=-1, address=self.worker.address)
+        why = await self._head.follow(self.worker.apply_view, lambda: beat, HEAD_LOSS_GRACE_S, first_view)
+        if first_view.done() and first_view.exception() is None:
+            log.error("%s: failing every pending task", why)
+            self.worker.lose_cluster(f"lost the head at {self.head_address}")
+
+    # ---- API calls ----------------------------------------------------------------------------
+
+    def get(self, refs: ObjectRef | Sequence[ObjectRef], timeout: float | None) -> Any:
+        return self.worker.get(refs, timeout)
+
+    def checkpoint(self, actors: Sequence[tuple[bytes, int]], timeout: float | None) -> dict[str, Any]:
+        """Checkpoint ``actors`` (their ids and slots) with one barrier task each; returns the manifest."""
+        refs = [self.worker.submit_task(actor_id, slot, CHECKPOINT_METHOD, (), {}) for actor_id, slot in actors]
+        taken = self.worker.get(refs, timeout)
+        return write_manifest(self.worker.membership.view.fault_tolerance.checkpoint_dir, taken)
+
+    def rollbacks(self) -> int:
+        return self.worker.membership.view.rollbacks
+
+    def kill_node(self, slot: int) -> int:
+        info = self.worker.membership.node(slot)
+        if info is None:
+            raise ValueError(f"no node {slot}; nodes are {sorted(n['node'] for n in self.nodes())}")
+        pid = self.call(self._head.kill_node(slot))
+        self.call(self.worker.membership.wait(lambda m: not m.incarnation_alive(slot, info.epoch), 10.0))
+        return pid
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return [_node_dict(n) for n in self.worker.membership.view.nodes]
+
+    def stats(self) -> dict[str, Any]:
+        """Asks every live node for a fresh snapshot (actors, queue sizes)."""
+        alive = self.worker.membership.alive_nodes()
+        per_node = dict(zip([n.slot for n in alive], self.call(self._node_stats(alive), timeout=30.0), strict=True))
+        nodes = []
+        for info in self.worker.membership.view.nodes:
+            entry = _node_dict(info)
+            s = per_node.get(info.slot)
+            actors = [] if s is None else [
+                {"actor_id": a.actor_id.hex(), "class": a.class_name, "queued": a.queued,
+                 "executed": a.executed, "dead": a.dead}
+                for a in s.actors
+            ]
+            entry.update(
+                num_actors=len(actors), queued=sum(a["queued"] for a in actors), actors=actors,
+                pending_results=s.pending_results if s else 0, objects=s.objects if s else 0,
+                messages_sent=s.messages_sent if s else 0, batches_sent=s.batches_sent if s else 0,
+                lineage=_fields_dict(s.lineage) if s else {},
+                recoveries=[_fields_dict(r) for r in s.recoveries] if s else [],
+            )
+            nodes.append(entry)
+        return {
+            "head": self.head_address,
+            "nodes": nodes,
+            "store_shards": [s.address for s in self.worker.membership.view.store_shards],
+            "store_url": without_password(self.worker.membership.view.store_url),
+            "fault_tolerance": _ft_dict(self.worker.membership.view.fault_tolerance),
+            "driver": {"pending_results": self.worker.pending_results(), "objects": len(self.worker.objects),
+                       "lineage": _fields_dict(self.worker.ft.stats()) if self.worker.ft else {}},
+        }
+
+    async def _node_stats(self, nodes: list[head_pb2.NodeInfo]) -> list[node_pb2.NodeStatsReply | None]:
+        async def one(info: head_pb2.NodeInfo) -> node_pb2.NodeStatsReply | None:
+            try:
+                async with channel(info.address) as chan:
+                    stub = node_pb2_grpc.NodeStub(chan)
+                    return await stub.Stats(node_pb2.NodeStatsRequest(), metadata=metadata(self.token), timeout=5.0)
+            except aio.AioRpcError:
+                return None  # died meanwhile; the view will say so
+
+        return await asyncio.gather(*(one(n) for n in nodes))
+
+    # ---- shutdown -----------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        if self._follower is not None:
+            self.loop.call_soon_threadsafe(self._follower.cancel)
+        if self.head_process is not None:
+            try:
+                self.call(self._head.shutdown(), timeout=30.0)
+            except Exception as exc:  # noqa: BLE001 - the head may be gone already
+                log.warning("head shutdown failed: %s", exc)
+            self.head_process.wait_stopped()
+            shutil.rmtree(self.head_process.session.session_dir, ignore_errors=True)
+        try:
+            self.call(self._close(), timeout=10.0)
+        finally:
+            self._stop_loop()
+
+    async def _close(self) -> None:
+        if self._follower is not None:
+            self._follower.cancel()
+        self.worker.fail_all("actorrt was shut down")
+        await self.worker.aclose()
+        if self._head is not None:
+            await self._head.aclose()
+        if self._server is not None:
+            await self._server.stop(0.2)
+
+    def _stop_loop(self) -> None:
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10.0)
+        if not self._thread.is_alive():
+            self.loop.close()

@@ -1,0 +1,351 @@
+"""The head process: membership, failure detection, node-slot restarts, the store shards.
+
+Run as ``python -m actorrt.cluster.head [HEAD OPTIONS] --session-dir D`` with the cluster token in
+``ACTORRT_TOKEN`` (``actorrt start --head`` does this). It starts K redis-server shards and N
+node processes (its *managed* slots), writes the session file, and publishes a ``ClusterView`` to
+every subscriber whenever membership changes. A managed node that dies is detected at once (its
+process exits and its stream closes) and its slot restarts with a new epoch. Its RPCs are served
+by ``HeadServicer`` (``head_service.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import click
+import uvloop
+from grpc import aio
+
+from actorrt.cluster import session
+from actorrt.cluster.daemon import NODE_HASH_SEED, daemon_setup
+from actorrt.cluster.head_options import HeadOptions, head_options
+from actorrt.cluster.head_service import HeadServicer
+from actorrt.cluster.session import TOKEN_ENV, Session
+from actorrt.net.server import InvalidRequestError, start_server
+from actorrt.rpc import head_pb2, node_pb2
+from actorrt.store.redis_server import RedisShard
+from actorrt.util.background import BackgroundTasks
+from actorrt.util.processes import spawn
+
+log = logging.getLogger("actorrt.head")
+
+# A slot whose process dies before registering is restarted after a growing pause (a node that
+# cannot start, e.g. a broken environment, must not be relaunched in a tight loop). A node that
+# fails after registering is restarted at once.
+MAX_RESTART_DELAY_S = 30.0
+
+
+@dataclass
+class Slot:
+    info: head_pb2.NodeInfo
+    process: asyncio.subprocess.Process | None = None
+    restart_delay: float = 0.0
+    last_heartbeat: float = 0.0
+    killed_at: float | None = None  # KillNode sent SIGKILL then (loop time)
+    failed_at: float = 0.0  # declared dead then
+    detection_ms: float = 0.0  # from the kill (or the last heartbeat) to the declaration
+    stats: node_pb2.NodeStatsReply = field(default_factory=node_pb2.NodeStatsReply)
+
+
+class Head:
+    def __init__(self, token: str, session_dir: Path, options: HeadOptions, parent_pid: int | None = None) -> None:
+        self.token = token
+        self.session_dir = session_dir
+        self.parent_pid = parent_pid
+        ft = options.fault_tolerance
+        if not ft.checkpoint_dir:
+            ft = replace(ft, checkpoint_dir=str(Path(session_dir).absolute() / "checkpoints"))
+        self.options = replace(options, fault_tolerance=ft)
+        self.mode = ft.mode
+        self.address = ""
+        self.slots: dict[int, Slot] = {}
+        self.shards: list[RedisShard] = []
+        self.shard_restarts: list[int] = []
+        self.rollbacks = 0
+        self.store_password = session.new_token()
+        self.revision = 0
+        self._subscribers: set[asyncio.Queue[head_pb2.ClusterView]] = set()
+        self.drivers: dict[str, int] = {}  # driver address -> its open subscriptions
+        self._stopping = False
+        self.stopped = asyncio.Event()
+        self._background = BackgroundTasks("head")
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> aio.Server:
+        server, self.address = await start_server(
+            self.options.host, self.options.port, [(HeadServicer(self), head_pb2.DESCRIPTOR.services_by_name["Head"])],
+            self.token,
+        )
+        if not self.options.store_url:
+            self.shards = list(await asyncio.gather(*(
+                RedisShard.start(self.session_dir / f"store-{i}", self.store_password, self.options.host)
+                for i in range(self.options.store_shards)
+            )))
+            self.shard_restarts = [0] * self.options.store_shards
+            for i in range(self.options.store_shards):
+                self._background.spawn(self._supervise_shard(i))
+        for slot in range(self.options.nodes):
+            self.slots[slot] = Slot(head_pb2.NodeInfo(slot=slot, epoch=0, managed=True))
+            await self._launch(slot)
+        self._background.spawn(self._check_heartbeats())
+        if self.parent_pid:
+            self._background.spawn(self._watch_parent())
+        session.write(Session(self.address, self.token, os.getpid(), str(self.session_dir)))
+        log.info("head serving on %s with %d nodes and %d store shards", self.address, self.options.nodes,
+                 len(self.shards))
+        return server
+
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        for s in self.slots.values():
+            if s.process is not None and s.process.returncode is None:
+                s.process.terminate()
+        for s in self.slots.values():
+            if s.process is not None:
+                try:
+                    await asyncio.wait_for(s.process.wait(), 3.0)
+                except TimeoutError:
+                    s.process.kill()
+        await asyncio.gather(*(shard.stop() for shard in self.shards))
+        session.remove(self.session_dir)
+        self.stopped.set()
+
+    async def _launch(self, slot: int) -> None:
+        s = self.slots[slot]
+        s.info.epoch += 1
+        s.info.state = head_pb2.STARTING
+        s.info.address, s.info.pid = "", 0
+        logs = self.session_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, **{TOKEN_ENV: self.token, "PYTHONHASHSEED": NODE_HASH_SEED})  # no re-exec to set it
+        argv = [sys.executable, "-m", "actorrt.cluster.node", "--head", self.address, "--slot", str(slot),
+                "--host", self.options.host]
+        s.process = await spawn(argv, env, logs / f"node-{slot}.log")
+        s.info.pid = s.process.pid
+        self._background.spawn(self._watch_process(slot, s.info.epoch, s.process))
+        self.publish()
+
+    async def _watch_process(self, slot: int, epoch: int, process: asyncio.subprocess.Process) -> None:
+        code = await process.wait()
+        await self.node_failed(slot, epoch, f"process exited with {code}")
+
+    async def node_failed(self, slot: int, epoch: int, reason: str) -> None:
+        s = self.slots.get(slot)
+        if s is None or s.info.epoch != epoch or s.info.state == head_pb2.DEAD or self._stopping:
+            return
+        log.warning("node %d (epoch %d) failed: %s", slot, epoch, reason)
+        never_started = s.info.state == head_pb2.STARTING
+        if s.process is not None and s.process.returncode is None:
+            s.process.kill()  # fail-stop: a node declared dead must not keep running
+        s.failed_at = asyncio.get_running_loop().time()
+        s.detection_ms = (s.failed_at - (s.killed_at if s.killed_at is not None else s.last_heartbeat)) * 1e3
+        s.killed_at = None
+        s.info.state = head_pb2.DEAD
+        rollback = self.mode.rolls_back and not never_started
+        self.rollbacks += rollback
+        if not s.info.managed and self.mode.logs_lineage:
+            self._choose_heir(s)
+        self.publish()
+        if rollback:
+            self._roll_back_everyone(slot)
+        if s.info.managed:
+            s.restart_delay = min(max(0.5, 2 * s.restart_delay), MAX_RESTART_DELAY_S) if never_started else 0.0
+            if s.restart_delay:
+                log.warning("node %d died before registering; restarting in %.1f s", slot, s.restart_delay)
+                await asyncio.sleep(s.restart_delay)
+                if self._stopping or s.info.epoch != epoch:
+                    return
+            await self._launch(slot)
+
+    def _choose_heir(self, dead: Slot) -> None:
+        """A node the head cannot restart (added by hand) died: the live node hosting the fewest
+        actors inherits its actors, and those of the slots it had inherited, rebuilding them by
+        replay; tasks for them go there from now on."""
+        alive = [s for s in self.slots.values() if s.info.state == head_pb2.ALIVE]
+        if not alive:
+            log.error("node %d will not come back and no live node can inherit its actors", dead.info.slot)
+            return
+        heir = min(alive, key=lambda s: (len(s.stats.actors), s.info.slot)).info.slot
+        for s in self.slots.values():
+            if s is dead or (s.info.HasField("heir") and s.info.heir == dead.info.slot):
+                s.info.heir = heir
+        log.warning("node %d will not come back: node %d inherits its actors", dead.info.slot, heir)
+
+    def _roll_back_everyone(self, failed: int) -> None:
+        """The global-rollback baseline: every other node goes too, and each restarts from the last
+        global checkpoint (their process exits are handled like any failure)."""
+        for other in self.slots.values():
+            if other.info.slot == failed or other.info.state != head_pb2.ALIVE:
+                continue
+            if other.process is None:
+                log.error("node %d was not started by this head and cannot be rolled back", other.info.slot)
+                continue
+            log.warning("rolling node %d back to the last global checkpoint", other.info.slot)
+            other.killed_at = asyncio.get_running_loop().time()
+            other.process.kill()
+
+    async def _supervise_shard(self, i: int) -> None:
+        """Restart a store shard that dies, on its address and from its append-only file: every
+        write it acked is there again. Flushers retry meanwhile (tasks go on, up to the stash bound)."""
+        while True:
+            shard = self.shards[i]
+            code = await shard.process.wait()
+            if self._stopping:
+                return
+            log.warning("store shard %d (%s) exited with %s; restarting it from its append-only file",
+                        i, shard.address, code)
+            try:
+                self.shards[i] = await RedisShard.start(shard.directory, shard.password, shard.host, port=shard.port)
+            except Exception as exc:  # noqa: BLE001 - whatever it is, the shard must come back
+                log.exception("store shard %d could not restart: %s; retrying", i, exc)
+                await asyncio.sleep(1.0)
+                continue
+            self.shard_restarts[i] += 1
+            self.publish()
+
+    async def _check_heartbeats(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(0.1)
+            now = loop.time()
+            for s in list(self.slots.values()):
+                if s.info.state == head_pb2.ALIVE and now - s.last_heartbeat > self.options.heartbeat_timeout:
+                    await self.node_failed(s.info.slot, s.info.epoch, "missed heartbeats")
+
+    async def _watch_parent(self) -> None:
+        while os.getppid() == self.parent_pid:
+            await asyncio.sleep(0.5)
+        log.warning("the process that started the head is gone; stopping")
+        await self.stop()
+
+    # ---- view ---------------------------------------------------------------------------------
+
+    def view(self) -> head_pb2.ClusterView:
+        return head_pb2.ClusterView(
+            revision=self.revision,
+            nodes=[s.info for _, s in sorted(self.slots.items())],
+            store_shards=[head_pb2.StoreShard(address=shard.address, pid=shard.process.pid, restarts=restarts)
+                          for shard, restarts in zip(self.shards, self.shard_restarts, strict=True)],
+            store_password=self.store_password,
+            fault_tolerance=self.options.fault_tolerance.to_proto(),
+            store_url=self.options.store_url,
+            drivers=sorted(self.drivers),
+            rollbacks=self.rollbacks,
+        )
+
+    def publish(self) -> None:
+        """Send the view, one revision newer, to every subscriber."""
+        self.revision += 1
+        view = self.view()
+        for queue in self._subscribers:
+            queue.put_nowait(view)
+
+
+    # ---- what the RPCs ask ----------------------------------------------------------------------
+
+    def register(self, request: head_pb2.RegisterNodeRequest) -> head_pb2.RegisterNodeReply:
+        """A node process joins: the restart of a managed slot, or a new slot (``slot`` < 0)."""
+        if not request.address:
+            raise InvalidRequestError("RegisterNode needs the node's address")
+        if request.slot < 0:
+            slot = max(self.slots, default=-1) + 1
+            self.slots[slot] = Slot(head_pb2.NodeInfo(slot=slot, epoch=1, managed=False))
+        else:
+            slot = request.slot
+            s = self.slots.get(slot)
+            if s is None or s.info.state != head_pb2.STARTING or s.info.pid != request.pid:
+                raise InvalidRequestError(f"slot {slot} is not waiting for process {request.pid}")
+        s = self.slots[slot]
+        s.info.state = head_pb2.ALIVE
+        s.info.address, s.info.pid, s.info.hostname = request.address, request.pid, request.hostname
+        s.last_heartbeat = asyncio.get_running_loop().time()
+        if self.mode.logs_lineage:  # dead slots that found no heir when they died
+            for orphan in self.slots.values():
+                if orphan.info.state == head_pb2.DEAD and not orphan.info.managed and not orphan.info.HasField("heir"):
+                    self._choose_heir(orphan)
+        self.publish()
+        restart_ms = (s.last_heartbeat - s.failed_at) * 1e3 if s.info.epoch > 1 else 0.0
+        return head_pb2.RegisterNodeReply(slot=slot, epoch=s.info.epoch, view=self.view(),
+                                          detection_ms=s.detection_ms, restart_ms=restart_ms)
+
+    def subscribe(self) -> asyncio.Queue[head_pb2.ClusterView]:
+        """A queue that gets the current view now and every view after it."""
+        queue: asyncio.Queue[head_pb2.ClusterView] = asyncio.Queue()
+        queue.put_nowait(self.view())
+        self._subscribers.add(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[head_pb2.ClusterView]) -> None:
+        self._subscribers.discard(queue)
+
+    def heartbeat(self, beat: head_pb2.Heartbeat) -> bool:
+        """A node's heartbeat; False if it names no current incarnation."""
+        s = self.slots.get(beat.slot)
+        if s is None or s.info.epoch != beat.epoch:
+            return False
+        s.last_heartbeat = asyncio.get_running_loop().time()
+        s.stats = beat.stats
+        return True
+
+    def driver_joined(self, address: str) -> None:
+        self.drivers[address] = self.drivers.get(address, 0) + 1
+        self.publish()
+
+    def driver_left(self, address: str) -> None:
+        self.drivers[address] -= 1
+        if not self.drivers[address]:
+            del self.drivers[address]
+            self.publish()
+
+    def member_lost(self, slot: int, epoch: int) -> None:
+        """A node's heartbeat stream closed: it failed, or is failing."""
+        self._background.spawn(self.node_failed(slot, epoch, "heartbeat stream closed"))
+
+    def kill(self, slot: int) -> int:
+        """SIGKILL a managed node (a fault injection); returns its pid."""
+        s = self.slots.get(slot)
+        if s is None or s.info.state != head_pb2.ALIVE:
+            raise InvalidRequestError(f"node {slot} is not alive")
+        if s.process is None:
+            raise InvalidRequestError(f"node {slot} was not started by this head; stop it on its own machine")
+        s.killed_at = asyncio.get_running_loop().time()
+        os.kill(s.process.pid, signal.SIGKILL)
+        return s.process.pid
+
+    def cluster_stats(self) -> head_pb2.ClusterStatsReply:
+        stats = [s.stats for _, s in sorted(self.slots.items()) if s.info.state == head_pb2.ALIVE]
+        return head_pb2.ClusterStatsReply(view=self.view(), nodes=stats)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@head_options
+@click.option("--session-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Session directory (default: $ACTORRT_SESSION_DIR, else ~/.actorrt).")
+@click.option("--parent-pid", type=int, default=None, help="Stop when this process exits.")
+def main(head: HeadOptions, session_dir: Path | None, parent_pid: int | None) -> None:
+    """Run a head in the foreground, with the cluster token in ACTORRT_TOKEN."""
+    token = daemon_setup("actorrt.cluster.head")
+
+    async def amain() -> None:
+        supervisor = Head(token, session_dir or session.default_dir(), head, parent_pid)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(supervisor.stop()))
+        server = await supervisor.start()
+        await supervisor.stopped.wait()
+        await server.stop(0.5)
+
+    uvloop.run(amain())
+
+
+if __name__ == "__main__":
+    main()

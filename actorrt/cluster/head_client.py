@@ -1,0 +1,114 @@
+"""Talking to the head: registration, the heartbeat/view stream, admin calls."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import grpc
+from grpc import aio
+
+from actorrt.exceptions import ClusterError
+from actorrt.net.auth import metadata
+from actorrt.net.server import channel
+from actorrt.rpc import head_pb2, head_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_INTERVAL_S = 0.2
+# How long a node or driver waits for an unreachable head before giving up on the cluster (a node
+# exits, so no orphan keeps running; a driver fails what is pending).
+HEAD_LOSS_GRACE_S = 5.0
+
+
+class HeadClient:
+    def __init__(self, address: str, token: str) -> None:
+        self.address = address
+        self._metadata = metadata(token)
+        self._channel = channel(address)
+        self._stub = head_pb2_grpc.HeadStub(self._channel)
+
+    async def _unary(self, name: str, request: object, timeout: float = 10.0) -> object:
+        try:
+            return await getattr(self._stub, name)(request, metadata=self._metadata, timeout=timeout)
+        except aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                raise ClusterError(f"the head at {self.address} rejected the cluster token") from None
+            raise ClusterError(f"head {self.address}: {name} failed: {exc.code().name}: {exc.details()}") from None
+
+    async def register(self, slot: int, address: str, pid: int, hostname: str) -> head_pb2.RegisterNodeReply:
+        req = head_pb2.RegisterNodeRequest(slot=slot, address=address, pid=pid, hostname=hostname)
+        return await self._unary("RegisterNode", req)
+
+    async def kill_node(self, slot: int) -> int:
+        reply = await self._unary("KillNode", head_pb2.KillNodeRequest(slot=slot))
+        return reply.pid
+
+    async def cluster_stats(self) -> head_pb2.ClusterStatsReply:
+        return await self._unary("ClusterStats", head_pb2.ClusterStatsRequest())
+
+    async def shutdown(self) -> None:
+        await self._unary("Shutdown", head_pb2.ShutdownRequest(), timeout=30.0)
+
+    async def subscribe(
+        self,
+        on_view: Callable[[head_pb2.ClusterView], None],
+        heartbeat: Callable[[], head_pb2.Heartbeat],
+        first_view: asyncio.Future | None = None,
+    ) -> None:
+        """Send heartbeats and apply views until the stream ends; raises ClusterError then."""
+
+        async def beats():
+            while True:
+                yield heartbeat()
+                await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+
+        call = self._stub.Subscribe(beats(), metadata=self._metadata)
+        try:
+            async for view in call:
+                on_view(view)
+                if first_view is not None and not first_view.done():
+                    first_view.set_result(view)
+        except aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+                raise ClusterError(f"the head at {self.address} rejected the cluster token") from None
+            raise ClusterError(f"lost the head at {self.address}: {exc.code().name}") from None
+        finally:
+            call.cancel()
+        raise ClusterError(f"the head at {self.address} closed the stream")
+
+    async def follow(
+        self,
+        on_view: Callable[[head_pb2.ClusterView], None],
+        heartbeat: Callable[[], head_pb2.Heartbeat],
+        grace: float,
+        first_view: asyncio.Future | None = None,
+    ) -> str:
+        """Keep the heartbeat/view stream up, reconnecting; return why once the head has been
+        unreachable for ``grace`` seconds. A failure before the first view goes to ``first_view``."""
+        loop = asyncio.get_running_loop()
+        lost_since: float | None = None
+
+        def seen(view: head_pb2.ClusterView) -> None:
+            nonlocal lost_since
+            lost_since = None
+            on_view(view)
+
+        while True:
+            try:
+                await self.subscribe(seen, heartbeat, first_view)
+            except ClusterError as exc:
+                if first_view is not None and not first_view.done():
+                    first_view.set_exception(exc)
+                    return str(exc)
+                now = loop.time()
+                lost_since = lost_since if lost_since is not None else now
+                if now - lost_since >= grace:
+                    return f"{exc} (unreachable for {now - lost_since:.1f} s)"
+                log.warning("%s; reconnecting", exc)
+            await asyncio.sleep(0.25)
+
+    async def aclose(self) -> None:
+        await self._channel.close()
+

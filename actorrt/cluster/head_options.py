@@ -1,0 +1,129 @@
+"""A head's options, defined once: for ``actorrt start --head`` and ``python -m actorrt.cluster.head``.
+
+Both commands take them through the ``head_options`` decorator, and the launcher turns them back
+into the head's command line with ``HeadOptions.argv``, so an option is declared in one place.
+An external store URL travels in the environment instead (``ACTORRT_STORE_URL``): it may hold
+a password, and command lines are visible to other users.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from actorrt.lineage.options import DEFAULT_STASH_LIMIT, FaultToleranceMode, FaultToleranceOptions
+from actorrt.store.clients import STORE_URL_ENV, parse_store_url
+
+# A node that sends no heartbeat for this long is declared dead. Crashes and kills are seen at
+# once (process exit, stream close); this bound is for a node that hangs or is cut off. It is
+# generous because a node running a long synchronous method also stops sending heartbeats.
+HEARTBEAT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class HeadOptions:
+    """What a head starts and how its cluster recovers.
+
+    Attributes:
+        host: the address the head, its nodes and its store shards bind.
+        port: the head's port (0: any free one).
+        nodes: node processes the head starts and restarts.
+        store_shards: redis-server shards of the lineage store (unless ``store_url`` is given).
+        fault_tolerance: the cluster's fault-tolerance mode and its options.
+        heartbeat_timeout: seconds without heartbeats before a node is declared dead.
+        store_url: an external lineage store instead of the head's own shards.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    nodes: int = 2
+    store_shards: int = 2
+    fault_tolerance: FaultToleranceOptions = field(default_factory=FaultToleranceOptions)
+    heartbeat_timeout: float = HEARTBEAT_TIMEOUT_S
+    store_url: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.nodes, int) or self.nodes < 0:
+            raise ValueError(f"nodes must be an int >= 0, not {self.nodes!r}")
+        if not isinstance(self.store_shards, int) or self.store_shards < 1:
+            raise ValueError(f"store_shards must be an int >= 1, not {self.store_shards!r}")
+        if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be an int from 0 to 65535, not {self.port!r}")
+        if not isinstance(self.heartbeat_timeout, int | float) or self.heartbeat_timeout <= 0:
+            raise ValueError(f"heartbeat_timeout must be a number > 0, not {self.heartbeat_timeout!r}")
+        if self.store_url:
+            parse_store_url(self.store_url)  # a bad URL stops here, not in every node later
+
+    def argv(self) -> list[str]:
+        """These options as the head's command-line arguments (all but ``store_url``)."""
+        ft = self.fault_tolerance
+        out = ["--host", self.host, "--port", str(self.port), "--nodes", str(self.nodes),
+               "--store-shards", str(self.store_shards), "--ft", ft.mode.value,
+               "--store-delay-ms", str(ft.store_delay_ms), "--stash-limit", str(ft.stash_limit),
+               "--heartbeat-timeout", str(self.heartbeat_timeout)]
+        if ft.max_forwards is not None:
+            out += ["--max-forwards", str(ft.max_forwards)]
+        if ft.checkpoint_dir:
+            out += ["--checkpoint-dir", ft.checkpoint_dir]
+        return out
+
+
+_OPTIONS = [
+    click.option("--host", default="127.0.0.1", show_default=True,
+                 help="Address to bind; other machines must be able to reach it."),
+    click.option("--port", default=0, show_default=True, type=click.IntRange(0, 65535),
+                 help="Head port (0: any free port)."),
+    click.option("--nodes", default=2, show_default=True, type=click.IntRange(min=0),
+                 help="Node processes the head starts and restarts."),
+    click.option("--store-shards", default=2, show_default=True, type=click.IntRange(min=1),
+                 help="redis-server shards of the lineage store."),
+    click.option("--ft", type=click.Choice([m.value for m in FaultToleranceMode]), default="lineage_stash",
+                 show_default=True, help="Fault tolerance of the cluster."),
+    click.option("--store-delay-ms", default=0.0, show_default=True, type=click.FloatRange(min=0),
+                 help="Simulated lineage-store latency added to every ack."),
+    click.option("--max-forwards", default=None, type=click.IntRange(min=0),
+                 help="How often an uncommitted task may be forwarded, the paper's f (default unlimited)."),
+    click.option("--stash-limit", default=DEFAULT_STASH_LIMIT, show_default=True, type=click.IntRange(min=1),
+                 help="While a process's stash holds more specs than this, its submitters wait."),
+    click.option("--checkpoint-dir", default=None, type=click.Path(file_okay=False, path_type=Path),
+                 help="Where actors write checkpoints; every node must reach it (default SESSION_DIR/checkpoints)."),
+    click.option("--heartbeat-timeout", default=HEARTBEAT_TIMEOUT_S, show_default=True,
+                 type=click.FloatRange(min=0, min_open=True),
+                 help="Seconds without heartbeats before a node is declared dead."),
+    click.option("--store-url", default=None, envvar=STORE_URL_ENV, show_envvar=True,
+                 help="An external lineage store instead of the head's own shards: "
+                      "redis://[:PASSWORD@]HOST:PORT[,HOST:PORT...] or redis+cluster://[:PASSWORD@]HOST:PORT."),
+]
+# The parameter names of the options above, in click's spelling.
+OPTION_NAMES = ("host", "port", "nodes", "store_shards", "ft", "store_delay_ms", "max_forwards", "stash_limit",
+                "checkpoint_dir", "heartbeat_timeout", "store_url")
+
+
+def _from_values(host: str, port: int, nodes: int, store_shards: int, ft: str, store_delay_ms: float,
+                 max_forwards: int | None, stash_limit: int, checkpoint_dir: Path | None, heartbeat_timeout: float,
+                 store_url: str | None) -> HeadOptions:
+    try:
+        return HeadOptions(host, port, nodes, store_shards,
+                           FaultToleranceOptions(ft, store_delay_ms, max_forwards, stash_limit,
+                                                 str(checkpoint_dir.absolute()) if checkpoint_dir else ""),
+                           heartbeat_timeout, store_url or "")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def head_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a click command the head's options; it receives them as ``head: HeadOptions``."""
+
+    @functools.wraps(command)
+    def with_options(*args: Any, **kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name) for name in OPTION_NAMES}
+        return command(*args, head=_from_values(**values), **kwargs)
+
+    for option in reversed(_OPTIONS):
+        with_options = option(with_options)
+    return with_options

@@ -1,0 +1,74 @@
+"""The ``Head`` gRPC service: what nodes, drivers and the CLI ask of the head."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from grpc import aio
+
+from actorrt.net.server import check_message
+from actorrt.rpc import head_pb2
+
+if TYPE_CHECKING:
+    from actorrt.cluster.head import Head
+
+
+class HeadServicer:
+    def __init__(self, head: Head) -> None:
+        self.head = head
+
+    async def RegisterNode(self, request: head_pb2.RegisterNodeRequest,  # noqa: N802
+                           context: aio.ServicerContext) -> head_pb2.RegisterNodeReply:
+        return self.head.register(request)
+
+    async def Subscribe(self, requests: AsyncIterator[head_pb2.Heartbeat],  # noqa: N802
+                        context: aio.ServicerContext) -> None:
+        """Views out, heartbeats in. A node's stream that closes is the node failing; a driver's
+        stream marks it present while open (its objects are fetchable)."""
+        queue = self.head.subscribe()
+        member: tuple[int, int] | None = None
+        driver = ""
+
+        async def read() -> None:
+            nonlocal member, driver
+            async for beat in requests:
+                await check_message(beat, context)
+                if beat.slot >= 0:
+                    if self.head.heartbeat(beat):
+                        member = (beat.slot, beat.epoch)
+                elif beat.address and not driver:
+                    driver = beat.address
+                    self.head.driver_joined(driver)
+
+        reader = asyncio.ensure_future(read())
+        try:
+            while not reader.done():
+                getter = asyncio.ensure_future(queue.get())
+                await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    await context.write(getter.result())
+                else:
+                    getter.cancel()
+            reader.result()
+        finally:
+            reader.cancel()
+            self.head.unsubscribe(queue)
+            if driver:
+                self.head.driver_left(driver)
+            if member is not None:
+                self.head.member_lost(*member)
+
+    async def KillNode(self, request: head_pb2.KillNodeRequest,  # noqa: N802
+                       context: aio.ServicerContext) -> head_pb2.KillNodeReply:
+        return head_pb2.KillNodeReply(pid=self.head.kill(request.slot))
+
+    async def ClusterStats(self, request: head_pb2.ClusterStatsRequest,  # noqa: N802
+                           context: aio.ServicerContext) -> head_pb2.ClusterStatsReply:
+        return self.head.cluster_stats()
+
+    async def Shutdown(self, request: head_pb2.ShutdownRequest,  # noqa: N802
+                       context: aio.ServicerContext) -> head_pb2.ShutdownReply:
+        await self.head.stop()
+        return head_pb2.ShutdownReply()

@@ -1,0 +1,75 @@
+"""Starting a head process (which starts the nodes and store shards) and stopping it.
+
+Used by ``actorrt.init()`` for the embedded default and by ``actorrt start --head``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from actorrt.cluster import session
+from actorrt.cluster.head_options import HeadOptions
+from actorrt.cluster.session import TOKEN_ENV, Session
+from actorrt.exceptions import ClusterError
+from actorrt.store.clients import STORE_URL_ENV
+from actorrt.util.processes import process_alive
+
+HEAD_START_TIMEOUT_S = 60.0
+
+
+@dataclass
+class HeadProcess:
+    process: subprocess.Popen
+    session: Session
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self.session.session_dir) / "logs" / "head.log"
+
+    def wait_stopped(self, timeout: float = 15.0) -> None:
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def start_head(session_dir: Path, options: HeadOptions, *, token: str | None = None,
+               tied_to_caller: bool = True) -> HeadProcess:
+    """Launch a head and wait until its session file names its address.
+
+    With ``tied_to_caller`` the head (and so its nodes and shards) stops when this process exits;
+    the CLI launches a head that outlives it instead.
+    """
+    session_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    existing = session.read(session_dir)
+    if existing is not None and process_alive(existing.head_pid):
+        raise ClusterError(f"a head is already running for {session_dir} at {existing.head_address}; stop it first")
+    session.remove(session_dir)
+    token = token or session.new_token()
+    logs = session_dir / "logs"
+    logs.mkdir(exist_ok=True)
+    argv = [sys.executable, "-m", "actorrt.cluster.head", *options.argv(), "--session-dir", str(session_dir)]
+    if tied_to_caller:
+        argv += ["--parent-pid", str(os.getpid())]
+    with open(logs / "head.log", "ab") as log:
+        env = dict(os.environ, **{TOKEN_ENV: token, STORE_URL_ENV: options.store_url})
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=not tied_to_caller)
+    deadline = time.monotonic() + HEAD_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        found = session.read(session_dir)
+        if found is not None and found.head_pid == proc.pid:
+            return HeadProcess(proc, found)
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    tail = (logs / "head.log").read_text(errors="replace")[-2000:]
+    raise ClusterError(f"the head did not start (exit code {proc.poll()}); its log ends:\n{tail}")
+

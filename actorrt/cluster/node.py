@@ -1,0 +1,136 @@
+"""A node process: a gRPC server on uvloop hosting many actors; the unit of fail-stop failure.
+
+Run as ``python -m actorrt.cluster.node --head HOST:PORT [--slot N] [--host H]`` with the cluster token in
+``ACTORRT_TOKEN``. The node registers with the head, keeps a heartbeat stream to it, and exits when
+the head is gone for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+
+import click
+import uvloop
+
+from actorrt.cluster.daemon import NODE_HASH_SEED, daemon_setup
+from actorrt.cluster.head_client import HEAD_LOSS_GRACE_S, HeadClient
+from actorrt.cluster.node_recovery import NodeRecoveries
+from actorrt.cluster.node_service import NodeServicer
+from actorrt.core import context
+from actorrt.core.actor_host import ActorHost
+from actorrt.core.task_spec import SenderContext
+from actorrt.core.worker import Worker
+from actorrt.exceptions import ActorRTError
+from actorrt.lineage import ids
+from actorrt.net.server import start_server
+from actorrt.rpc import head_pb2, node_pb2
+from actorrt.util.background import BackgroundTasks
+
+log = logging.getLogger(__name__)
+
+
+class NodeProcess:
+    """The runtime of a node process (what ``actorrt.core.context.current()`` returns there)."""
+
+    def __init__(self, head_address: str, token: str, slot: int, host: str) -> None:
+        self.head_address = head_address
+        self.token = token
+        self.requested_slot = slot
+        self.bind_host = host
+        self.worker = Worker(token, ids.driver_id(), asyncio.get_running_loop())
+        self.worker.host = ActorHost(self.worker)
+        self.servicer = NodeServicer(self.worker)
+        self.head = HeadClient(head_address, token)
+        self._background = BackgroundTasks("node")
+        self._inherited: set[int] = set()  # dead slots whose actors this process rebuilt (or is rebuilding)
+        self.recoveries = NodeRecoveries(self.worker, self.servicer, token, self._background.spawn)
+
+    def get(self, refs, timeout=None):
+        raise ActorRTError("actorrt.get() cannot block inside an actor; use `await ref` in an async method")
+
+    async def run(self) -> None:
+        server, address = await start_server(
+            self.bind_host, 0, [(self.servicer, node_pb2.DESCRIPTOR.services_by_name["Node"])], self.token
+        )
+        self.worker.bind(address)
+        context.set_current(self)
+        self._main_task = asyncio.current_task()
+        reply = await self.head.register(self.requested_slot, address, os.getpid(), socket.gethostname())
+        self.servicer.slot, self.servicer.epoch = reply.slot, reply.epoch
+        self.worker.slot = reply.slot
+        # A restarted slot rebuilds its actors, and those of the dead slots the view says it inherits.
+        self._inherited = self._slots_inherited_in(reply.view)
+        if reply.epoch > 1:  # heartbeats and views go on during the recovery
+            self.recoveries.start({reply.slot, *self._inherited}, reply.detection_ms, reply.restart_ms)
+        else:
+            self.worker.recovered.set()
+        self.worker.apply_view(reply.view)
+        # Tasks submitted outside any actor task come from the node itself.
+        self.worker.process_context = SenderContext(ids.actor_id(f"node-{reply.slot}".encode(), reply.epoch))
+        log.info("node %d (epoch %d) serving on %s", reply.slot, reply.epoch, address)
+        try:
+            await self._follow_head()
+        finally:
+            self._background.cancel_all()
+            self.worker.host.stop()
+            await self.worker.aclose()
+            await server.stop(0.5)
+
+    def _slots_inherited_in(self, view: head_pb2.ClusterView) -> set[int]:
+        """Dead slots that will not come back whose actors this slot rebuilds and serves."""
+        return {n.slot for n in view.nodes if n.HasField("heir") and n.heir == self.servicer.slot}
+
+    async def _follow_head(self) -> None:
+        why = await self.head.follow(self._apply_view, self._heartbeat, HEAD_LOSS_GRACE_S)
+        log.error("%s; exiting", why)
+
+    def _apply_view(self, view: head_pb2.ClusterView) -> None:
+        inherited = self._slots_inherited_in(view) - self._inherited
+        if inherited:  # dead slots that will not come back: this process rebuilds their actors
+            log.warning("node %d inherits the actors of dead node(s) %s", self.servicer.slot, sorted(inherited))
+            self._inherited |= inherited
+            self.recoveries.start(inherited)
+        self.worker.apply_view(view)
+        me = self.worker.membership.node(self.servicer.slot)
+        if me is None or me.epoch != self.servicer.epoch or me.state != head_pb2.ALIVE:
+            # Fail-stop: the cluster has declared this incarnation dead and told its callers so;
+            # running their tasks any further would contradict that.
+            log.error("the head declared node %d (epoch %d) dead; exiting", self.servicer.slot, self.servicer.epoch)
+            asyncio.get_running_loop().call_soon(self._main_task.cancel)
+
+    def _heartbeat(self) -> head_pb2.Heartbeat:
+        return head_pb2.Heartbeat(slot=self.servicer.slot, epoch=self.servicer.epoch, stats=self.servicer.stats())
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--head", "head_address", required=True, metavar="HOST:PORT", help="The head's address.")
+@click.option("--slot", type=int, default=-1, show_default=True, help="Slot to take (-1: a new one).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+def main(head_address: str, slot: int, host: str) -> None:
+    """Run a node process in the foreground, with the cluster token in ACTORRT_TOKEN."""
+    if os.environ.get("PYTHONHASHSEED") != NODE_HASH_SEED:  # started by other means: again, with the seed
+        # The same interpreter flags (``-X``, ``-W``, a coverage wrapper's) and arguments.
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]],
+                  dict(os.environ, PYTHONHASHSEED=NODE_HASH_SEED))
+    token = daemon_setup("actorrt.cluster.node")
+
+    async def amain() -> None:
+        node = NodeProcess(head_address, token, slot, host)
+        task = asyncio.current_task()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
+        try:
+            await node.run()
+        except asyncio.CancelledError:
+            pass
+
+    uvloop.run(amain())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""Rebuilding lost actors on this node: its own after a restart, or those of a dead slot it inherits.
+
+Paper §4.2.3: survivors flush their stashes, so the store holds every task they depend on; each
+lost actor then restores its newest checkpoint (or runs its constructor) and re-executes its
+recorded tasks after it, while arrivals wait. Under global rollback the node's actors restore the
+last global checkpoint instead, and where nothing is logged they are lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from google.protobuf.message import DecodeError
+from grpc import aio
+
+from actorrt.cluster.node_service import NodeServicer
+from actorrt.core.worker import Worker
+from actorrt.exceptions import ActorRTError
+from actorrt.lineage import ids
+from actorrt.lineage.checkpoints import latest_manifest, read_checkpoint
+from actorrt.lineage.replay import replay_order
+from actorrt.net.auth import metadata
+from actorrt.net.server import channel
+from actorrt.rpc import head_pb2, node_pb2, node_pb2_grpc
+from actorrt.rpc.checkpoint_pb2 import ActorCheckpoint
+from actorrt.store.lineage_store import LineageStore
+
+log = logging.getLogger(__name__)
+
+# How long a survivor has to flush its stash before the recovery goes on without it.
+SURVIVOR_FLUSH_TIMEOUT_S = 10.0
+
+
+class NodeRecoveries:
+    def __init__(self, worker: Worker, servicer: NodeServicer, token: str,
+                 spawn: Callable[[Coroutine[Any, Any, Any]], Any]) -> None:
+        self.worker = worker
+        self.servicer = servicer  # its slot, epoch and the recovery stats it reports
+        self.token = token
+        self._spawn = spawn
+        self._planning = asyncio.Lock()  # recoveries plan one at a time (their replays overlap)
+        self._under_way = 0  # started and not finished
+
+    def start(self, slots: set[int], detection_ms: float = 0.0, restart_ms: float = 0.0) -> None:
+        """Rebuild the actors ``slots`` hosted: this slot's after a restart, or those of a dead
+        slot this one inherits. Called before the view that makes senders re-send their tasks
+        here is applied: arrivals wait until the replays are queued, and fetches of objects the
+        lost processes owned wait for the replays."""
+        self.worker.host.hold()
+        self.worker.recovered.clear()
+        self._under_way += 1
+        self._spawn(self._recover(slots, detection_ms, restart_ms))
+
+    async def _recover(self, slots: set[int], detection_ms: float, restart_ms: float) -> None:
+        stats = node_pb2.RecoveryStats(detection_ms=detection_ms, restart_ms=restart_ms, slots=sorted(slots))
+        self.servicer.recoveries.append(stats)  # filled in as the recovery goes
+        ft = self.worker.ft
+        try:
+            # Planning is one recovery at a time (each sees the actors the previous one queued);
+            # replays are not: one may await an actor another is rebuilding.
+            async with self._planning:
+                try:
+                    if ft.rolls_back:
+                        actors = await self._restore_global_checkpoint(stats)
+                    elif not ft.logs_lineage:
+                        log.error("no lineage is logged (ft=%s): the actors of %s are lost", ft.mode, sorted(slots))
+                        actors = []
+                    else:
+                        actors = await self._replay_lineage(stats, slots)
+                finally:
+                    self.worker.host.release()
+            replay_started = time.perf_counter()
+            await asyncio.gather(*(a.replayed.wait() for a in actors))
+            stats.replay_ms = (time.perf_counter() - replay_started) * 1e3
+        finally:
+            self._under_way -= 1
+            if not self._under_way:
+                self.worker.recovered.set()
+
+    async def _replay_lineage(self, stats: node_pb2.RecoveryStats, slots: set[int]) -> list:
+        """Paper §4.2.3: survivors flush their stashes, so the store holds every task they depend
+        on; each actor then restores its newest checkpoint (or runs its constructor) and
+        re-executes its recorded tasks after it. Senders re-send what they still wait for."""
+        store, host = self.worker.ft.store, self.worker.host
+        started = time.perf_counter()
+        listed = [actor_id for slot in sorted(slots) for actor_id in await store.actors_on(slot)]
+        actor_ids = [a for a in dict.fromkeys(listed) if a not in host.actors]  # each once, and not twice
+        await self._flush_survivors()
+        flushed = time.perf_counter()
+        plans = [await self._replay_plan(store, actor_id) for actor_id in actor_ids]
+        stats.flush_ms, stats.fetch_ms = (flushed - started) * 1e3, (time.perf_counter() - flushed) * 1e3
+        actors = []
+        for actor_id, plan in zip(actor_ids, plans, strict=True):
+            if isinstance(plan, str):
+                actors.append(host.lost(actor_id, plan))
+                continue
+            checkpoint, order = plan
+            actors.append(host.recover(actor_id, order, checkpoint))
+            stats.from_checkpoint += checkpoint is not None
+            stats.tasks_replayed += len(order)
+        stats.actors = len(actors)
+        log.info("node %d: replaying %s", self.worker.slot, stats)
+        return actors
+
+    async def _restore_global_checkpoint(self, stats: node_pb2.RecoveryStats) -> list:
+        """ft="checkpoint": this node's actors as of the last global checkpoint (no replay)."""
+        started = time.perf_counter()
+        directory = self.worker.ft.options.checkpoint_dir
+        manifest = await asyncio.to_thread(latest_manifest, directory)
+        if manifest is None:
+            log.error("no global checkpoint in %s: the actors of node %d are lost", directory, self.worker.slot)
+            return []
+        actors = []
+        for actor_hex, entry in manifest["actors"].items():
+            checkpoint = await asyncio.to_thread(read_checkpoint, entry["path"])
+            if checkpoint.creation.slot == self.worker.slot:
+                actors.append(self.worker.host.recover(bytes.fromhex(actor_hex), [], checkpoint))
+        stats.actors = stats.from_checkpoint = len(actors)
+        stats.fetch_ms = (time.perf_counter() - started) * 1e3
+        log.info("node %d: restored %d actors from global checkpoint %d", self.worker.slot, len(actors), manifest["id"])
+        return actors
+
+    @staticmethod
+    async def _replay_plan(store: LineageStore, actor_id: bytes) -> tuple[ActorCheckpoint | None, list] | str:
+        """``(checkpoint, tasks to re-execute after it)`` for ``actor_id``, or why it cannot be rebuilt."""
+        pointer = await store.checkpoint_of(actor_id)
+        checkpoint = None
+        if pointer is not None:
+            seq, path = pointer
+            try:
+                checkpoint = await asyncio.to_thread(read_checkpoint, path)
+            except (OSError, DecodeError) as exc:
+                return (f"actor {ids.short(actor_id)} cannot be rebuilt: its checkpoint {seq} ({path}) is unreadable "
+                        f"here ({exc}); the checkpoint directory must be reachable from every node")
+        try:
+            return checkpoint, replay_order(actor_id, await store.sent_to(actor_id), checkpoint)
+        except ActorRTError as exc:
+            return f"actor {ids.short(actor_id)} cannot be rebuilt: {exc}"
+
+    async def _flush_survivors(self) -> None:
+        view = self.worker.membership.view
+        peers = [n.address for n in view.nodes if n.state == head_pb2.ALIVE and n.address != self.worker.address]
+        request = node_pb2.FlushStashRequest(slot=self.worker.slot, epoch=self.servicer.epoch)
+
+        async def flush(address: str) -> None:
+            try:
+                async with channel(address) as chan:
+                    await node_pb2_grpc.NodeStub(chan).FlushStash(request, metadata=metadata(self.token),
+                                                                   timeout=SURVIVOR_FLUSH_TIMEOUT_S)
+            except aio.AioRpcError as exc:
+                # Gone too: its own recovery rebuilds what it held (up to f failures at once).
+                log.warning("survivor %s did not flush its stash: %s", address, exc.details())
+
+        # This process's own stash too: it survived, if it inherits a dead slot's actors (the
+        # flusher retries until the store answers: a replay cannot go on without it).
+        await asyncio.gather(self.worker.ft.flush(), *(flush(a) for a in [*peers, *view.drivers]))

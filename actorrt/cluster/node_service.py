@@ -1,0 +1,44 @@
+"""The ``Node`` gRPC service: the peer stream and stats. Node processes and drivers both serve it."""
+
+from __future__ import annotations
+
+from grpc import aio
+
+from actorrt.core.worker import Worker
+from actorrt.rpc import node_pb2
+
+
+class NodeServicer:
+    """The ``Node`` service of a node process (drivers serve it too, with no actors)."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.slot = -1
+        self.epoch = 0
+        self.recoveries: list[node_pb2.RecoveryStats] = []
+
+    async def Connect(self, requests, context: aio.ServicerContext) -> None:  # noqa: N802
+        await self.worker.router.serve(requests, context)
+
+    async def FlushStash(  # noqa: N802
+        self, request: node_pb2.FlushStashRequest, context: aio.ServicerContext
+    ) -> node_pb2.FlushStashReply:
+        written = await self.worker.ft.flush() if self.worker.ft is not None else 0
+        return node_pb2.FlushStashReply(written=written)
+
+    async def Stats(self, request: node_pb2.NodeStatsRequest, context: aio.ServicerContext) -> node_pb2.NodeStatsReply:  # noqa: N802
+        return self.stats()
+
+    def stats(self) -> node_pb2.NodeStatsReply:
+        host = self.worker.host
+        return node_pb2.NodeStatsReply(
+            slot=self.slot,
+            epoch=self.epoch,
+            actors=host.stats() if host is not None else [],
+            pending_results=self.worker.pending_results(),
+            objects=len(self.worker.objects),
+            messages_sent=self.worker.router.sent.messages,
+            batches_sent=self.worker.router.sent.batches,
+            lineage=self.worker.ft.stats() if self.worker.ft is not None else None,
+            recoveries=self.recoveries,
+        )

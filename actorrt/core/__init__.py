@@ -1,0 +1,1 @@
+"""The per-process runtime: submitting, routing and running tasks, actors, objects and refs."""

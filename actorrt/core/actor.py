@@ -1,0 +1,212 @@
+"""One actor: its mailbox, and its tasks run one at a time.
+
+A task's reference arguments are resolved before it runs, in mailbox order, so tasks of one
+sender run in submission order. Methods run on the node's event loop: plain methods inline (a
+millisecond task costs no thread hop), ``async def`` methods as coroutines that may await refs.
+A task already run (a re-send) is answered from the actor's ledger; between two tasks the actor
+may checkpoint (the ``__checkpoint__`` task, or every N tasks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Coroutine
+from typing import Any, Protocol
+
+import cloudpickle
+from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
+
+from actorrt.core import context
+from actorrt.core.checkpointer import Checkpointer
+from actorrt.core.fetches import Fetches
+from actorrt.core.ledger import SenderLedger
+from actorrt.core.serialization import deserialize, error_from_exception, runtime_error, serialize
+from actorrt.core.task_spec import CHECKPOINT_METHOD, ONCE_METHOD, SenderContext
+from actorrt.lineage import ids
+from actorrt.lineage.application_log import RunningTask
+from actorrt.lineage.strategy import FaultTolerance
+from actorrt.rpc import common_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+class ActorServices(Protocol):
+    """What an actor needs of the process hosting it (the ``Worker`` provides it)."""
+
+    slot: int
+    address: str
+    ft: FaultTolerance
+    fetches: Fetches
+
+    def send_result(self, owner_address: str, value: pb.ObjectValue, task: pb.TaskSpec | None = None) -> None: ...
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task: ...
+
+
+class _ArgumentError(Exception):
+    """A reference argument resolved to an error; the task fails with that error."""
+
+    def __init__(self, error: pb.RemoteError) -> None:
+        self.error = error
+
+
+class ActorInstance:
+    def __init__(self, services: ActorServices, actor_id: bytes, creation: pb.ActorCreation) -> None:
+        self.services = services
+        self.actor_id = actor_id
+        self.creation = creation
+        self.class_name = creation.class_name
+        self.who = f"{self.class_name}({ids.short(actor_id)})"
+        self.nondeterministic = creation.nondeterministic
+        self.context = SenderContext(actor_id)
+        self.mailbox: asyncio.Queue[pb.TaskSpec] = asyncio.Queue()
+        self.instance: Any = None
+        self.death: pb.RemoteError | None = None
+        self.executed = 0
+        self.last_executed = b""  # the predecessor of the next task, for AssignTask
+        self.ledger = SenderLedger(actor_id, self.who, digests=services.ft.logs_lineage)
+        self.checkpointer = Checkpointer(self)
+        self.watermarks: dict[str, tuple[int, int]] = {}  # ONCE_METHOD marks applied, per source
+        self.replay: set[bytes] = set()  # tasks queued as recorded (recovery), not as new arrivals
+        self.replaying = b""  # the recorded task running again now, if one is
+        self.replayed = asyncio.Event()  # set once every recorded task ran again
+        self._runner = asyncio.ensure_future(self._run())
+        self._runner.add_done_callback(self._runner_ended)
+
+    def stop(self) -> None:
+        self._runner.cancel()
+
+    def die(self, kind: int, message: str) -> None:
+        """From now on every task of this actor fails with ``message``."""
+        self.death = runtime_error(kind, message, self.actor_id)
+
+    def _runner_ended(self, runner: asyncio.Task) -> None:
+        if runner.cancelled():
+            return
+        # Only a runtime bug gets here (method errors become results); fail loudly, not silently.
+        log.error("actor %s stopped", ids.short(self.actor_id), exc_info=runner.exception())
+        self.die(pb.ACTOR_DIED, f"actor {ids.short(self.actor_id)} stopped: {runner.exception()!r}")
+        while not self.mailbox.empty():
+            spec = self.mailbox.get_nowait()
+            self.services.send_result(spec.owner_address, pb.ObjectValue(object_id=ids.object_id(spec.task_id),
+                                                                       error=self.death))
+
+    async def _run(self) -> None:
+        ft = self.services.ft
+        while True:
+            spec = await self.mailbox.get()
+            if self.ledger.is_resent(spec):
+                self.services.send_result(spec.owner_address, self.ledger.answer(spec))
+                continue
+            if ft.over_limit:  # back-pressure: the tasks this one submits would grow the stash
+                await ft.wait_below_limit()
+            if spec.task_id in self.replay:
+                self.replay.discard(spec.task_id)  # runs as recorded: its order is in the store
+                replay_done = not self.replay
+                self.replaying = spec.task_id
+            else:
+                replay_done = False
+                self.replaying = b""
+                spec = await ft.on_assign(spec, self.last_executed, self.nondeterministic)  # AssignTask
+            if spec.method == "__init__":
+                await ft.register_actor(self.services.slot, self.actor_id)  # a restarted slot finds it
+            self.last_executed = spec.task_id
+            self.ledger.ran(spec)
+            value = await self._execute(spec)
+            self.executed += 1
+            self.checkpointer.since += 1
+            self.ledger.keep(spec, value)
+            if self.checkpointer.due(spec):
+                await self.checkpointer.take_or_log()
+            self.services.send_result(spec.owner_address, value, spec)
+            if replay_done:
+                self.replayed.set()
+            if not self.mailbox.empty():
+                await asyncio.sleep(0)  # fairness: a backlog here must not starve the node's other actors
+
+    async def _execute(self, spec: pb.TaskSpec) -> pb.ObjectValue:
+        object_id = ids.object_id(spec.task_id)
+        if self.death is not None:
+            return pb.ObjectValue(object_id=object_id, error=self.death)
+        resolved: list[bytes] = []
+        token = context.current_sender.set(self.context)
+        log_token = context.running_task.set(RunningTask(spec))
+        self.context.current_task = spec.task_id
+        try:
+            args, kwargs = await self._resolve_args(spec.args, resolved)
+            result = self._call(spec, args, kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+            return pb.ObjectValue(object_id=object_id, value=serialize(result))
+        except _ArgumentError as exc:
+            return pb.ObjectValue(object_id=object_id, error=exc.error)
+        except asyncio.CancelledError as exc:
+            if asyncio.current_task().cancelling():
+                raise  # the actor itself is being stopped
+            return pb.ObjectValue(object_id=object_id, error=error_from_exception(exc, self.actor_id))
+        except BaseException as exc:  # noqa: BLE001 - any user error, SystemExit included, goes back
+            error = error_from_exception(exc, self.actor_id)
+            if spec.method == "__init__":
+                self.die(pb.ACTOR_DIED, f"actor {self.who} died: its constructor raised {error.type_name}: "
+                                        f"{error.message}")
+            return pb.ObjectValue(object_id=object_id, error=error)
+        finally:
+            context.current_sender.reset(token)
+            context.running_task.reset(log_token)
+            for oid in resolved:
+                self.services.fetches.unborrow(oid)
+
+    def _call(self, spec: pb.TaskSpec, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        if spec.method == "__init__":
+            cls = cloudpickle.loads(spec.actor_creation.class_blob)
+            self.instance = cls(*args, **kwargs)
+            return None
+        if spec.method == CHECKPOINT_METHOD:
+            return self.checkpointer.take(spec)
+        if spec.method == ONCE_METHOD:
+            return self._once(*args, **kwargs)
+        return self._method(spec.method)(*args, **kwargs)
+
+    def _method(self, name: str) -> Any:
+        method = getattr(self.instance, name, None) if not name.startswith("_") else None
+        if method is None or not callable(method):
+            raise _ArgumentError(runtime_error(pb.NO_SUCH_METHOD, f"{self.class_name} has no method {name!r}",
+                                               self.actor_id))
+        return method
+
+    def _once(self, source: str, batch: int, seq: int, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``method(*args)`` unless this actor applied mark ``(batch, seq)`` of ``source`` already."""
+        if self.watermarks.get(source, (-1, -1)) >= (batch, seq):
+            return None  # a replayed micro-batch: applied before
+        result = self._method(method)(*args, **kwargs)
+        if not inspect.isawaitable(result):
+            self.watermarks[source] = (batch, seq)
+            return result
+
+        async def applied() -> Any:  # the mark counts once the call succeeded: a failed one comes again
+            value = await result
+            self.watermarks[source] = (batch, seq)
+            return value
+
+        return applied()
+
+    async def _resolve_args(self, wire: RepeatedCompositeFieldContainer[pb.Arg],
+                            resolved: list[bytes]) -> tuple[list[Any], dict[str, Any]]:
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for arg in wire:
+            if arg.WhichOneof("kind") == "ref":
+                resolved.append(arg.ref.object_id)  # before awaiting: unborrowed even if cancelled
+                value = await self.services.fetches.resolve(arg.ref)
+                if value.WhichOneof("kind") == "error":
+                    raise _ArgumentError(value.error)
+                item = deserialize(value.value)
+            else:
+                item = deserialize(arg.value)
+            if arg.keyword:
+                kwargs[arg.keyword] = item
+            else:
+                args.append(item)
+        return args, kwargs

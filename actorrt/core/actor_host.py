@@ -1,0 +1,144 @@
+"""The actors a node process hosts, by actor ID: tasks queued for them, and their recovery.
+
+A task that reaches a node before its actor's creation (the handle travelled faster than the
+creation task) waits a moment for it. While the node recovers, arrivals are held until the
+replays are queued, so recorded tasks run first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from actorrt.core.actor import ActorInstance, ActorServices
+from actorrt.core.serialization import runtime_error
+from actorrt.core.task_spec import SenderContext
+from actorrt.lineage import ids
+from actorrt.rpc import checkpoint_pb2, node_pb2
+from actorrt.rpc import common_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+# A task can reach a node before the creation of its actor when it comes over another stream
+# (the handle travelled faster than the creation task); it waits this long for the actor.
+UNKNOWN_ACTOR_GRACE_S = 2.0
+
+
+class ActorHost:
+    """The actors of this node, by actor ID."""
+
+    def __init__(self, services: ActorServices) -> None:
+        self.services = services
+        self.actors: dict[bytes, ActorInstance] = {}
+        self._early: dict[bytes, list[pb.TaskSpec]] = {}  # tasks that beat their actor's creation
+        self._held: list[pb.TaskSpec] | None = None  # arrivals while recovering
+        self._holds = 0  # recoveries under way (this slot's own, and slots it inherits)
+
+    def hold(self) -> None:
+        """Recovering: keep arriving tasks until every ``hold`` is released (replays queue first)."""
+        self._holds += 1
+        if self._held is None:
+            self._held = []
+
+    def recover(self, actor_id: bytes, order: list[pb.TaskSpec],
+                checkpoint: checkpoint_pb2.ActorCheckpoint | None = None) -> ActorInstance:
+        """Rebuild ``actor_id``: restore ``checkpoint`` (if any), then re-execute ``order`` as
+        recorded (with no checkpoint, ``order`` starts with the constructor)."""
+        creation = checkpoint.creation if checkpoint is not None else order[0].actor_creation
+        actor = self.actors[actor_id] = ActorInstance(self.services, actor_id, creation)
+        if checkpoint is not None:
+            try:
+                actor.checkpointer.restore(checkpoint)
+            except Exception as exc:  # noqa: BLE001 - a user restore() or an unpicklable state
+                actor.die(pb.ACTOR_DIED, f"actor {actor.who} could not restore its checkpoint: {exc!r}")
+        for spec in order:
+            actor.replay.add(spec.task_id)
+            actor.mailbox.put_nowait(spec)
+        if not order:
+            actor.replayed.set()
+        self._take_early(actor)
+        return actor
+
+    def _take_early(self, actor: ActorInstance) -> None:
+        """Tasks that reached this process before its recovery held arrivals go after the replay."""
+        for early in self._early.pop(actor.actor_id, []):
+            actor.mailbox.put_nowait(early)
+
+    def replay_diverged(self, spec: pb.TaskSpec, error: pb.RemoteError) -> None:
+        """The receiver of ``spec`` saw its sender's replay re-send a call other than the one it
+        ran: the sender's state is not the one its past produced."""
+        actor = self.actors.get(spec.sender)
+        if actor is not None:
+            self._stop_replay(actor, error)
+
+    def replay_lost_result(self, sender: SenderContext, error: pb.RemoteError) -> None:
+        """A task of ``sender`` awaited a result its receiver no longer keeps: if it is a replayed
+        task, it cannot do what it did before the failure."""
+        actor = self.actors.get(sender.sender_id)
+        if actor is not None and actor.replaying and actor.replaying == sender.current_task:
+            self._stop_replay(actor, error)
+
+    @staticmethod
+    def _stop_replay(actor: ActorInstance, error: pb.RemoteError) -> None:
+        """``actor`` cannot reproduce its past: it serves no more tasks, and says why."""
+        if actor.death is None:
+            msg = f"actor {actor.who} was stopped, its replay failed: {error.message}"
+            log.error("%s", msg)
+            actor.die(pb.ACTOR_DIED, msg)
+
+    def lost(self, actor_id: bytes, why: str) -> ActorInstance:
+        """``actor_id`` cannot be rebuilt: its tasks fail with ActorDiedError saying ``why``."""
+        actor = self.actors[actor_id] = ActorInstance(self.services, actor_id, pb.ActorCreation(class_name="?"))
+        actor.die(pb.ACTOR_DIED, why)
+        actor.replayed.set()
+        self._take_early(actor)
+        return actor
+
+    def release(self) -> None:
+        self._holds -= 1
+        if self._holds:
+            return
+        held, self._held = self._held or [], None
+        for spec in held:
+            self.assign(spec)
+
+    def assign(self, spec: pb.TaskSpec) -> None:
+        """Queue a task for its actor (AssignTask in the lineage stash)."""
+        if self._held is not None:
+            self._held.append(spec)
+            return
+        actor = self.actors.get(spec.receiver)
+        if actor is None and spec.HasField("actor_creation"):
+            actor = self.actors[spec.receiver] = ActorInstance(self.services, spec.receiver, spec.actor_creation)
+            actor.mailbox.put_nowait(spec)
+            for early in self._early.pop(spec.receiver, []):
+                actor.mailbox.put_nowait(early)
+            return
+        if actor is None:
+            waiting = self._early.setdefault(spec.receiver, [])
+            if not waiting:
+                asyncio.get_running_loop().call_later(UNKNOWN_ACTOR_GRACE_S, self._expire, spec.receiver)
+            waiting.append(spec)
+            return
+        actor.mailbox.put_nowait(spec)
+
+    def _expire(self, actor_id: bytes) -> None:
+        for spec in self._early.pop(actor_id, []):
+            msg = f"no actor {ids.short(actor_id)} on node {self.services.address}"
+            error = runtime_error(pb.UNKNOWN_ACTOR, msg, actor_id)
+            value = pb.ObjectValue(object_id=ids.object_id(spec.task_id), error=error)
+            self.services.send_result(spec.owner_address, value)
+
+    def stats(self) -> list[node_pb2.ActorStats]:
+        return [
+            node_pb2.ActorStats(
+                actor_id=a.actor_id, class_name=a.class_name, queued=a.mailbox.qsize(),
+                executed=a.executed, dead=a.death is not None,
+            )
+            for a in self.actors.values()
+        ]
+
+    def stop(self) -> None:
+        for actor in self.actors.values():
+            actor.stop()
+

@@ -1,0 +1,96 @@
+"""An actor's checkpoints: its state and progress, taken between two tasks, and restored.
+
+A checkpoint holds the actor's state, what it ran from each sender (its ledger), its own task
+counters and its once-marks. The store points at the newest file, and the lineage the previous
+checkpoint covered is collected: not this one's, since a spec still on its way to the store (a
+slow flush) would write its record again after the delete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from actorrt.core.serialization import serialize
+from actorrt.core.task_spec import CHECKPOINT_METHOD
+from actorrt.exceptions import ClusterError
+from actorrt.lineage import checkpoints, ids
+from actorrt.rpc import checkpoint_pb2
+from actorrt.rpc import common_pb2 as pb
+
+if TYPE_CHECKING:
+    from actorrt.core.actor import ActorInstance
+
+log = logging.getLogger(__name__)
+
+
+class Checkpointer:
+    def __init__(self, actor: ActorInstance) -> None:
+        self._actor = actor
+        self.seq = 0  # the last checkpoint's number
+        self.since = 0  # tasks run since it
+        self._cut: dict[bytes, int] = {}  # the per-sender counters it covers
+        self._collected: dict[bytes, int] = {}  # how far the store's copy of this actor's tasks was collected
+
+    def due(self, spec: pb.TaskSpec) -> bool:
+        """Whether to checkpoint after ``spec`` ran (every ``checkpoint_every`` tasks)."""
+        every = self._actor.creation.checkpoint_every
+        return bool(every) and self.since >= every and self._actor.death is None \
+            and spec.method != CHECKPOINT_METHOD
+
+    async def take(self, spec: pb.TaskSpec | None = None) -> dict[str, Any]:
+        """Checkpoint now, between tasks; ``spec`` is the ``__checkpoint__`` task running, whose
+        own result goes in the checkpoint (a re-send of it is answered from there)."""
+        actor = self._actor
+        ft = actor.services.ft
+        self.seq += 1
+        self.since = 0
+        directory = ft.options.checkpoint_dir
+        path = checkpoints.checkpoint_path(directory, actor.actor_id, self.seq)
+        result = {"actor_id": actor.actor_id.hex(), "seq": self.seq, "path": str(path)}
+        if spec is not None:
+            actor.ledger.keep(spec, pb.ObjectValue(object_id=ids.object_id(spec.task_id),
+                                                   value=serialize(result)))
+        to_collect = checkpoints.covered_tasks(actor.actor_id, self._collected, self._cut)
+        self._collected, self._cut = dict(self._cut), dict(actor.ledger.last_counter)
+        snapshot = self._snapshot()  # now, synchronously: the state between two tasks
+        await asyncio.to_thread(checkpoints.write_checkpoint, directory, snapshot)
+        if ft.store is not None:
+            await ft.store.set_checkpoint(actor.actor_id, self.seq, str(path))
+            if to_collect:
+                actor.services.spawn(ft.store.forget(actor.actor_id, to_collect))
+        return result
+
+    async def take_or_log(self) -> None:
+        """A periodic checkpoint: one that fails is logged, and recovery uses the previous one."""
+        try:
+            await self.take()
+        except (OSError, ClusterError) as exc:
+            log.error("actor %s: checkpoint failed: %s", ids.short(self._actor.actor_id), exc)
+
+    def _snapshot(self) -> checkpoint_pb2.ActorCheckpoint:
+        actor = self._actor
+        return checkpoint_pb2.ActorCheckpoint(
+            actor_id=actor.actor_id, seq=self.seq, creation=actor.creation,
+            state=checkpoints.snapshot_state(actor.instance), last_executed=actor.last_executed,
+            executed=actor.executed, senders=actor.ledger.progress(self._collected),
+            counters=[checkpoint_pb2.SubmitCounter(receiver=r, count=n) for r, n in actor.context.counters.items()],
+            actors_created=actor.context.actors_created,
+            watermarks=[checkpoint_pb2.Watermark(source=k, batch=b, seq=q) for k, (b, q) in actor.watermarks.items()],
+        )
+
+    def restore(self, checkpoint: checkpoint_pb2.ActorCheckpoint) -> None:
+        """Give the actor the state of ``checkpoint`` (before any task runs)."""
+        actor = self._actor
+        actor.instance = checkpoints.restore_state(checkpoint.creation, checkpoint.state)
+        self.seq = checkpoint.seq
+        actor.last_executed = checkpoint.last_executed
+        actor.executed = checkpoint.executed
+        actor.ledger.restore(checkpoint.senders)
+        for progress in checkpoint.senders:
+            self._cut[progress.sender] = progress.last_counter
+            self._collected[progress.sender] = progress.collected
+        actor.context.counters = {c.receiver: c.count for c in checkpoint.counters}
+        actor.context.actors_created = checkpoint.actors_created
+        actor.watermarks = {w.source: (w.batch, w.seq) for w in checkpoint.watermarks}

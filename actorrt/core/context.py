@@ -1,0 +1,74 @@
+"""What runs in this process now: its runtime, and the actor task being executed.
+
+A leaf module: it imports nothing of actorrt's at run time (the imports below are for type
+checkers only), so every layer can read "who is running" without an import cycle, as trio keeps
+its per-run state in ``_core/_run_context.py``.
+
+A driver process has a ``Driver`` as its runtime after ``actorrt.init()``; a node process has its
+``NodeProcess``. Both expose ``.worker`` (the core) and ``.get()``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from actorrt.exceptions import NotInitializedError
+
+if TYPE_CHECKING:
+    from actorrt.core.object_ref import ObjectRef
+    from actorrt.core.task_spec import SenderContext
+    from actorrt.core.worker import Worker
+    from actorrt.lineage.application_log import RunningTask
+    from actorrt.rpc.common_pb2 import TaskSpec
+
+T = TypeVar("T")
+
+
+class Runtime(Protocol):
+    worker: Worker
+
+    def get(self, refs: ObjectRef | Sequence[ObjectRef], timeout: float | None) -> Any: ...
+
+
+_current: Runtime | None = None
+
+# The actor whose task is running now; unset outside tasks (the process itself submits then).
+current_sender: contextvars.ContextVar[SenderContext] = contextvars.ContextVar("current_sender")
+# The spec version of the task running now, and how far its application log was replayed.
+running_task: contextvars.ContextVar[RunningTask] = contextvars.ContextVar("running_task")
+
+
+def set_current(rt: Runtime | None) -> None:
+    global _current
+    _current = rt
+
+
+def current() -> Runtime:
+    if _current is None:
+        raise NotInitializedError("actorrt is not initialized: call actorrt.init() first")
+    return _current
+
+
+def is_initialized() -> bool:
+    return _current is not None
+
+
+def release(object_id: bytes) -> None:
+    """Free an owned object whose last ref went away (called from ``ObjectRef.__del__``)."""
+    if _current is not None:
+        _current.worker.release(object_id)
+
+
+def current_task_id() -> bytes:
+    """The ID of the task running now in this actor (empty outside tasks)."""
+    ctx = current_sender.get(None)
+    return ctx.current_task if ctx is not None else b""
+
+
+def record(fn: Callable[[], T], on_new_version: Callable[[TaskSpec], None]) -> T:
+    """``fn()``, logged in the running task's application log (see ``RunningTask.record``);
+    outside actor tasks nothing is replayed, so it is just ``fn()``."""
+    task = running_task.get(None)
+    return fn() if task is None else task.record(fn, on_new_version)

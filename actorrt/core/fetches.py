@@ -1,0 +1,157 @@
+"""Objects that move between processes: fetched by borrowers, answered by their owners.
+
+A process that needs an object it does not hold asks the object's owner for it where the owner is
+now (the view says: the same process, the restarted incarnation of its slot, or the slot's heir)
+and asks again wherever the owner goes while the answer is outstanding. A fetched copy is
+*borrowed*: kept while tasks use it and dropped after. An owner answers a fetch once it holds the
+value, waiting for its own recovery when a replay is still to make the value again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from google.protobuf.message import Message
+
+from actorrt.core.membership import Membership
+from actorrt.core.object_store import ObjectStore
+from actorrt.core.serialization import runtime_error
+from actorrt.lineage import ids
+from actorrt.net.peer_streams import FETCH, OBJECT
+from actorrt.rpc import common_pb2 as pb
+from actorrt.rpc import node_pb2
+
+# A fetch whose stream to the owner broke is sent again after this long (the head's view of the
+# owner's fate arrives meanwhile; sending at once would only reconnect to a dead process).
+REFETCH_DELAY_S = 0.2
+
+Send = Callable[[str, int, Message], None]
+Spawn = Callable[[Coroutine[Any, Any, Any]], asyncio.Task]
+
+
+def lost(object_id: bytes, message: str) -> pb.ObjectValue:
+    return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.OBJECT_LOST, message))
+
+
+class Fetches:
+    def __init__(self, objects: ObjectStore, membership: Membership, send: Send, spawn: Spawn,
+                 is_pending: Callable[[bytes], bool], recovered: asyncio.Event) -> None:
+        self.address = ""  # this process's, once it serves
+        self._objects = objects
+        self._membership = membership
+        self._send = send
+        self._spawn = spawn
+        self._is_pending = is_pending  # whether a task this process submitted awaits its result
+        self._recovered = recovered
+        self._named: dict[bytes, str] = {}  # object id -> the owner address its ref names
+        self._asked: dict[bytes, str] = {}  # object id -> the process asked ("" = waiting)
+        self._borrowed: dict[bytes, int] = {}  # fetched object id -> tasks using it
+
+    # ---- borrowing --------------------------------------------------------------------------
+
+    async def resolve(self, ref: pb.ObjectRefProto) -> pb.ObjectValue:
+        """The wire value of ``ref``, fetched from its owner if this process does not hold it."""
+        object_id = ref.object_id
+        if object_id not in self._objects and ref.owner_address == self.address:
+            return lost(object_id, f"object {ids.short(object_id)} was released by its owner")
+        if object_id not in self._objects:
+            self._borrowed[object_id] = 0
+            self._named[object_id] = ref.owner_address
+            fut = self._objects.expect(object_id)
+            self._route(object_id)
+        else:
+            fut = self._objects.expect(object_id)
+        if object_id in self._borrowed:
+            self._borrowed[object_id] += 1
+        return await asyncio.shield(fut)
+
+    def unborrow(self, object_id: bytes) -> None:
+        """A task is done with a fetched object; drop the copy when no task uses it."""
+        n = self._borrowed.get(object_id)
+        if n is None:
+            return
+        if n <= 1:
+            del self._borrowed[object_id]
+            self._objects.release(object_id)
+        else:
+            self._borrowed[object_id] = n - 1
+
+    def on_object(self, value: pb.ObjectValue) -> None:
+        """An owner answered a fetch."""
+        self._named.pop(value.object_id, None)
+        self._asked.pop(value.object_id, None)
+        self._objects.put(value)
+
+    def reroute(self) -> None:
+        """The view changed: ask again wherever an owner went."""
+        for object_id in list(self._named):
+            self._route(object_id)
+
+    def on_peer_lost(self, peer: str) -> None:
+        """Fetches from a dead process wait for the view that says so: its restarted incarnation
+        owns the object again after its replay. Asked again a little later: by then the view says
+        where the object's owner is."""
+        for object_id, asked in list(self._asked.items()):
+            if asked == peer:
+                self._asked[object_id] = ""
+                asyncio.get_running_loop().call_later(REFETCH_DELAY_S, self._refetch, object_id)
+
+    def _refetch(self, object_id: bytes) -> None:
+        if object_id in self._named and self._asked.get(object_id) == "":
+            self._route(object_id)
+
+    def _route(self, object_id: bytes) -> None:
+        """Ask the owner of a fetched object where it is now, unless asked there already."""
+        named = self._named[object_id]
+        owner = self._membership.current_owner(named)
+        asked = self._asked.get(object_id)
+        if owner is None:
+            del self._named[object_id]
+            self._asked.pop(object_id, None)
+            self._objects.put(lost(object_id, f"the owner of object {ids.short(object_id)} ({named}) went away"))
+        elif owner != asked:
+            self._asked[object_id] = owner
+            if owner == self.address:
+                self._borrowed.pop(object_id, None)  # this process owns it again: not a borrowed copy
+                self._spawn(self._answer_local(object_id))
+            elif owner:
+                self._send(owner, FETCH, node_pb2.ObjectRequest(object_id=object_id))
+
+    async def _answer_local(self, object_id: bytes) -> None:
+        """A ref named this node slot's previous incarnation: the replay submits the task that
+        makes its value again, unless the previous incarnation had released it."""
+        rebuilt = await self._rebuilt(lambda: self._is_pending(ids.producer_task(object_id))
+                                      or self._objects.expect(object_id).done())
+        self._named.pop(object_id, None)
+        self._asked.pop(object_id, None)
+        if not rebuilt:
+            self._objects.put(lost(object_id, f"object {ids.short(object_id)} was released by its owner before "
+                                              f"it failed"))
+
+    def fail_all(self, reason: str) -> None:
+        for object_id in self._named:
+            self._objects.put(lost(object_id, reason))
+        self._named.clear()
+        self._asked.clear()
+
+    # ---- owning -----------------------------------------------------------------------------
+
+    async def answer(self, peer: str, object_id: bytes) -> None:
+        """A peer asked for an object this process owns."""
+        self._send(peer, OBJECT, await self._owned_value(object_id))
+
+    async def _rebuilt(self, present: Callable[[], bool]) -> bool:
+        """Whether ``present()`` holds, waiting for it while this process recovers (a replay may
+        submit the task that makes an object again at any point, and may itself wait for it)."""
+        while not present():
+            if self._recovered.is_set():
+                return False
+            await asyncio.sleep(0.005)
+        return True
+
+    async def _owned_value(self, object_id: bytes) -> pb.ObjectValue:
+        if await self._rebuilt(lambda: object_id in self._objects):
+            return await asyncio.shield(self._objects.expect(object_id))
+        return lost(object_id, f"object {ids.short(object_id)} is not held by its owner {self.address}")

@@ -1,0 +1,99 @@
+"""What an actor ran from each sender: to tell a re-sent task from a new one, and answer it.
+
+Tasks of one sender run in counter order, so a task whose counter is not above the last one run
+from its sender is a re-send (its sender is replaying, or was cut off); it gets the kept result.
+Where senders may be replayed (lineage is logged) the ledger also keeps an 8-byte digest of each
+call, so a replayed sender that re-sends a counter with another call is caught, not obeyed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+
+from actorrt.core.serialization import runtime_error
+from actorrt.core.task_spec import call_digest
+from actorrt.lineage import ids
+from actorrt.rpc import checkpoint_pb2
+from actorrt.rpc import common_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+# Results kept per sender to answer a re-sent task (a sender that was itself replayed, and may
+# await each result again): the last 16 at least, and more while they fit in 256 KB, so the small
+# results most awaited calls return stay answerable for thousands of tasks.
+RESULTS_KEPT_PER_SENDER = 16
+RESULT_BYTES_KEPT_PER_SENDER = 256 * 1024
+# Digests of the calls run per sender (8 bytes each), to tell a faithful re-send from a diverged one.
+CALLS_KEPT_PER_SENDER = 1024
+
+
+class SenderLedger:
+    def __init__(self, actor_id: bytes, who: str, digests: bool) -> None:
+        self._actor_id = actor_id
+        self._who = who  # "Class(actor id)", for messages
+        self._digests = digests  # senders are replayed only where lineage is logged
+        self.last_counter: dict[bytes, int] = {}
+        self.results: dict[bytes, OrderedDict[int, pb.ObjectValue]] = {}
+        self._kept_bytes: dict[bytes, int] = {}  # per sender, of ``results``
+        self._calls: dict[bytes, OrderedDict[int, bytes]] = {}  # per sender: counter -> call_digest
+
+    def is_resent(self, spec: pb.TaskSpec) -> bool:
+        return spec.task_counter <= self.last_counter.get(spec.sender, 0)
+
+    def ran(self, spec: pb.TaskSpec) -> None:
+        """``spec`` runs now."""
+        self.last_counter[spec.sender] = spec.task_counter
+        if self._digests:
+            calls = self._calls.setdefault(spec.sender, OrderedDict())
+            calls[spec.task_counter] = call_digest(spec)
+            if len(calls) > CALLS_KEPT_PER_SENDER:
+                calls.popitem(last=False)
+
+    def keep(self, spec: pb.TaskSpec, value: pb.ObjectValue) -> None:
+        """Keep ``value``, the result of ``spec``, to answer a re-send of it."""
+        kept = self.results.setdefault(spec.sender, OrderedDict())
+        replaced = kept.pop(spec.task_counter, None)
+        kept[spec.task_counter] = value
+        size = self._kept_bytes.get(spec.sender, 0) + value.ByteSize() - (replaced.ByteSize() if replaced else 0)
+        while len(kept) > RESULTS_KEPT_PER_SENDER and size > RESULT_BYTES_KEPT_PER_SENDER:
+            size -= kept.popitem(last=False)[1].ByteSize()
+        self._kept_bytes[spec.sender] = size
+
+    def answer(self, spec: pb.TaskSpec) -> pb.ObjectValue:
+        """The answer to a re-sent ``spec``: its kept result; an error if the call differs from
+        the one that ran (a diverged replay) or if its result is no longer kept."""
+        object_id = ids.object_id(spec.task_id)
+        ran = self._calls.get(spec.sender, {}).get(spec.task_counter)
+        if ran is not None and ran != call_digest(spec):
+            msg = (f"the replay of {ids.short(spec.sender)} diverged: its task #{spec.task_counter} to "
+                   f"{self._who} came again as {spec.method}() with other arguments than the call that ran. It "
+                   f"depends on something its lineage does not record: read clocks, random draws and outside data "
+                   f"through actorrt.record() (or more than max_forwards processes failed at once)")
+            log.error("%s", msg)
+            return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.REPLAY_DIVERGED, msg, self._actor_id))
+        value = self.results.get(spec.sender, {}).get(spec.task_counter)
+        if value is None:  # an answer nonetheless: a replay that awaits it must not wait forever
+            msg = (f"{self._who} ran task #{spec.task_counter} from {ids.short(spec.sender)} but no longer keeps "
+                   f"its result (it keeps the last {RESULTS_KEPT_PER_SENDER} per sender, more while they fit in "
+                   f"{RESULT_BYTES_KEPT_PER_SENDER} bytes); checkpoint the sender more often (checkpoint_every=N) "
+                   f"so its replays start later")
+            value = pb.ObjectValue(object_id=object_id, error=runtime_error(pb.RESULT_NOT_KEPT, msg))
+        return value
+
+    def progress(self, collected: dict[bytes, int]) -> list[checkpoint_pb2.SenderProgress]:
+        """Per sender, what a checkpoint records: the last counter run and the results kept."""
+        return [
+            checkpoint_pb2.SenderProgress(
+                sender=sender, last_counter=last, collected=collected.get(sender, 0),
+                results=[checkpoint_pb2.KeptResult(counter=c, value=v)
+                         for c, v in self.results.get(sender, {}).items()],
+            )
+            for sender, last in self.last_counter.items()
+        ]
+
+    def restore(self, senders: list[checkpoint_pb2.SenderProgress]) -> None:
+        for progress in senders:
+            self.last_counter[progress.sender] = progress.last_counter
+            self.results[progress.sender] = OrderedDict((r.counter, r.value) for r in progress.results)
+            self._kept_bytes[progress.sender] = sum(r.value.ByteSize() for r in progress.results)

@@ -1,0 +1,53 @@
+"""ObjectRef: a future value, the return of a task."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from actorrt.core import context
+from actorrt.lineage import ids
+from actorrt.rpc import common_pb2 as pb
+
+
+class ObjectRef:
+    """A reference to a task's return value.
+
+    Pass it to ``actorrt.get``, ``await`` it, or pass it as an argument to another task (the
+    receiver resolves it before the task runs). Refs are picklable; a pickled ref is a borrowed
+    one, and its owner keeps the value for the rest of the session.
+    """
+
+    __slots__ = ("object_id", "owner_address", "_owned")
+
+    def __init__(self, object_id: bytes, owner_address: str, owned: bool = False) -> None:
+        self.object_id = object_id
+        self.owner_address = owner_address
+        self._owned = owned  # this process holds the value and may free it when the ref goes
+
+    @classmethod
+    def from_proto(cls, proto: pb.ObjectRefProto) -> ObjectRef:
+        return cls(proto.object_id, proto.owner_address)
+
+    def to_proto(self) -> pb.ObjectRefProto:
+        return pb.ObjectRefProto(object_id=self.object_id, owner_address=self.owner_address)
+
+    def __reduce__(self) -> tuple:
+        self._owned = False  # someone else may ask for the value later
+        return (ObjectRef, (self.object_id, self.owner_address))
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return context.current().worker.get_async(self).__await__()
+
+    def __del__(self) -> None:
+        if self._owned:
+            context.release(self.object_id)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ObjectRef) and other.object_id == self.object_id
+
+    def __hash__(self) -> int:
+        return hash(self.object_id)
+
+    def __repr__(self) -> str:
+        return f"ObjectRef({ids.short(self.object_id)})"

@@ -1,0 +1,120 @@
+"""Building TaskSpecs: who submits, the per-receiver counters, arguments, dependencies.
+
+Pure protocol logic (no I/O), shared by drivers and actors. The lineage stash hooks in right after
+``build_task`` (SubmitTask) and right before execution (AssignTask).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from actorrt.core.object_ref import ObjectRef
+from actorrt.core.serialization import serialize
+from actorrt.lineage import ids
+from actorrt.rpc import common_pb2 as pb
+
+# The task that checkpoints an actor (``actorrt.checkpoint(handles)``): a barrier in its mailbox.
+CHECKPOINT_METHOD = "__checkpoint__"
+# A call applied at most once per (source, batch, seq) mark, whichever driver sends it:
+# ``__once__(source, batch, seq, method, *args)`` runs ``method(*args)`` unless the actor already
+# applied that mark or a later one of the source (marks of a source only grow).
+ONCE_METHOD = "__once__"
+
+
+@dataclass
+class SenderContext:
+    """A submitter (an actor, or a driver) and its counters.
+
+    ``counters[receiver]`` is the number of tasks this sender has submitted to ``receiver``; it is
+    part of the actor's state, so a replayed actor recomputes the same task IDs.
+    """
+
+    sender_id: bytes
+    counters: dict[bytes, int] = field(default_factory=dict)
+    actors_created: int = 0
+    current_task: bytes = b""  # the parent of tasks submitted now
+    # Drivers submit from many threads; counter order must equal queueing order.
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def next_counter(self, receiver: bytes) -> int:
+        n = self.counters.get(receiver, 0) + 1
+        self.counters[receiver] = n
+        return n
+
+    def next_actor_id(self) -> bytes:
+        self.actors_created += 1
+        return ids.actor_id(self.sender_id, self.actors_created)
+
+
+def call_digest(spec: pb.TaskSpec) -> bytes:
+    """What a task asks of its receiver, whatever its version: the method, the keywords, the
+    refs passed and the plain arguments (numbers, strings, bytes: a clock reading or a random
+    draw). A replayed sender re-sends the same call under the same counter, so a different digest
+    means its replay diverged from the past.
+
+    Other values are left out: the same value can pickle to other bytes in another process (a ref
+    names its owner's address, which a restart changes; cloudpickle tags a class made at run time
+    with a random ID; Arrow leaves the slots of nulls undefined), and a false alarm would stop an
+    actor whose replay is faithful.
+    """
+    h = hashlib.blake2b(spec.method.encode(), digest_size=8)
+
+    def part(data: bytes) -> None:
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+
+    for arg in spec.args:
+        part(arg.keyword.encode())
+        if arg.HasField("ref"):
+            part(arg.ref.object_id)
+        else:
+            part(arg.value.data if arg.value.plain else b"")
+    return h.digest()
+
+
+def encode_args(args: Iterable[Any], kwargs: Mapping[str, Any]) -> tuple[list[pb.Arg], list[ObjectRef]]:
+    """Wire form of a call's arguments; top-level ObjectRefs travel as references."""
+    out: list[pb.Arg] = []
+    refs: list[ObjectRef] = []
+    items = [("", a) for a in args] + list(kwargs.items())
+    for keyword, value in items:
+        if isinstance(value, ObjectRef):
+            refs.append(value)
+            out.append(pb.Arg(keyword=keyword, ref=value.to_proto()))
+        else:
+            out.append(pb.Arg(keyword=keyword, value=serialize(value)))
+    return out, refs
+
+
+def build_task(
+    ctx: SenderContext,
+    receiver: bytes,
+    method: str,
+    args: list[pb.Arg],
+    arg_refs: list[ObjectRef],
+    owner_address: str,
+    actor_creation: pb.ActorCreation | None = None,
+) -> pb.TaskSpec:
+    """The next task from ``ctx`` to ``receiver`` (call with ``ctx.lock`` held on drivers)."""
+    counter = ctx.next_counter(receiver)
+    predecessor = ids.task_id(receiver, ctx.sender_id, counter - 1) if counter > 1 else b""
+    argument_ids = [ref.object_id for ref in arg_refs]
+    return pb.TaskSpec(
+        task_id=ids.task_id(receiver, ctx.sender_id, counter),
+        version=0,
+        receiver=receiver,
+        sender=ctx.sender_id,
+        task_counter=counter,
+        parent_id=ctx.current_task,
+        predecessor_id=predecessor,
+        argument_ids=argument_ids,
+        dependencies=[ctx.current_task, predecessor] + [ids.producer_task(o) for o in argument_ids],
+        method=method,
+        args=args,
+        owner_address=owner_address,
+        actor_creation=actor_creation,
+    )

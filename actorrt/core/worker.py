@@ -1,0 +1,375 @@
+"""The core every process runs: submitting tasks, routing them, and their results.
+
+A ``Worker`` lives on one asyncio loop. Drivers call into it from other threads through the
+thread-safe entry points (``submit_task``, ``create_actor``, ``get``); node processes also give it
+an ``ActorHost`` to run the actors they host. Tasks to actors in the same process skip gRPC.
+What it knows of the cluster is in ``membership``, objects that move between processes in
+``fetches``, and what fault tolerance does at each step in ``ft`` (the strategy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from google.protobuf.message import Message
+
+from actorrt.core import context
+from actorrt.core.fetches import Fetches
+from actorrt.core.membership import Membership
+from actorrt.core.object_ref import ObjectRef
+from actorrt.core.object_store import ObjectStore
+from actorrt.core.serialization import deserialize, exception_from_error, runtime_error
+from actorrt.core.task_spec import SenderContext, build_task, encode_args
+from actorrt.exceptions import ActorRTError, ClusterError, GetTimeoutError
+from actorrt.lineage import ids
+from actorrt.lineage.options import FaultToleranceOptions
+from actorrt.lineage.strategies import create_strategy
+from actorrt.lineage.strategy import FaultTolerance
+from actorrt.net.peer_streams import LINEAGE, RESULT, SUBMIT, Router
+from actorrt.rpc import common_pb2 as pb
+from actorrt.rpc import head_pb2, node_pb2
+from actorrt.store.clients import open_store
+from actorrt.store.lineage_store import LineageStore
+from actorrt.util.background import BackgroundTasks
+
+if TYPE_CHECKING:
+    from actorrt.core.actor_host import ActorHost
+
+
+@dataclass
+class _Inflight:
+    """A submitted task whose result has not come back; resubmitted if its node is recovered."""
+
+    spec: pb.TaskSpec
+    slot: int  # the slot its receiver was placed on (another one serves it if that one is gone)
+    address: str  # the node process it was sent to ("": waiting for the slot to come back)
+    arg_refs: list[ObjectRef] = field(default_factory=list)  # keep borrowed values alive
+
+
+class Worker:
+    def __init__(self, token: str, identity: bytes, loop: asyncio.AbstractEventLoop) -> None:
+        self.token = token
+        self.loop = loop
+        self.address = ""
+        self.slot = -1  # the node slot this process serves (-1: a driver)
+        self.process_context = SenderContext(identity)
+        self.objects = ObjectStore()
+        self.host: ActorHost | None = None
+        self.router: Router | None = None
+        self.ft: FaultTolerance | None = None  # from the first cluster view
+        self.membership = Membership()
+        # Set once this process answers for the objects it owns: at once, or for a restarted node
+        # once its actors have replayed (a replay submits again the tasks whose results it owned).
+        self.recovered = asyncio.Event()
+        self._background = BackgroundTasks("worker")
+        self.fetches = Fetches(self.objects, self.membership, self._send, self.spawn,
+                               lambda task_id: task_id in self._inflight, self.recovered)
+        self._inflight: dict[bytes, _Inflight] = {}  # in submission order
+        # Batches written by peers under a newer view than this process has: they wait for it. A
+        # new node's first messages can beat its registration reply (peers learn its address from
+        # the view that registers it), and a node that inherits a dead one's actors must hold their
+        # tasks, and know it rebuilds their objects, before it handles any sent its way.
+        self._ahead_of_view: list[tuple[str, node_pb2.PeerBatch]] = []
+        self._loop_thread: int | None = None
+        # Submissions built (in callers' threads, under the sender's lock) and handled (on the loop):
+        # two counters with one writer each, so their difference needs no lock.
+        self._built = 0
+        self._handled = 0
+
+    def bind(self, address: str) -> None:
+        """Start routing as ``address`` (this process's gRPC server)."""
+        self.address = self.fetches.address = address
+        self._loop_thread = threading.get_ident()
+        self.router = Router(address, self.token, self.on_batch, self.fetches.on_peer_lost,
+                             lambda: self.membership.revision)
+
+    def spawn(self, coro: Any) -> asyncio.Task:
+        """Run ``coro`` in the background of this process (logged if it fails)."""
+        return self._background.spawn(coro)
+
+    def on_loop_thread(self) -> bool:
+        return threading.get_ident() == self._loop_thread
+
+    def _call_soon(self, fn: Any, *args: Any) -> None:
+        if self.on_loop_thread():
+            fn(*args)
+        else:
+            self.loop.call_soon_threadsafe(fn, *args)
+
+    def _send(self, address: str, kind: int, message: Message) -> None:
+        self.router.send(address, kind, message)
+
+    # ---- cluster view -------------------------------------------------------------------------
+
+    def apply_view(self, view: head_pb2.ClusterView) -> None:
+        """Take a newer cluster view. Tasks sent to a node incarnation that died wait for the head
+        to restart its slot and go again to the new one (which replays its actors first), or to
+        the live slot that inherits the actors of a slot that will not come back; they fail only
+        if there is none, or under global rollback, where the whole cluster has rolled back to its
+        last global checkpoint."""
+        if self.ft is None and view.revision >= self.membership.revision:
+            self._start_fault_tolerance(view)
+        gone = self.membership.apply(view)
+        if gone is None:
+            return
+        for address in gone:
+            if self.router is not None and address != self.address:
+                self.router.forget(address)
+        for tid, t in list(self._inflight.items()):
+            info = self.membership.serving(t.slot)
+            if info is not None and info.state == head_pb2.ALIVE and info.address == t.address:
+                continue
+            if self.ft.rolls_back and t.address:  # it ran, or would have, on a process that is gone
+                del self._inflight[tid]
+                self.objects.put(self._rolled_back(ids.object_id(tid), t.slot))
+            elif info is not None and info.state == head_pb2.ALIVE:
+                self._resend(t)
+            elif not self.membership.accepts(t.slot):
+                del self._inflight[tid]
+                self.objects.put(self._died(ids.object_id(tid), t.slot))
+            else:
+                t.address = ""  # the head is restarting the slot
+        self.fetches.reroute()
+        self.membership.notify()
+        waiting, self._ahead_of_view = self._ahead_of_view, []
+        for peer, batch in waiting:  # in arrival order: those still ahead wait again, in order
+            self.on_batch(peer, batch)
+
+    def _start_fault_tolerance(self, view: head_pb2.ClusterView) -> None:
+        def store() -> LineageStore:
+            return LineageStore(open_store(view.store_url, [s.address for s in view.store_shards],
+                                           view.store_password))
+
+        self.ft = create_strategy(FaultToleranceOptions.from_proto(view.fault_tolerance), store)
+        self.ft.start(self.spawn)
+
+    def _died(self, object_id: bytes, slot: int) -> pb.ObjectValue:
+        info = self.membership.node(slot)
+        msg = (f"node {slot} (incarnation {info.epoch if info else 0}) died and will not be restarted, and no "
+               f"live node inherited its actors (ft={self.ft.mode}); they are gone")
+        return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.ACTOR_DIED, msg))
+
+    def _rolled_back(self, object_id: bytes, slot: int) -> pb.ObjectValue:
+        msg = (f"node {slot} was restarted by a global rollback (ft=checkpoint): every actor is back at the last "
+               f"global checkpoint; resubmit the work done since")
+        return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.ROLLED_BACK, msg))
+
+    # ---- submitting (any thread) --------------------------------------------------------------
+
+    def _sender(self) -> SenderContext:
+        return context.current_sender.get(self.process_context)
+
+    def submit_task(self, actor_id: bytes, slot: int, method: str, args: Sequence[Any],
+                    kwargs: dict[str, Any]) -> ObjectRef:
+        """Submit ``method(*args, **kwargs)`` to actor ``actor_id`` placed on ``slot``; returns
+        the ref to its result."""
+        wire_args, refs = encode_args(args, kwargs)
+        self._wait_for_stash_room()
+        ctx = self._sender()
+        with ctx.lock:
+            spec = build_task(ctx, actor_id, method, wire_args, refs, self.address)
+            object_id = ids.object_id(spec.task_id)
+            ref = ObjectRef(object_id, self.address, owned=True)
+            self._built += 1
+            self._call_soon(self._send_task, spec, slot, refs)
+        return ref
+
+    def _wait_for_stash_room(self) -> None:
+        """Back-pressure for driver threads (actors wait in their runner instead).
+
+        Counts the submissions still queued for the loop too, so a fast thread cannot overshoot
+        the bound before the loop has stashed what it sent.
+        """
+        ft = self.ft
+        if ft is None or self.on_loop_thread():
+            return
+        while not ft.has_room(self._built - self._handled):
+            time.sleep(0.002)
+
+    def create_actor(self, creation: pb.ActorCreation, args: Sequence[Any],
+                     kwargs: dict[str, Any], node: int | None) -> tuple[bytes, int]:
+        """Place and create an actor; returns its (actor id, slot). Tasks go to whichever
+        incarnation of the slot is alive: a restarted one rebuilds the actor."""
+        wire_args, refs = encode_args(args, kwargs)
+        ctx = self._sender()
+        with ctx.lock:
+            actor_id = ctx.next_actor_id()
+            slot = self._place(node, ctx.actors_created)
+            creation.slot = slot
+            spec = build_task(ctx, actor_id, "__init__", wire_args, refs, self.address, creation)
+            self._built += 1
+            self._call_soon(self._send_task, spec, slot, refs)
+        return actor_id, slot
+
+    def _place(self, node: int | None, counter: int) -> int:
+        """The slot for a new actor: ``node``, or the next live one. Inside an actor task the
+        choice is logged in the task's application log, so a replay places the actor where the
+        lost run did, whichever nodes are alive then (its tasks follow the slot to whoever serves
+        it). A slot restarting, or inherited by a live node, is served; a dead one alone is not."""
+        alive = self.membership.alive_nodes()
+        if node is None:
+            if not alive:
+                raise ClusterError("no live node to place the actor on")
+            return context.record(lambda: alive[counter % len(alive)].slot, self.ft.on_record)
+        if not self.membership.accepts(node):
+            known = ", ".join(str(n.slot) for n in alive) or "none"
+            raise ClusterError(f"node {node} is not a live node (live nodes: {known})")
+        return node
+
+    # ---- routing (loop thread) ----------------------------------------------------------------
+
+    def _send_task(self, spec: pb.TaskSpec, slot: int, refs: list[ObjectRef]) -> None:
+        """Send to the actor's node slot, whichever incarnation is alive now (a restarted node
+        replays the actor before it runs new tasks)."""
+        self._handled += 1
+        object_id = ids.object_id(spec.task_id)
+        if not spec.HasField("actor_creation"):
+            self.objects.expect(object_id)
+        if not self.membership.accepts(slot):
+            self.objects.put(self._died(object_id, slot))
+            return
+        task = self._inflight[spec.task_id] = _Inflight(spec, slot, "", refs)
+        if self.membership.serving(slot).state == head_pb2.ALIVE:
+            self._resend(task)
+
+    def _resend(self, task: _Inflight) -> None:
+        """(Re)send ``task`` to the node serving its slot now, with its uncommitted lineage."""
+        info = self.membership.serving(task.slot)
+        task.address = info.address
+        lineage = self.ft.on_submit(task.spec, info.address)  # SubmitTask
+        if info.address == self.address:
+            self._assign(task.spec)  # same process, same stash: no lineage to send
+        else:
+            for ancestor in lineage:  # ahead of the task on the same ordered stream
+                self.router.send(info.address, LINEAGE, ancestor)
+            self.router.send(info.address, SUBMIT, task.spec)
+
+    def _assign(self, spec: pb.TaskSpec) -> None:
+        if self.host is None:
+            value = pb.ObjectValue(
+                object_id=ids.object_id(spec.task_id),
+                error=runtime_error(pb.UNKNOWN_ACTOR, "this process hosts no actors", spec.receiver),
+            )
+            self.send_result(spec.owner_address, value)
+        else:
+            self.host.assign(spec)
+
+    def send_result(self, owner_address: str, value: pb.ObjectValue, task: pb.TaskSpec | None = None) -> None:
+        """Send a result to its owner; with ``task`` (the version that ran), its lineage goes first."""
+        if owner_address == self.address:
+            self._on_result(value)
+            return
+        if task is not None:
+            for ancestor in self.ft.on_result(task, owner_address):
+                self.router.send(owner_address, LINEAGE, ancestor)
+        self.router.send(owner_address, RESULT, value)
+
+    def _on_result(self, value: pb.ObjectValue) -> None:
+        # A replayed task's result may come again; only the first one counts.
+        task = self._inflight.pop(ids.producer_task(value.object_id), None)
+        if task is None:
+            return
+        if value.error.kind == pb.REPLAY_DIVERGED and self.host is not None:
+            self.host.replay_diverged(task.spec, value.error)
+        self.objects.put(value)
+
+    def on_batch(self, peer: str, batch: node_pb2.PeerBatch) -> None:
+        """A batch of messages from ``peer``'s stream (held while this process's view is older)."""
+        if self._ahead_of_view or self.ft is None or batch.view_revision > self.membership.revision:
+            self._ahead_of_view.append((peer, batch))
+            return
+        for message in batch.messages:
+            kind = message.WhichOneof("kind")
+            if kind == "submit":
+                self.ft.on_receive(message.submit, peer)
+                self._assign(message.submit)
+            elif kind == "result":
+                self._on_result(message.result)
+            elif kind == "fetch":
+                self.spawn(self.fetches.answer(peer, message.fetch.object_id))
+            elif kind == "object":
+                self.fetches.on_object(message.object)
+            elif kind == "lineage":
+                self.ft.on_lineage(message.lineage, peer)
+
+    # ---- values -------------------------------------------------------------------------------
+
+    def release(self, object_id: bytes) -> None:
+        """An owned ref was garbage-collected (any thread)."""
+        if not self.loop.is_closed():
+            try:
+                self._call_soon(self.objects.release, object_id)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
+
+    async def get_value(self, ref: ObjectRef) -> Any:
+        try:
+            value = await self.fetches.resolve(ref.to_proto())
+            if value.WhichOneof("kind") == "error":
+                if value.error.kind == pb.RESULT_NOT_KEPT and self.host is not None:
+                    self.host.replay_lost_result(self._sender(), value.error)
+                raise exception_from_error(value.error)
+            return deserialize(value.value)
+        finally:
+            self.fetches.unborrow(ref.object_id)
+
+    async def get_async(self, ref: ObjectRef) -> Any:
+        """``await ref`` from any event loop."""
+        if self.on_loop_thread():
+            return await self.get_value(ref)
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.get_value(ref), self.loop))
+
+    def get(self, refs: ObjectRef | Sequence[ObjectRef], timeout: float | None) -> Any:
+        """Blocking ``get`` for threads other than the loop's."""
+        if self.on_loop_thread():
+            raise ActorRTError("actorrt.get() would block the event loop; use `await ref` in async methods")
+        single = isinstance(refs, ObjectRef)
+        items = [refs] if single else list(refs)
+        for r in items:
+            if not isinstance(r, ObjectRef):
+                raise TypeError(f"get() takes ObjectRefs, got {type(r).__name__}")
+
+        async def gather() -> list[Any]:
+            return await asyncio.gather(*(self.get_value(r) for r in items))
+
+        fut = asyncio.run_coroutine_threadsafe(asyncio.wait_for(gather(), timeout), self.loop)
+        try:
+            values = fut.result()
+        except TimeoutError:
+            raise GetTimeoutError(f"get() timed out after {timeout} s") from None
+        return values[0] if single else values
+
+    def pending_results(self) -> int:
+        return len(self._inflight)
+
+    # ---- the end ------------------------------------------------------------------------------
+
+    def lose_cluster(self, reason: str) -> None:
+        """The head is gone for good: every node counts as dead, so nothing waits on them."""
+        view = head_pb2.ClusterView()
+        view.CopyFrom(self.membership.view)
+        view.revision += 1
+        for node in view.nodes:
+            node.state = head_pb2.DEAD
+            node.managed = False  # no head to restart them
+        self.apply_view(view)
+        self.fail_all(reason)
+
+    def fail_all(self, reason: str) -> None:
+        """Fail every task still waiting for a result (the cluster is going away)."""
+        for tid in self._inflight:
+            self.objects.put(pb.ObjectValue(object_id=ids.object_id(tid), error=runtime_error(pb.ACTOR_DIED, reason)))
+        self._inflight.clear()
+        self.fetches.fail_all(reason)
+
+    async def aclose(self) -> None:
+        self._background.cancel_all()
+        if self.ft is not None:
+            await self.ft.aclose()
+        if self.router is not None:
+            await self.router.aclose()

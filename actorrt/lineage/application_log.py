@@ -1,0 +1,50 @@
+"""Nondeterministic events inside a task (wall-clock time, random numbers, external reads),
+recorded in the task's ``application_log`` so that a replay sees the same values.
+
+``actorrt.record(fn)`` runs ``fn()`` and appends its value to the running task's log: a new
+version of the task's spec, stashed and flushed like any other, and forwarded with the task's
+outputs while uncommitted (whoever depends on the task depends on these values). A replayed task
+gets the logged values back, in order, without calling ``fn``; past the end of its log (the
+newest version never reached the store, so nobody depended on it) it records afresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import cloudpickle
+
+from actorrt.rpc import common_pb2 as pb
+
+T = TypeVar("T")
+
+
+def with_entry(spec: pb.TaskSpec, entry: bytes) -> pb.TaskSpec:
+    """``spec`` with ``entry`` appended to its application log: its next version."""
+    out = pb.TaskSpec()
+    out.CopyFrom(spec)
+    out.application_log.append(entry)
+    out.version = spec.version + 1
+    return out
+
+
+@dataclass
+class RunningTask:
+    """The spec version of the task running now, and its log as far as it was replayed."""
+
+    spec: pb.TaskSpec
+    position: int = 0  # next entry of spec.application_log to hand back
+
+    def record(self, fn: Callable[[], T], on_new_version: Callable[[pb.TaskSpec], None]) -> T:
+        """The logged value of this task's next event, or ``fn()``, logged through
+        ``on_new_version`` (the lineage stash) before it is returned."""
+        if self.position < len(self.spec.application_log):
+            value = cloudpickle.loads(self.spec.application_log[self.position])
+        else:
+            value = fn()
+            self.spec = with_entry(self.spec, cloudpickle.dumps(value))
+            on_new_version(self.spec)
+        self.position += 1
+        return value

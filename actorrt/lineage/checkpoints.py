@@ -1,0 +1,96 @@
+"""Actor checkpoints: state snapshots in files, and the lineage they make collectable.
+
+A checkpoint is taken between two tasks of an actor (on ``actorrt.checkpoint(handles)``, or every
+N tasks) and written atomically: a reader finds the previous file or the new one, never a torn
+one. Recovery restores the newest checkpoint and replays only the tasks after it, so the store
+can forget the tasks a checkpoint covers.
+
+An actor class may define ``checkpoint(self) -> object`` and ``restore(self, state)``; otherwise
+the whole instance is pickled with cloudpickle.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from actorrt.lineage import ids
+from actorrt.rpc import checkpoint_pb2
+from actorrt.rpc import common_pb2 as pb
+from actorrt.util.files import write_atomically
+
+# Files kept per actor: the newest, and the one before it (its pointer in the store may lag).
+FILES_KEPT = 2
+
+
+def actor_directory(directory: str | Path, actor_id: bytes) -> Path:
+    return Path(directory) / actor_id.hex()
+
+
+def checkpoint_path(directory: str | Path, actor_id: bytes, seq: int) -> Path:
+    return actor_directory(directory, actor_id) / f"{seq:010d}.ckpt"
+
+
+def write_checkpoint(directory: str | Path, checkpoint: checkpoint_pb2.ActorCheckpoint) -> Path:
+    """Write ``checkpoint`` and drop this actor's files older than the ``FILES_KEPT`` newest."""
+    path = checkpoint_path(directory, checkpoint.actor_id, checkpoint.seq)
+    write_atomically(path, checkpoint.SerializeToString())
+    for old in sorted(path.parent.glob("*.ckpt"))[:-FILES_KEPT]:
+        if old != path:
+            old.unlink(missing_ok=True)
+    return path
+
+
+def read_checkpoint(path: str | Path) -> checkpoint_pb2.ActorCheckpoint:
+    return checkpoint_pb2.ActorCheckpoint.FromString(Path(path).read_bytes())
+
+
+def write_manifest(directory: str | Path, taken: list[dict[str, Any]]) -> dict[str, Any]:
+    """Record a global checkpoint (``actorrt.checkpoint``): what each actor's barrier task
+    returned, in ``<directory>/global/<id>.json``, written last and atomically."""
+    global_dir = Path(directory) / "global"
+    global_dir.mkdir(parents=True, exist_ok=True)
+    number = 1 + max((int(p.stem) for p in global_dir.glob("*.json") if p.stem.isdigit()), default=0)
+    manifest = {"id": number, "time": time.time(),
+                "actors": {t["actor_id"]: {"seq": t["seq"], "path": t["path"]} for t in taken}}
+    write_atomically(global_dir / f"{number:010d}.json", json.dumps(manifest, indent=1).encode())
+    return manifest
+
+
+def latest_manifest(directory: str | Path) -> dict[str, Any] | None:
+    """The newest global checkpoint in ``directory``, or None."""
+    found = sorted(p for p in (Path(directory) / "global").glob("*.json") if p.stem.isdigit())
+    return json.loads(found[-1].read_text()) if found else None
+
+
+def snapshot_state(instance: Any) -> bytes:
+    """The actor's state: what its ``checkpoint()`` returns, else the instance itself."""
+    hook = getattr(instance, "checkpoint", None)
+    if callable(hook) and callable(getattr(instance, "restore", None)):
+        return cloudpickle.dumps(("hook", hook()))
+    return cloudpickle.dumps(("instance", instance))
+
+
+def restore_state(creation: pb.ActorCreation, state: bytes) -> Any:
+    """A new instance of the actor with ``state`` (its constructor does not run again)."""
+    kind, value = cloudpickle.loads(state)
+    if kind == "instance":
+        return value
+    cls = cloudpickle.loads(creation.class_blob)
+    instance = cls.__new__(cls)
+    instance.restore(value)
+    return instance
+
+
+def covered_tasks(actor_id: bytes, collected: dict[bytes, int], cut: dict[bytes, int]) -> list[bytes]:
+    """The IDs of the tasks sent to ``actor_id`` after ``collected`` and up to ``cut`` (per sender
+    counters): task IDs are recomputable, so the collector needs no read of the store."""
+    return [
+        ids.task_id(actor_id, sender, counter)
+        for sender, last in cut.items()
+        for counter in range(collected.get(sender, 0) + 1, last + 1)
+    ]

@@ -1,0 +1,186 @@
+"""The strategies that log lineage, and the choice of a strategy for a mode.
+
+- ``LineageStash``: stash and flush asynchronously on submit; forward the uncommitted lineage a
+  receiver has not been sent; on assign, a nondeterministic receiver records its execution order
+  (new ``predecessor_id``, version bump) and flushes again. Nothing waits on the store, except
+  submission when the stash is over its bound (back-pressure).
+- ``WriteFirst``: the baseline: before a task runs its spec is written and the ack awaited; a
+  nondeterministic receiver then writes and awaits its execution order too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import statistics
+from collections.abc import Callable
+
+from actorrt.exceptions import ClusterError
+from actorrt.lineage.flusher import Ack, Flusher
+from actorrt.lineage.options import FaultToleranceMode, FaultToleranceOptions
+from actorrt.lineage.stash import Stash
+from actorrt.lineage.strategy import FaultTolerance, GlobalRollback, NoLogging, Spawn
+from actorrt.rpc import common_pb2 as pb
+from actorrt.rpc import node_pb2
+from actorrt.store.lineage_store import LineageStore
+
+log = logging.getLogger(__name__)
+
+
+def reordered(spec: pb.TaskSpec, predecessor: bytes) -> pb.TaskSpec:
+    """``spec`` as executed right after ``predecessor`` (AssignTask at a nondeterministic receiver)."""
+    out = pb.TaskSpec()
+    out.CopyFrom(spec)
+    out.predecessor_id = predecessor
+    out.dependencies[1] = predecessor  # dependencies = [parent_id, predecessor_id] + producers
+    out.version = spec.version + 1
+    return out
+
+
+class LoggedLineage(FaultTolerance):
+    """What both logging strategies share: a stash, its flusher and store, acks, back-pressure."""
+
+    def __init__(self, options: FaultToleranceOptions, store: LineageStore) -> None:
+        super().__init__(options)
+        self.stash = Stash(options.max_forwards)
+        self._store = store
+        self.flusher = Flusher(store, self._on_acks, options.store_delay_ms / 1e3)
+        self._below_limit = asyncio.Event()
+        self._below_limit.set()
+
+    @property
+    def store(self) -> LineageStore:
+        return self._store
+
+    def start(self, spawn: Spawn) -> None:
+        spawn(self.flusher.run())
+
+    async def aclose(self) -> None:
+        await self._store.aclose()
+
+    def _stash(self, spec: pb.TaskSpec, source: str | None = None) -> None:
+        if self.stash.add(spec, source):
+            self.flusher.flush(spec)
+            if len(self.stash) > self.options.stash_limit:
+                self._below_limit.clear()
+
+    def _on_acks(self, acks: list[Ack]) -> None:
+        for task_id, version in acks:
+            self.stash.ack(task_id, version)
+        if self.over_limit and len(self.stash) <= self.options.stash_limit * 0.9:
+            self._below_limit.set()
+
+    def on_record(self, spec: pb.TaskSpec) -> None:
+        self._stash(spec)
+
+    async def flush(self) -> int:
+        specs = [s for s in self.stash.specs() if not self.stash.is_committed(s.task_id)]
+        if specs:
+            await self.flusher.write_now(specs)
+        return len(specs)
+
+    async def register_actor(self, slot: int, actor_id: bytes) -> None:
+        try:
+            await self._store.register_actor(slot, actor_id)
+        except ClusterError as exc:
+            log.error("actor %s runs unregistered and cannot be recovered: %s", actor_id.hex()[:8], exc)
+
+    @property
+    def over_limit(self) -> bool:
+        return not self._below_limit.is_set()
+
+    async def wait_below_limit(self) -> None:
+        await self._below_limit.wait()
+
+    def stats(self) -> node_pb2.LineageStats:
+        sizes = self.stash.forwarded_sizes
+        f = self.flusher
+        return node_pb2.LineageStats(
+            stash_size=len(self.stash),
+            flushed=f.flushed,
+            committed=f.committed,
+            evicted=self.stash.evicted,
+            forwarded_mean=statistics.fmean(sizes) if sizes else 0.0,
+            forwarded_median=statistics.median(sizes) if sizes else 0.0,
+            store_latency_ms_p50=f.latency_p50_ms(),
+            store_latency_ms_mean=f.latency_mean_ms(),
+        )
+
+
+class LineageStash(LoggedLineage):
+    """``ft="lineage_stash"``: the paper's protocol (§4.2)."""
+
+    mode = FaultToleranceMode.LINEAGE_STASH
+
+    def on_submit(self, spec: pb.TaskSpec, destination: str) -> list[pb.TaskSpec]:
+        """Stash and flush ``spec``; returns the lineage to send ahead of it to ``destination``.
+
+        Lineage goes to deterministic receivers too: if the sender fails, its replay must
+        reproduce this task, and the execution order that made it may be committed nowhere else.
+        """
+        self._stash(spec)
+        lineage = self.stash.lineage_for(spec, destination)
+        self.stash.mark_sent(spec.task_id, destination)  # the receiver stashes the task on arrival
+        return lineage
+
+    def on_receive(self, spec: pb.TaskSpec, source: str) -> None:
+        """Stashed now, not when it runs: its sender counts it as held here from now on, and a
+        result may soon bring lineage that depends on it."""
+        self._stash(spec, source)
+
+    def on_lineage(self, spec: pb.TaskSpec, source: str) -> None:
+        self._stash(spec, source)
+
+    def on_result(self, spec: pb.TaskSpec, owner: str) -> list[pb.TaskSpec]:
+        """The owner depends on the version that ran (a nondeterministic receiver's order) once it
+        passes the value on, so that version goes ahead of the result."""
+        return self.stash.lineage_for(spec, owner, include_self=True)
+
+    async def on_assign(self, spec: pb.TaskSpec, predecessor: bytes, nondeterministic: bool) -> pb.TaskSpec:
+        # Every execution of a nondeterministic receiver records its order, reordered or not:
+        # replay follows this chain, so a task without a new version is one whose order nobody
+        # can depend on.
+        if nondeterministic and predecessor:
+            spec = reordered(spec, predecessor)
+            self._stash(spec)  # a new version: the sender has the old one only
+        elif spec.task_id not in self.stash:
+            self._stash(spec)  # a local submission
+        return spec
+
+    async def commit_lineage(self, task_id: bytes) -> int:
+        """Afterwards a replay reproduces this task at this point of its actor's order, so what it
+        then emits will be emitted identically (paper §4.3)."""
+        spec = self.stash.get(task_id)
+        if spec is None:
+            return 0  # evicted: committed already
+        specs = [s for s in [spec, *self.stash.uncommitted_lineage(spec)] if not self.stash.is_committed(s.task_id)]
+        if specs:
+            await self.flusher.write_now(specs)
+        return len(specs)
+
+    def has_room(self, queued: int) -> bool:
+        return len(self.stash) + queued < self.options.stash_limit
+
+
+class WriteFirst(LoggedLineage):
+    """``ft="write_first"``: the baseline that logs every spec before its task runs."""
+
+    mode = FaultToleranceMode.WRITE_FIRST
+
+    async def on_assign(self, spec: pb.TaskSpec, predecessor: bytes, nondeterministic: bool) -> pb.TaskSpec:
+        if nondeterministic and predecessor:
+            first, spec = spec, reordered(spec, predecessor)
+            await self.flusher.write_now([first])
+        await self.flusher.write_now([spec])
+        return spec
+
+
+def create_strategy(options: FaultToleranceOptions, open_store: Callable[[], LineageStore]) -> FaultTolerance:
+    """The strategy for ``options.mode``; ``open_store`` is called only by the ones that log."""
+    if options.mode is FaultToleranceMode.LINEAGE_STASH:
+        return LineageStash(options, open_store())
+    if options.mode is FaultToleranceMode.WRITE_FIRST:
+        return WriteFirst(options, open_store())
+    if options.mode is FaultToleranceMode.GLOBAL_ROLLBACK:
+        return GlobalRollback(options)
+    return NoLogging(options)

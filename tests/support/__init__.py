@@ -1,0 +1,1 @@
+"""Helpers for the tests: servers and clusters they start themselves."""

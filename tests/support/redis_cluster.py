@@ -1,0 +1,68 @@
+"""A local Redis Cluster for the lineage store: N redis-server nodes, the 16384 slots split evenly.
+
+For trying the store's Redis Cluster mode (``redis+cluster://`` URLs) on one machine; a production
+cluster is set up by its operators and only its URL is given to actorrt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis.asyncio as aioredis
+
+from actorrt.exceptions import ClusterError
+from actorrt.store.clients import CLUSTER_SCHEME
+from actorrt.store.redis_server import RedisShard
+
+SLOTS = 16384
+
+
+@dataclass
+class RedisCluster:
+    nodes: list[RedisShard]
+
+    @property
+    def url(self) -> str:
+        password = self.nodes[0].password
+        return f"{CLUSTER_SCHEME}://:{password}@" + ",".join(n.address for n in self.nodes)
+
+    @classmethod
+    async def start(cls, directory: Path, password: str, size: int = 3, host: str = "127.0.0.1",
+                    timeout: float = 20.0) -> RedisCluster:
+        nodes = list(await asyncio.gather(*(
+            RedisShard.start(directory / f"node-{i}", password, host, cluster=True) for i in range(size)
+        )))
+        cluster = cls(nodes)
+        try:
+            await cluster._form(timeout)
+        except BaseException:
+            await cluster.stop()
+            raise
+        return cluster
+
+    async def _form(self, timeout: float) -> None:
+        clients = [aioredis.Redis(host=n.host, port=n.port, password=n.password) for n in self.nodes]
+        try:
+            size = len(clients)
+            for i, client in enumerate(clients):
+                await client.execute_command("CLUSTER ADDSLOTS", *range(i * SLOTS // size, (i + 1) * SLOTS // size))
+            for node in self.nodes[1:]:
+                await clients[0].execute_command("CLUSTER MEET", node.host, node.port)
+            async with asyncio.timeout(timeout):
+                while not all(await asyncio.gather(*(self._ready(c, size) for c in clients))):
+                    await asyncio.sleep(0.1)
+        except TimeoutError:
+            raise ClusterError(f"the Redis Cluster of {len(self.nodes)} nodes did not form") from None
+        finally:
+            for client in clients:
+                await client.aclose()
+
+    @staticmethod
+    async def _ready(client: aioredis.Redis, size: int) -> bool:
+        info = await client.execute_command("CLUSTER INFO")  # redis-py parses it into a dict
+        return info.get("cluster_state") == "ok" and int(info.get("cluster_known_nodes", 0)) == size
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(n.stop() for n in self.nodes))
