@@ -36,15 +36,14 @@ from typing import Any
 
 import click
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import ring  # noqa: E402  (bench/ is not a package)
+import ring_actors  # bench/ is not a package: run as a script, its folder is on sys.path
+import ring_sweep
 
 NEVER = 10**9  # rounds: tokens stop on a deadline instead
 WINDOW = 10_000  # actorrt keeps the sizes of each node's last 10,000 forwarded lineages
 
 
-class WorkRingActor(ring.RingActor):
+class WorkRingActor(ring_actors.RingActor):
     """A ring member whose every hop first works (busy-waits) for ``task_ms``; a token stops at its
     origin once ``run_s`` seconds have passed since ``start``."""
 
@@ -68,7 +67,7 @@ class WorkRingActor(ring.RingActor):
     def _pass_on(self, origin: int, rnd: int) -> None:
         if origin == self.index and time.perf_counter() >= self.deadline:
             self.total_rounds = rnd + 1  # this round is the last: RingActor.hop reports to the collector
-        ring.RingActor.hop(self, origin, rnd)
+        ring_actors.RingActor.hop(self, origin, rnd)
 
 
 class SleepRingActor(WorkRingActor):
@@ -142,19 +141,19 @@ def run_config(actors: int, nodes: int, tokens: int, task_ms: float, store_delay
 
     try:
         work_cls = actorrt.remote(WORK_CLASSES[work])
-        coll_cls = actorrt.remote(ring.Collector)
-        times, wall = ring._drive(
+        coll_cls = actorrt.remote(ring_actors.Collector)
+        times, wall = ring_actors.drive(
             lambda i: work_cls.options(node=i % nodes, nondeterministic=True).remote(i, actors, task_ms, run_s),
             lambda: coll_cls.options(node=0, nondeterministic=False).remote(),
             lambda refs, t: actorrt.get(refs, timeout=t),
             actors, NEVER, run_s + 120.0, tokens=tokens, on_poll=on_poll,
         )
-        time.sleep(ring.SETTLE_S + store_delay_ms / 1e3)
+        time.sleep(ring_actors.SETTLE_S + store_delay_ms / 1e3)
         end = _node_sample(actorrt.stats(), wall)
     finally:
         actorrt.shutdown()
     warmup = 2 if min(len(t) for t in times if t) > 4 else 0
-    summary = ring._summary(times, actors, warmup)
+    summary = ring_actors.summary(times, actors, warmup)
     hops = sum(len(t) for t in times) * actors
     fwd_mean = _mean_over_nodes(end, "forwarded_mean")
     return {
@@ -175,7 +174,7 @@ def run_config(actors: int, nodes: int, tokens: int, task_ms: float, store_delay
 
 def _parse_long(text: str) -> list[tuple[float, float, str]]:
     out = []
-    for part in ring.parse_list(text, str, "--long"):
+    for part in ring_sweep.parse_list(text, str, "--long"):
         bits = part.split(":")
         try:
             if len(bits) not in (2, 3):
@@ -183,7 +182,7 @@ def _parse_long(text: str) -> list[tuple[float, float, str]]:
             work = bits[2] if len(bits) == 3 else "busy"
             if work not in WORK_CLASSES:
                 raise ValueError
-            out.append((ring._delay(bits[0]), ring._delay(bits[1]), work))
+            out.append((ring_sweep.parse_delay(bits[0]), ring_sweep.parse_delay(bits[1]), work))
         except ValueError:
             raise click.BadParameter(f"--long: {part!r} is not TASK_MS:DELAY_MS[:busy|sleep]") from None
     return out
@@ -317,18 +316,18 @@ def main(actors: int, nodes: int, tokens: int, durations_text: str, work_text: s
     """Forwarded lineage per task vs task duration, per store delay, plus long runs over time."""
     if actors < 2 or nodes < 1 or not 1 <= tokens <= actors or seconds <= 0:
         raise click.BadParameter("need --actors >= 2, --nodes >= 1, 1 <= --tokens <= --actors, --seconds > 0")
-    durations = ring.parse_list(durations_text, ring._delay, "--durations")
-    delays = ring.parse_list(delay_text, ring._delay, "--store-delay-ms")
-    works = ring.parse_list(work_text, str, "--work")
+    durations = ring_sweep.parse_list(durations_text, ring_sweep.parse_delay, "--durations")
+    delays = ring_sweep.parse_list(delay_text, ring_sweep.parse_delay, "--store-delay-ms")
+    works = ring_sweep.parse_list(work_text, str, "--work")
     if any(w not in WORK_CLASSES for w in works):
         raise click.BadParameter(f"--work: each of {', '.join(WORK_CLASSES)}")
-    max_forwards = ring.parse_list(forwards_text, ring._forwards, "--max-forwards")[0]
+    max_forwards = ring_sweep.parse_list(forwards_text, ring_sweep.parse_forwards, "--max-forwards")[0]
     longs_cfg = _parse_long(long_text) if long_text.strip() else []
-    ring.register_pickle_by_value(ring, sys.modules[__name__])
+    ring_actors.register_pickle_by_value(ring_actors, sys.modules[__name__])
 
     now = _dt.datetime.now()
     machine = {"cores": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-               "calibration_loop_s_before": ring._calibrate()}
+               "calibration_loop_s_before": ring_actors.calibrate()}
     params = {"actors": actors, "nodes": nodes, "tokens": tokens, "durations_ms": durations, "work": works,
               "store_delays_ms": delays, "max_forwards": max_forwards, "seconds": seconds,
               "long": longs_cfg, "long_s": long_s, "ft": "lineage_stash", "receivers": "nondeterministic",
@@ -351,7 +350,7 @@ def main(actors: int, nodes: int, tokens: int, durations_text: str, work_text: s
     for d, delay, work in longs_cfg:
         click.echo(f"long run: {work} d={d:g} ms, +{delay:g} ms, {long_s:g} s", err=True)
         longs.append(run_config(actors, nodes, tokens, d, delay, max_forwards, long_s, 1.0, work))
-    machine["calibration_loop_s_after"] = ring._calibrate()
+    machine["calibration_loop_s_after"] = ring_actors.calibrate()
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

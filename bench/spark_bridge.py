@@ -11,7 +11,7 @@ A DataFrame of generated text lines is word-counted two ways, end to end:
 Each configuration runs ``--repeat`` times on the same SparkSession (the first Spark run also warms
 the JVM up and is dropped); the answers are checked equal. Writes JSON and a PNG, prints a table.
 
-Run: ``python bench/bridge.py [--lines 200000] [--batch-rows 256,1024,4096] [--ft lineage_stash,none]``.
+Run: ``python bench/spark_bridge.py [--lines 200000] [--batch-rows 256,1024,4096] [--ft lineage_stash,none]``.
 """
 
 from __future__ import annotations
@@ -23,18 +23,13 @@ import os
 import platform
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import click
 
-# Run as a script, this file's folder comes first on sys.path and this file would shadow the
-# `bridge` package it measures.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-import actorrt  # noqa: E402
-import bridge  # noqa: E402 - before creating the SparkSession: Spark's workers then run this interpreter
+import actorrt
+import bridge  # before creating the SparkSession: Spark's workers then run this interpreter
 
 # The example's mapper and reducer actors, measured here as users run them.
 _spec = importlib.util.spec_from_file_location(
