@@ -7,6 +7,7 @@ and makes one call into it.
 from __future__ import annotations
 
 import atexit
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -78,7 +79,12 @@ def init(
                                                str(Path(checkpoint_dir).absolute()) if checkpoint_dir else "")
             options = HeadOptions(host=host, nodes=num_nodes, store_shards=store_shards, fault_tolerance=ft_options,
                                   store_url=store_url or "")
-            head = start_head(Path(tempfile.mkdtemp(prefix="actorrt-")), options)
+            session_dir = Path(tempfile.mkdtemp(prefix="actorrt-"))
+            try:
+                head = start_head(session_dir, options)
+            except BaseException:
+                shutil.rmtree(session_dir, ignore_errors=True)
+                raise
             driver = Driver(head.session.head_address, head.session.token, host, head)
             wait_for = num_nodes
         else:
@@ -165,12 +171,13 @@ def checkpoint(handles: Sequence[ActorHandle], *, timeout: float | None = None) 
         ActorDiedError: some actor is lost beyond recovery.
         ActorRTError: called inside an actor.
     """
+    driver = _driver()
     targets = []
     for h in handles:
         if not isinstance(h, ActorHandle):
             raise TypeError(f"checkpoint() takes actor handles, got {type(h).__name__}")
         targets.append((h.actor_id, h.slot))
-    return _driver().checkpoint(targets, timeout)
+    return driver.checkpoint(targets, timeout)
 
 
 async def commit_lineage() -> int:

@@ -93,10 +93,10 @@ def _node_sample(stats: dict[str, Any], t: float) -> dict[str, Any]:
     nodes = {}
     names = {c.__name__ for c in WORK_CLASSES.values()}
     for n in stats["nodes"]:
-        ring_actors = [a for a in n.get("actors", []) if a["class"] in names]
-        executed = sum(a["executed"] for a in ring_actors)
+        actors_here = [a for a in n.get("actors", []) if a["class"] in names]
+        executed = sum(a["executed"] for a in actors_here)
         nodes[str(n["node"])] = {**n.get("lineage", {}), "executed": executed,
-                                 "submitted": max(0, executed - SETUP_TASKS * len(ring_actors))}
+                                 "submitted": max(0, executed - SETUP_TASKS * len(actors_here))}
     return {"t_s": round(t, 3), "nodes": nodes}
 
 

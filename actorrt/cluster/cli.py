@@ -148,7 +148,7 @@ def start(ctx: click.Context, as_head: bool, address: str | None, head: HeadOpti
     Both run in the background and outlive this command. A head writes the session file (address,
     token, pid) into the session directory; `actorrt stop` stops it. A node added with --address is
     not restarted by the head if it dies, and exits by itself within a few seconds of losing the head.
-    The options from --port on are the head's.
+    --port and the options after it up to --store-url are the head's (with --head only).
     """
     if as_head == (address is not None):
         raise click.UsageError("pass --head to start a head, or --address HOST:PORT to add a node")
@@ -164,7 +164,10 @@ def start(ctx: click.Context, as_head: bool, address: str | None, head: HeadOpti
 
 
 def _start_head(session_dir: Path, options: HeadOptions, token: str | None, timeout: float) -> None:
-    head = start_head(session_dir, options, token=token, tied_to_caller=False)
+    try:
+        head = start_head(session_dir, options, token=token, tied_to_caller=False)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--store-url") from None
     address = head.session.head_address
     nodes = options.nodes
 

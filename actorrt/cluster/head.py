@@ -62,6 +62,7 @@ class Head:
         if not ft.checkpoint_dir:
             ft = replace(ft, checkpoint_dir=str(Path(session_dir).absolute() / "checkpoints"))
         self.options = replace(options, fault_tolerance=ft)
+        options.check_store_url()
         self.mode = ft.mode
         self.address = ""
         self.slots: dict[int, Slot] = {}
@@ -98,8 +99,8 @@ class Head:
         if self.parent_pid:
             self._background.spawn(self._watch_parent())
         session.write(Session(self.address, self.token, os.getpid(), str(self.session_dir)))
-        log.info("head serving on %s with %d nodes and %d store shards", self.address, self.options.nodes,
-                 len(self.shards))
+        store = "an external lineage store" if self.options.store_url else f"{len(self.shards)} store shards"
+        log.info("head serving on %s with %d nodes and %s", self.address, self.options.nodes, store)
         return server
 
     async def stop(self) -> None:
@@ -248,7 +249,6 @@ class Head:
         view = self.view()
         for queue in self._subscribers:
             queue.put_nowait(view)
-
 
     # ---- what the RPCs ask ----------------------------------------------------------------------
 

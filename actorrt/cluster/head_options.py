@@ -56,8 +56,12 @@ class HeadOptions:
             raise ValueError(f"port must be an int from 0 to 65535, not {self.port!r}")
         if not isinstance(self.heartbeat_timeout, int | float) or self.heartbeat_timeout <= 0:
             raise ValueError(f"heartbeat_timeout must be a number > 0, not {self.heartbeat_timeout!r}")
+
+    def check_store_url(self) -> None:
+        """Raise ValueError naming what is wrong with ``store_url`` (a head checks it before it
+        starts, so a bad URL stops it there and not every node later)."""
         if self.store_url:
-            parse_store_url(self.store_url)  # a bad URL stops here, not in every node later
+            parse_store_url(self.store_url)
 
     def argv(self) -> list[str]:
         """These options as the head's command-line arguments (all but ``store_url``)."""

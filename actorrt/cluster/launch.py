@@ -46,6 +46,7 @@ def start_head(session_dir: Path, options: HeadOptions, *, token: str | None = N
     With ``tied_to_caller`` the head (and so its nodes and shards) stops when this process exits;
     the CLI launches a head that outlives it instead.
     """
+    options.check_store_url()
     session_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     existing = session.read(session_dir)
     if existing is not None and process_alive(existing.head_pid):

@@ -176,7 +176,7 @@ class ActorInstance:
                                                self.actor_id))
         return method
 
-    def _once(self, source: str, batch: int, seq: int, method: str, *args: Any, **kwargs: Any) -> Any:
+    def _once(self, source: str, batch: int, seq: int, method: str, /, *args: Any, **kwargs: Any) -> Any:
         """``method(*args)`` unless this actor applied mark ``(batch, seq)`` of ``source`` already."""
         if self.watermarks.get(source, (-1, -1)) >= (batch, seq):
             return None  # a replayed micro-batch: applied before

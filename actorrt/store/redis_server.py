@@ -82,7 +82,7 @@ class RedisShard:
     async def start(cls, directory: Path, password: str, host: str = "127.0.0.1",
                     cluster: bool = False, port: int | None = None) -> RedisShard:
         """A redis-server in ``directory``; with ``cluster``, a Redis Cluster node holding no slots
-        yet (see ``actorrt.redis_cluster``). With ``port`` (a restart), on that port, and it loads
+        yet (see ``tests/support/redis_cluster.py``). With ``port`` (a restart), on that port, and it loads
         the append-only file it finds in ``directory``."""
         directory.mkdir(parents=True, exist_ok=True)
         last_error = ""
