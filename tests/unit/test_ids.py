@@ -6,7 +6,7 @@ from actorrt.lineage import ids
 
 def test_task_id_is_stable_across_processes():
     here = ids.task_id(b"receiver", b"sender", 7).hex()
-    code = "from actorrt import ids; print(ids.task_id(b'receiver', b'sender', 7).hex())"
+    code = "from actorrt.lineage import ids; print(ids.task_id(b'receiver', b'sender', 7).hex())"
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert here == there
 
