@@ -22,7 +22,12 @@ from actorrt.core import context
 from actorrt.core.object_ref import ObjectRef
 from actorrt.exceptions import ActorRTError
 from actorrt.handles import ActorClass, ActorHandle
-from actorrt.lineage.options import DEFAULT_STASH_LIMIT, FaultToleranceOptions
+from actorrt.lineage.options import (
+    DEFAULT_INLINE_MAX_BYTES,
+    DEFAULT_PINNED_BUDGET_BYTES,
+    DEFAULT_STASH_LIMIT,
+    FaultToleranceOptions,
+)
 
 T = TypeVar("T")
 _lock = threading.Lock()
@@ -42,6 +47,8 @@ def init(
     stash_limit: int = DEFAULT_STASH_LIMIT,
     store_url: str | None = None,
     checkpoint_dir: str | Path | None = None,
+    inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
+    pinned_budget_bytes: int = DEFAULT_PINNED_BUDGET_BYTES,
 ) -> dict[str, Any]:
     """Start an embedded cluster, or connect to a running one.
 
@@ -65,6 +72,10 @@ def init(
             client) or ``redis+cluster://[:password@]host:port[,...]`` (a Redis Cluster).
         checkpoint_dir: where actors of the embedded cluster write checkpoints (default: in its
             session directory); every node must reach it.
+        inline_max_bytes: an argument that serializes to more bytes than this is not written into
+            its task's spec: it travels beside the task, and its sender keeps it for replays.
+        pinned_budget_bytes: what each process keeps in memory for other actors' replays (the
+            arguments of tasks it sent, until their receivers checkpoint); past it, on local disk.
 
     Returns:
         ``{"address": head address, "nodes": [...]}``.
@@ -76,7 +87,8 @@ def init(
             if not isinstance(num_nodes, int) or num_nodes < 1:
                 raise ValueError(f"num_nodes must be an int >= 1, not {num_nodes!r}")
             ft_options = FaultToleranceOptions(ft, store_delay_ms, max_forwards, stash_limit,
-                                               str(Path(checkpoint_dir).absolute()) if checkpoint_dir else "")
+                                               str(Path(checkpoint_dir).absolute()) if checkpoint_dir else "",
+                                               inline_max_bytes, pinned_budget_bytes)
             options = HeadOptions(host=host, nodes=num_nodes, store_shards=store_shards, fault_tolerance=ft_options,
                                   store_url=store_url or "")
             session_dir = Path(tempfile.mkdtemp(prefix="actorrt-"))

@@ -149,7 +149,7 @@ class Driver:
             s = per_node.get(info.slot)
             actors = [] if s is None else [
                 {"actor_id": a.actor_id.hex(), "class": a.class_name, "queued": a.queued,
-                 "executed": a.executed, "dead": a.dead}
+                 "executed": a.executed, "dead": a.dead, "results_kept_bytes": a.results_kept_bytes}
                 for a in s.actors
             ]
             entry.update(
@@ -158,6 +158,7 @@ class Driver:
                 messages_sent=s.messages_sent if s else 0, batches_sent=s.batches_sent if s else 0,
                 lineage=_fields_dict(s.lineage) if s else {},
                 recoveries=[_fields_dict(r) for r in s.recoveries] if s else [],
+                objects_kept=_fields_dict(s.objects_kept) if s else {},
             )
             nodes.append(entry)
         return {
@@ -167,8 +168,12 @@ class Driver:
             "store_url": without_password(self.worker.membership.view.store_url),
             "fault_tolerance": _ft_dict(self.worker.membership.view.fault_tolerance),
             "driver": {"pending_results": self.worker.pending_results(), "objects": len(self.worker.objects),
+                       "objects_kept": _fields_dict(self.call(self._objects_kept(), timeout=10.0)),
                        "lineage": _fields_dict(self.worker.ft.stats()) if self.worker.ft else {}},
         }
+
+    async def _objects_kept(self) -> node_pb2.ObjectsKept:
+        return self.worker.retention.stats()  # read on the loop, which changes it
 
     async def _node_stats(self, nodes: list[head_pb2.NodeInfo]) -> list[node_pb2.NodeStatsReply | None]:
         async def one(info: head_pb2.NodeInfo) -> node_pb2.NodeStatsReply | None:

@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -39,6 +40,8 @@ log = logging.getLogger("actorrt.head")
 # cannot start, e.g. a broken environment, must not be relaunched in a tight loop). A node that
 # fails after registering is restarted at once.
 MAX_RESTART_DELAY_S = 30.0
+# Addresses of disconnected drivers the view names (a bound: an address is rarely asked for long after).
+DEPARTED_DRIVERS_KEPT = 1000
 
 
 @dataclass
@@ -73,6 +76,7 @@ class Head:
         self.revision = 0
         self._subscribers: set[asyncio.Queue[head_pb2.ClusterView]] = set()
         self.drivers: dict[str, int] = {}  # driver address -> its open subscriptions
+        self.departed_drivers: deque[str] = deque(maxlen=DEPARTED_DRIVERS_KEPT)
         self._stopping = False
         self.stopped = asyncio.Event()
         self._background = BackgroundTasks("head")
@@ -240,6 +244,7 @@ class Head:
             fault_tolerance=self.options.fault_tolerance.to_proto(),
             store_url=self.options.store_url,
             drivers=sorted(self.drivers),
+            departed_drivers=self.departed_drivers,
             rollbacks=self.rollbacks,
         )
 
@@ -304,6 +309,7 @@ class Head:
         self.drivers[address] -= 1
         if not self.drivers[address]:
             del self.drivers[address]
+            self.departed_drivers.append(address)
             self.publish()
 
     def member_lost(self, slot: int, epoch: int) -> None:

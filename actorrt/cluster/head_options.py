@@ -16,7 +16,13 @@ from typing import Any
 
 import click
 
-from actorrt.lineage.options import DEFAULT_STASH_LIMIT, FaultToleranceMode, FaultToleranceOptions
+from actorrt.lineage.options import (
+    DEFAULT_INLINE_MAX_BYTES,
+    DEFAULT_PINNED_BUDGET_BYTES,
+    DEFAULT_STASH_LIMIT,
+    FaultToleranceMode,
+    FaultToleranceOptions,
+)
 from actorrt.store.clients import STORE_URL_ENV, parse_store_url
 
 # A node that sends no heartbeat for this long is declared dead. Crashes and kills are seen at
@@ -69,7 +75,8 @@ class HeadOptions:
         out = ["--host", self.host, "--port", str(self.port), "--nodes", str(self.nodes),
                "--store-shards", str(self.store_shards), "--ft", ft.mode.value,
                "--store-delay-ms", str(ft.store_delay_ms), "--stash-limit", str(ft.stash_limit),
-               "--heartbeat-timeout", str(self.heartbeat_timeout)]
+               "--heartbeat-timeout", str(self.heartbeat_timeout), "--inline-max-bytes", str(ft.inline_max_bytes),
+               "--pinned-budget-bytes", str(ft.pinned_budget_bytes)]
         if ft.max_forwards is not None:
             out += ["--max-forwards", str(ft.max_forwards)]
         if ft.checkpoint_dir:
@@ -96,6 +103,12 @@ _OPTIONS = [
                  help="While a process's stash holds more specs than this, its submitters wait."),
     click.option("--checkpoint-dir", default=None, type=click.Path(file_okay=False, path_type=Path),
                  help="Where actors write checkpoints; every node must reach it (default SESSION_DIR/checkpoints)."),
+    click.option("--inline-max-bytes", default=DEFAULT_INLINE_MAX_BYTES, show_default=True,
+                 type=click.IntRange(min=0),
+                 help="A larger argument travels beside its task, named by id in its spec, not in it."),
+    click.option("--pinned-budget-bytes", default=DEFAULT_PINNED_BUDGET_BYTES, show_default=True,
+                 type=click.IntRange(min=0),
+                 help="Bytes a process keeps in memory for other actors' replays; past it, on local disk."),
     click.option("--heartbeat-timeout", default=HEARTBEAT_TIMEOUT_S, show_default=True,
                  type=click.FloatRange(min=0, min_open=True),
                  help="Seconds without heartbeats before a node is declared dead."),
@@ -105,16 +118,17 @@ _OPTIONS = [
 ]
 # The parameter names of the options above, in click's spelling.
 OPTION_NAMES = ("host", "port", "nodes", "store_shards", "ft", "store_delay_ms", "max_forwards", "stash_limit",
-                "checkpoint_dir", "heartbeat_timeout", "store_url")
+                "checkpoint_dir", "inline_max_bytes", "pinned_budget_bytes", "heartbeat_timeout", "store_url")
 
 
 def _from_values(host: str, port: int, nodes: int, store_shards: int, ft: str, store_delay_ms: float,
-                 max_forwards: int | None, stash_limit: int, checkpoint_dir: Path | None, heartbeat_timeout: float,
-                 store_url: str | None) -> HeadOptions:
+                 max_forwards: int | None, stash_limit: int, checkpoint_dir: Path | None, inline_max_bytes: int,
+                 pinned_budget_bytes: int, heartbeat_timeout: float, store_url: str | None) -> HeadOptions:
     try:
         return HeadOptions(host, port, nodes, store_shards,
                            FaultToleranceOptions(ft, store_delay_ms, max_forwards, stash_limit,
-                                                 str(checkpoint_dir.absolute()) if checkpoint_dir else ""),
+                                                 str(checkpoint_dir.absolute()) if checkpoint_dir else "",
+                                                 inline_max_bytes, pinned_budget_bytes),
                            heartbeat_timeout, store_url or "")
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None

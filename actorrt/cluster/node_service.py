@@ -41,4 +41,5 @@ class NodeServicer:
             batches_sent=self.worker.router.sent.batches,
             lineage=self.worker.ft.stats() if self.worker.ft is not None else None,
             recoveries=self.recoveries,
+            objects_kept=self.worker.retention.stats(),
         )

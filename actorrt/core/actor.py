@@ -16,7 +16,6 @@ from collections.abc import Coroutine
 from typing import Any, Protocol
 
 import cloudpickle
-from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 from actorrt.core import context
 from actorrt.core.checkpointer import Checkpointer
@@ -28,6 +27,7 @@ from actorrt.lineage import ids
 from actorrt.lineage.application_log import RunningTask
 from actorrt.lineage.strategy import FaultTolerance
 from actorrt.rpc import common_pb2 as pb
+from actorrt.rpc import node_pb2
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +42,24 @@ class ActorServices(Protocol):
 
     def send_result(self, owner_address: str, value: pb.ObjectValue, task: pb.TaskSpec | None = None) -> None: ...
 
+    def announce_checkpoint(self, done: node_pb2.Checkpointed) -> None: ...
+
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task: ...
 
 
 class _ArgumentError(Exception):
-    """A reference argument resolved to an error; the task fails with that error."""
+    """The task cannot run as called (no such method); it fails with ``error``."""
 
     def __init__(self, error: pb.RemoteError) -> None:
         self.error = error
+
+
+class _MissingArgumentError(_ArgumentError):
+    """A reference argument resolved to an error (its value is lost, or its task failed)."""
+
+    def __init__(self, object_id: bytes, error: pb.RemoteError) -> None:
+        super().__init__(error)
+        self.object_id = object_id
 
 
 class ActorInstance:
@@ -98,6 +108,9 @@ class ActorInstance:
         while True:
             spec = await self.mailbox.get()
             if self.ledger.is_resent(spec):
+                for arg in spec.args:  # an argument sent beside it is not needed again
+                    if arg.HasField("ref"):
+                        self.services.fetches.drop_unused(arg.ref.object_id)
                 self.services.send_result(spec.owner_address, self.ledger.answer(spec))
                 continue
             if ft.over_limit:  # back-pressure: the tasks this one submits would grow the stash
@@ -135,11 +148,20 @@ class ActorInstance:
         log_token = context.running_task.set(RunningTask(spec))
         self.context.current_task = spec.task_id
         try:
-            args, kwargs = await self._resolve_args(spec.args, resolved)
+            args, kwargs = await self._resolve_args(spec, resolved)
             result = self._call(spec, args, kwargs)
             if inspect.isawaitable(result):
                 result = await result
             return pb.ObjectValue(object_id=object_id, value=serialize(result))
+        except _MissingArgumentError as exc:
+            if self.replaying == spec.task_id:
+                # It ran with this argument before the failure: running it without would diverge.
+                self.die(pb.ACTOR_DIED, f"actor {self.who} was stopped: the replay of its task #{spec.task_counter} "
+                                        f"from {ids.short(spec.sender)} ({spec.method}) needs object "
+                                        f"{ids.short(exc.object_id)}, which is gone: {exc.error.message}")
+                log.error("%s", self.death.message)
+                return pb.ObjectValue(object_id=object_id, error=self.death)
+            return pb.ObjectValue(object_id=object_id, error=exc.error)
         except _ArgumentError as exc:
             return pb.ObjectValue(object_id=object_id, error=exc.error)
         except asyncio.CancelledError as exc:
@@ -192,16 +214,16 @@ class ActorInstance:
 
         return applied()
 
-    async def _resolve_args(self, wire: RepeatedCompositeFieldContainer[pb.Arg],
-                            resolved: list[bytes]) -> tuple[list[Any], dict[str, Any]]:
+    async def _resolve_args(self, spec: pb.TaskSpec, resolved: list[bytes]) -> tuple[list[Any], dict[str, Any]]:
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
-        for arg in wire:
+        needed_by = (spec.receiver, spec.sender, spec.task_counter)  # its owner keeps it for this task's replay
+        for arg in spec.args:
             if arg.WhichOneof("kind") == "ref":
                 resolved.append(arg.ref.object_id)  # before awaiting: unborrowed even if cancelled
-                value = await self.services.fetches.resolve(arg.ref)
+                value = await self.services.fetches.resolve(arg.ref, needed_by)
                 if value.WhichOneof("kind") == "error":
-                    raise _ArgumentError(value.error)
+                    raise _MissingArgumentError(arg.ref.object_id, value.error)
                 item = deserialize(value.value)
             else:
                 item = deserialize(arg.value)

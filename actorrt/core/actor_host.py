@@ -129,11 +129,19 @@ class ActorHost:
             value = pb.ObjectValue(object_id=ids.object_id(spec.task_id), error=error)
             self.services.send_result(spec.owner_address, value)
 
+    def sender_checkpointed(self, sender: bytes, sent: dict[bytes, int]) -> None:
+        """``sender``'s checkpoint covers its tasks to these actors up to ``sent[actor]``: its replay
+        never re-sends them, so their kept results can go."""
+        for receiver, counter in sent.items():
+            actor = self.actors.get(receiver)
+            if actor is not None:
+                actor.ledger.drop_results(sender, counter)
+
     def stats(self) -> list[node_pb2.ActorStats]:
         return [
             node_pb2.ActorStats(
                 actor_id=a.actor_id, class_name=a.class_name, queued=a.mailbox.qsize(),
-                executed=a.executed, dead=a.death is not None,
+                executed=a.executed, dead=a.death is not None, results_kept_bytes=a.ledger.kept_bytes(),
             )
             for a in self.actors.values()
         ]

@@ -16,7 +16,7 @@ from actorrt.core.serialization import serialize
 from actorrt.core.task_spec import CHECKPOINT_METHOD
 from actorrt.exceptions import ClusterError
 from actorrt.lineage import checkpoints, ids
-from actorrt.rpc import checkpoint_pb2
+from actorrt.rpc import checkpoint_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
 
 if TYPE_CHECKING:
@@ -60,6 +60,11 @@ class Checkpointer:
             await ft.store.set_checkpoint(actor.actor_id, self.seq, str(path))
             if to_collect:
                 actor.services.spawn(ft.store.forget(actor.actor_id, to_collect))
+            # From now on a replay starts here: what only an earlier start needed can go.
+            actor.services.announce_checkpoint(node_pb2.Checkpointed(
+                actor=actor.actor_id,
+                received=[node_pb2.Counter(actor=p.sender, counter=p.last_counter) for p in snapshot.senders],
+                sent=[node_pb2.Counter(actor=c.receiver, counter=c.count) for c in snapshot.counters]))
         return result
 
     async def take_or_log(self) -> None:
@@ -94,3 +99,4 @@ class Checkpointer:
         actor.context.counters = {c.receiver: c.count for c in checkpoint.counters}
         actor.context.actors_created = checkpoint.actors_created
         actor.watermarks = {w.source: (w.batch, w.seq) for w in checkpoint.watermarks}
+

@@ -29,6 +29,8 @@ REFETCH_DELAY_S = 0.2
 
 Send = Callable[[str, int, Message], None]
 Spawn = Callable[[Coroutine[Any, Any, Any]], asyncio.Task]
+Pin = Callable[[bytes, bytes, bytes, int], None]  # (object, receiver, sender, counter)
+NeededBy = tuple[bytes, bytes, int]  # the task a fetched argument is for: (receiver, sender, counter)
 
 
 def lost(object_id: bytes, message: str) -> pb.ObjectValue:
@@ -37,7 +39,7 @@ def lost(object_id: bytes, message: str) -> pb.ObjectValue:
 
 class Fetches:
     def __init__(self, objects: ObjectStore, membership: Membership, send: Send, spawn: Spawn,
-                 is_pending: Callable[[bytes], bool], recovered: asyncio.Event) -> None:
+                 is_pending: Callable[[bytes], bool], recovered: asyncio.Event, pin: Pin) -> None:
         self.address = ""  # this process's, once it serves
         self._objects = objects
         self._membership = membership
@@ -45,20 +47,25 @@ class Fetches:
         self._spawn = spawn
         self._is_pending = is_pending  # whether a task this process submitted awaits its result
         self._recovered = recovered
+        self._pin = pin  # an owner keeps what a receiver's replay may fetch again
         self._named: dict[bytes, str] = {}  # object id -> the owner address its ref names
+        self._needed_by: dict[bytes, NeededBy] = {}  # object id -> the task a fetch is for
         self._asked: dict[bytes, str] = {}  # object id -> the process asked ("" = waiting)
         self._borrowed: dict[bytes, int] = {}  # fetched object id -> tasks using it
 
     # ---- borrowing --------------------------------------------------------------------------
 
-    async def resolve(self, ref: pb.ObjectRefProto) -> pb.ObjectValue:
-        """The wire value of ``ref``, fetched from its owner if this process does not hold it."""
+    async def resolve(self, ref: pb.ObjectRefProto, needed_by: NeededBy | None = None) -> pb.ObjectValue:
+        """The wire value of ``ref``, fetched from its owner if this process does not hold it.
+        ``needed_by``: the task it is an argument of, which its owner then keeps it for."""
         object_id = ref.object_id
         if object_id not in self._objects and ref.owner_address == self.address:
             return lost(object_id, f"object {ids.short(object_id)} was released by its owner")
         if object_id not in self._objects:
             self._borrowed[object_id] = 0
             self._named[object_id] = ref.owner_address
+            if needed_by is not None:
+                self._needed_by[object_id] = needed_by
             fut = self._objects.expect(object_id)
             self._route(object_id)
         else:
@@ -82,7 +89,21 @@ class Fetches:
         """An owner answered a fetch."""
         self._named.pop(value.object_id, None)
         self._asked.pop(value.object_id, None)
+        self._needed_by.pop(value.object_id, None)
         self._objects.put(value)
+
+    def on_push(self, value: pb.ObjectValue) -> None:
+        """An argument arrived beside its task: held like a fetched copy, until the task is done."""
+        fut = self._objects.expect(value.object_id)
+        if not fut.done():
+            fut.set_result(value)
+            self._borrowed.setdefault(value.object_id, 0)
+
+    def drop_unused(self, object_id: bytes) -> None:
+        """A task that will not run (a re-send) came with this argument: drop the copy."""
+        if self._borrowed.get(object_id) == 0:
+            del self._borrowed[object_id]
+            self._objects.release(object_id)
 
     def reroute(self) -> None:
         """The view changed: ask again wherever an owner went."""
@@ -110,6 +131,7 @@ class Fetches:
         if owner is None:
             del self._named[object_id]
             self._asked.pop(object_id, None)
+            self._needed_by.pop(object_id, None)
             self._objects.put(lost(object_id, f"the owner of object {ids.short(object_id)} ({named}) went away"))
         elif owner != asked:
             self._asked[object_id] = owner
@@ -117,7 +139,9 @@ class Fetches:
                 self._borrowed.pop(object_id, None)  # this process owns it again: not a borrowed copy
                 self._spawn(self._answer_local(object_id))
             elif owner:
-                self._send(owner, FETCH, node_pb2.ObjectRequest(object_id=object_id))
+                receiver, sender, counter = self._needed_by.get(object_id, (b"", b"", 0))
+                self._send(owner, FETCH, node_pb2.ObjectRequest(object_id=object_id, receiver=receiver, sender=sender,
+                                                                task_counter=counter))
 
     async def _answer_local(self, object_id: bytes) -> None:
         """A ref named this node slot's previous incarnation: the replay submits the task that
@@ -126,6 +150,7 @@ class Fetches:
                                       or self._objects.expect(object_id).done())
         self._named.pop(object_id, None)
         self._asked.pop(object_id, None)
+        self._needed_by.pop(object_id, None)
         if not rebuilt:
             self._objects.put(lost(object_id, f"object {ids.short(object_id)} was released by its owner before "
                                               f"it failed"))
@@ -135,12 +160,16 @@ class Fetches:
             self._objects.put(lost(object_id, reason))
         self._named.clear()
         self._asked.clear()
+        self._needed_by.clear()
 
     # ---- owning -----------------------------------------------------------------------------
 
-    async def answer(self, peer: str, object_id: bytes) -> None:
-        """A peer asked for an object this process owns."""
-        self._send(peer, OBJECT, await self._owned_value(object_id))
+    async def answer(self, peer: str, request: node_pb2.ObjectRequest) -> None:
+        """A peer asked for an object this process owns (for a task: keep it for that task's replays)."""
+        value = await self._owned_value(request.object_id)
+        if request.receiver and value.WhichOneof("kind") == "value":
+            self._pin(request.object_id, request.receiver, request.sender, request.task_counter)
+        self._send(peer, OBJECT, value)
 
     async def _rebuilt(self, present: Callable[[], bool]) -> bool:
         """Whether ``present()`` holds, waiting for it while this process recovers (a replay may

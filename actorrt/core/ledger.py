@@ -19,11 +19,11 @@ from actorrt.rpc import common_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-# Results kept per sender to answer a re-sent task (a sender that was itself replayed, and may
-# await each result again): the last 16 at least, and more while they fit in 256 KB, so the small
-# results most awaited calls return stay answerable for thousands of tasks.
-RESULTS_KEPT_PER_SENDER = 16
-RESULT_BYTES_KEPT_PER_SENDER = 256 * 1024
+# Results of an actor's tasks are kept until its checkpoint covers them: its replay may await any
+# of them again. A driver (or a node process outside any task) is never replayed: it re-sends only
+# tasks it has no result for, so of its results the last 16 are kept, more while they fit in 256 KB.
+RESULTS_KEPT_PER_PROCESS = 16
+RESULT_BYTES_KEPT_PER_PROCESS = 256 * 1024
 # Digests of the calls run per sender (8 bytes each), to tell a faithful re-send from a diverged one.
 CALLS_KEPT_PER_SENDER = 1024
 
@@ -56,9 +56,19 @@ class SenderLedger:
         replaced = kept.pop(spec.task_counter, None)
         kept[spec.task_counter] = value
         size = self._kept_bytes.get(spec.sender, 0) + value.ByteSize() - (replaced.ByteSize() if replaced else 0)
-        while len(kept) > RESULTS_KEPT_PER_SENDER and size > RESULT_BYTES_KEPT_PER_SENDER:
-            size -= kept.popitem(last=False)[1].ByteSize()
+        if not spec.parent_id:  # a process, not an actor: never replayed
+            while len(kept) > RESULTS_KEPT_PER_PROCESS and size > RESULT_BYTES_KEPT_PER_PROCESS:
+                size -= kept.popitem(last=False)[1].ByteSize()
         self._kept_bytes[spec.sender] = size
+
+    def kept_bytes(self) -> int:
+        return sum(self._kept_bytes.values())
+
+    def drop_results(self, sender: bytes, upto: int) -> None:
+        """``sender``'s checkpoint covers its tasks up to counter ``upto``: it never awaits them again."""
+        kept = self.results.get(sender)
+        while kept and next(iter(kept)) <= upto:
+            self._kept_bytes[sender] -= kept.popitem(last=False)[1].ByteSize()
 
     def answer(self, spec: pb.TaskSpec) -> pb.ObjectValue:
         """The answer to a re-sent ``spec``: its kept result; an error if the call differs from
@@ -75,9 +85,9 @@ class SenderLedger:
         value = self.results.get(spec.sender, {}).get(spec.task_counter)
         if value is None:  # an answer nonetheless: a replay that awaits it must not wait forever
             msg = (f"{self._who} ran task #{spec.task_counter} from {ids.short(spec.sender)} but no longer keeps "
-                   f"its result (it keeps the last {RESULTS_KEPT_PER_SENDER} per sender, more while they fit in "
-                   f"{RESULT_BYTES_KEPT_PER_SENDER} bytes); checkpoint the sender more often (checkpoint_every=N) "
-                   f"so its replays start later")
+                   f"its result: the sender's checkpoint covered it, or the sender is a driver (of whose results "
+                   f"it keeps the last {RESULTS_KEPT_PER_PROCESS}, more while they fit in "
+                   f"{RESULT_BYTES_KEPT_PER_PROCESS} bytes)")
             value = pb.ObjectValue(object_id=object_id, error=runtime_error(pb.RESULT_NOT_KEPT, msg))
         return value
 

@@ -76,18 +76,47 @@ def call_digest(spec: pb.TaskSpec) -> bytes:
     return h.digest()
 
 
-def encode_args(args: Iterable[Any], kwargs: Mapping[str, Any]) -> tuple[list[pb.Arg], list[ObjectRef]]:
-    """Wire form of a call's arguments; top-level ObjectRefs travel as references."""
-    out: list[pb.Arg] = []
-    refs: list[ObjectRef] = []
+@dataclass
+class EncodedArgs:
+    """A call's arguments in wire form: inline values, refs, and values too large to inline."""
+
+    args: list[pb.Arg]
+    refs: list[ObjectRef]  # top-level ObjectRefs, passed as references
+    large: list[tuple[int, pb.SerializedObject]]  # (position in args, value): named by id once the task has one
+
+
+def encode_args(args: Iterable[Any], kwargs: Mapping[str, Any], inline_max_bytes: int) -> EncodedArgs:
+    """Wire form of a call's arguments. A value that serializes to more than ``inline_max_bytes``
+    is left out of the spec: ``attach_large_args`` names it there by id once the task has one."""
+    out = EncodedArgs([], [], [])
     items = [("", a) for a in args] + list(kwargs.items())
     for keyword, value in items:
         if isinstance(value, ObjectRef):
-            refs.append(value)
-            out.append(pb.Arg(keyword=keyword, ref=value.to_proto()))
+            out.refs.append(value)
+            out.args.append(pb.Arg(keyword=keyword, ref=value.to_proto()))
+            continue
+        serialized = serialize(value)
+        if serialized.ByteSize() > inline_max_bytes:
+            out.large.append((len(out.args), serialized))
+            out.args.append(pb.Arg(keyword=keyword, ref=pb.ObjectRefProto()))
         else:
-            out.append(pb.Arg(keyword=keyword, value=serialize(value)))
-    return out, refs
+            out.args.append(pb.Arg(keyword=keyword, value=serialized))
+    return out
+
+
+def attach_large_args(spec: pb.TaskSpec, large: list[tuple[int, pb.SerializedObject]],
+                      owner_address: str) -> list[pb.ObjectValue]:
+    """Name the large arguments of ``spec`` by id (``argument_ids``); returns their values, which
+    travel beside the task. The ids derive from the task's, so a replayed sender recreates them;
+    they are not dependencies: the sender's own execution (the parent) made them."""
+    values = []
+    for position, serialized in large:
+        object_id = ids.object_id(spec.task_id, 1 + position)
+        ref = spec.args[position].ref
+        ref.object_id, ref.owner_address = object_id, owner_address
+        spec.argument_ids.append(object_id)
+        values.append(pb.ObjectValue(object_id=object_id, value=serialized))
+    return values
 
 
 def build_task(

@@ -23,14 +23,15 @@ from actorrt.core.fetches import Fetches
 from actorrt.core.membership import Membership
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.object_store import ObjectStore
+from actorrt.core.retention import Retention
 from actorrt.core.serialization import deserialize, exception_from_error, runtime_error
-from actorrt.core.task_spec import SenderContext, build_task, encode_args
+from actorrt.core.task_spec import SenderContext, attach_large_args, build_task, encode_args
 from actorrt.exceptions import ActorRTError, ClusterError, GetTimeoutError
 from actorrt.lineage import ids
-from actorrt.lineage.options import FaultToleranceOptions
+from actorrt.lineage.options import DEFAULT_INLINE_MAX_BYTES, DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
 from actorrt.lineage.strategies import create_strategy
 from actorrt.lineage.strategy import FaultTolerance
-from actorrt.net.peer_streams import LINEAGE, RESULT, SUBMIT, Router
+from actorrt.net.peer_streams import CHECKPOINTED, COMMITTED, LINEAGE, PUSH, RESULT, SUBMIT, Router
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.store.clients import open_store
@@ -49,6 +50,7 @@ class _Inflight:
     slot: int  # the slot its receiver was placed on (another one serves it if that one is gone)
     address: str  # the node process it was sent to ("": waiting for the slot to come back)
     arg_refs: list[ObjectRef] = field(default_factory=list)  # keep borrowed values alive
+    large_args: list[pb.ObjectValue] = field(default_factory=list)  # sent beside the task, owned here
 
 
 class Worker:
@@ -59,6 +61,7 @@ class Worker:
         self.slot = -1  # the node slot this process serves (-1: a driver)
         self.process_context = SenderContext(identity)
         self.objects = ObjectStore()
+        self.retention = Retention(self.objects, DEFAULT_PINNED_BUDGET_BYTES)
         self.host: ActorHost | None = None
         self.router: Router | None = None
         self.ft: FaultTolerance | None = None  # from the first cluster view
@@ -68,7 +71,7 @@ class Worker:
         self.recovered = asyncio.Event()
         self._background = BackgroundTasks("worker")
         self.fetches = Fetches(self.objects, self.membership, self._send, self.spawn,
-                               lambda task_id: task_id in self._inflight, self.recovered)
+                               lambda task_id: task_id in self._inflight, self.recovered, self._pin)
         self._inflight: dict[bytes, _Inflight] = {}  # in submission order
         # Batches written by peers under a newer view than this process has: they wait for it. A
         # new node's first messages can beat its registration reply (peers learn its address from
@@ -145,8 +148,10 @@ class Worker:
             return LineageStore(open_store(view.store_url, [s.address for s in view.store_shards],
                                            view.store_password))
 
-        self.ft = create_strategy(FaultToleranceOptions.from_proto(view.fault_tolerance), store)
-        self.ft.start(self.spawn)
+        options = FaultToleranceOptions.from_proto(view.fault_tolerance)
+        self.ft = create_strategy(options, store)
+        self.retention.budget_bytes = options.pinned_budget_bytes
+        self.ft.start(self.spawn, self._notify_committed)
 
     def _died(self, object_id: bytes, slot: int) -> pb.ObjectValue:
         info = self.membership.node(slot)
@@ -168,16 +173,20 @@ class Worker:
                     kwargs: dict[str, Any]) -> ObjectRef:
         """Submit ``method(*args, **kwargs)`` to actor ``actor_id`` placed on ``slot``; returns
         the ref to its result."""
-        wire_args, refs = encode_args(args, kwargs)
+        encoded = encode_args(args, kwargs, self._inline_max_bytes())
         self._wait_for_stash_room()
         ctx = self._sender()
         with ctx.lock:
-            spec = build_task(ctx, actor_id, method, wire_args, refs, self.address)
+            spec = build_task(ctx, actor_id, method, encoded.args, encoded.refs, self.address)
+            large = attach_large_args(spec, encoded.large, self.address)
             object_id = ids.object_id(spec.task_id)
             ref = ObjectRef(object_id, self.address, owned=True)
             self._built += 1
-            self._call_soon(self._send_task, spec, slot, refs)
+            self._call_soon(self._send_task, spec, slot, encoded.refs, large)
         return ref
+
+    def _inline_max_bytes(self) -> int:
+        return self.ft.options.inline_max_bytes if self.ft is not None else DEFAULT_INLINE_MAX_BYTES
 
     def _wait_for_stash_room(self) -> None:
         """Back-pressure for driver threads (actors wait in their runner instead).
@@ -195,15 +204,16 @@ class Worker:
                      kwargs: dict[str, Any], node: int | None) -> tuple[bytes, int]:
         """Place and create an actor; returns its (actor id, slot). Tasks go to whichever
         incarnation of the slot is alive: a restarted one rebuilds the actor."""
-        wire_args, refs = encode_args(args, kwargs)
+        encoded = encode_args(args, kwargs, self._inline_max_bytes())
         ctx = self._sender()
         with ctx.lock:
             actor_id = ctx.next_actor_id()
             slot = self._place(node, ctx.actors_created)
             creation.slot = slot
-            spec = build_task(ctx, actor_id, "__init__", wire_args, refs, self.address, creation)
+            spec = build_task(ctx, actor_id, "__init__", encoded.args, encoded.refs, self.address, creation)
+            large = attach_large_args(spec, encoded.large, self.address)
             self._built += 1
-            self._call_soon(self._send_task, spec, slot, refs)
+            self._call_soon(self._send_task, spec, slot, encoded.refs, large)
         return actor_id, slot
 
     def _place(self, node: int | None, counter: int) -> int:
@@ -223,19 +233,42 @@ class Worker:
 
     # ---- routing (loop thread) ----------------------------------------------------------------
 
-    def _send_task(self, spec: pb.TaskSpec, slot: int, refs: list[ObjectRef]) -> None:
+    def _send_task(self, spec: pb.TaskSpec, slot: int, refs: list[ObjectRef], large: list[pb.ObjectValue]) -> None:
         """Send to the actor's node slot, whichever incarnation is alive now (a restarted node
         replays the actor before it runs new tasks)."""
         self._handled += 1
         object_id = ids.object_id(spec.task_id)
         if not spec.HasField("actor_creation"):
             self.objects.expect(object_id)
+            self.retention.referenced(object_id)  # by the ref submit_task returned
+        for value in large:  # owned here: the receiver's replay fetches them from here
+            self.objects.expect(value.object_id)
+            self.objects.put(value)
         if not self.membership.accepts(slot):
             self.objects.put(self._died(object_id, slot))
+            self._drop_large_args(large)
             return
-        task = self._inflight[spec.task_id] = _Inflight(spec, slot, "", refs)
+        task = self._inflight[spec.task_id] = _Inflight(spec, slot, "", refs, large)
+        if self.ft.logs_lineage:  # kept until the receiver's checkpoint covers the task
+            for arg in spec.args:
+                if arg.HasField("ref") and arg.ref.owner_address == self.address:
+                    self._pin(arg.ref.object_id, spec.receiver, spec.sender, spec.task_counter)
         if self.membership.serving(slot).state == head_pb2.ALIVE:
             self._resend(task)
+
+    def _notify_committed(self, address: str, acks: list[tuple[bytes, int]]) -> None:
+        if address != self.address:
+            self.router.send(address, COMMITTED, node_pb2.Committed(task_ids=[t for t, _ in acks],
+                                                                    versions=[v for _, v in acks]))
+
+    def _pin(self, object_id: bytes, receiver: bytes, sender: bytes, counter: int) -> None:
+        self.retention.pin(object_id, receiver, sender, counter)
+
+    def _drop_large_args(self, large: list[pb.ObjectValue]) -> None:
+        """No replay will need these (nothing is logged, or the task never left)."""
+        for value in large:
+            if not self.retention.is_pinned(value.object_id):
+                self.retention.unreferenced(value.object_id)
 
     def _resend(self, task: _Inflight) -> None:
         """(Re)send ``task`` to the node serving its slot now, with its uncommitted lineage."""
@@ -247,6 +280,8 @@ class Worker:
         else:
             for ancestor in lineage:  # ahead of the task on the same ordered stream
                 self.router.send(info.address, LINEAGE, ancestor)
+            for value in task.large_args:
+                self.router.send(info.address, PUSH, value)
             self.router.send(info.address, SUBMIT, task.spec)
 
     def _assign(self, spec: pb.TaskSpec) -> None:
@@ -276,6 +311,8 @@ class Worker:
             return
         if value.error.kind == pb.REPLAY_DIVERGED and self.host is not None:
             self.host.replay_diverged(task.spec, value.error)
+        if not self.ft.logs_lineage:
+            self._drop_large_args(task.large_args)
         self.objects.put(value)
 
     def on_batch(self, peer: str, batch: node_pb2.PeerBatch) -> None:
@@ -291,11 +328,32 @@ class Worker:
             elif kind == "result":
                 self._on_result(message.result)
             elif kind == "fetch":
-                self.spawn(self.fetches.answer(peer, message.fetch.object_id))
+                self.spawn(self.fetches.answer(peer, message.fetch))
             elif kind == "object":
                 self.fetches.on_object(message.object)
             elif kind == "lineage":
                 self.ft.on_lineage(message.lineage, peer)
+            elif kind == "push":
+                self.fetches.on_push(message.push)
+            elif kind == "checkpointed":
+                self.on_checkpointed(message.checkpointed)
+            elif kind == "committed":
+                done = message.committed
+                self.ft.on_committed(list(zip(done.task_ids, done.versions, strict=True)), peer)
+
+    def on_checkpointed(self, done: node_pb2.Checkpointed) -> None:
+        """An actor checkpointed (here or elsewhere): stop keeping what only its replay needed."""
+        self.retention.release(done.actor, {c.actor: c.counter for c in done.received})
+        if self.host is not None:
+            self.host.sender_checkpointed(done.actor, {c.actor: c.counter for c in done.sent})
+
+    def announce_checkpoint(self, done: node_pb2.Checkpointed) -> None:
+        """Tell every process (this one too) that an actor here checkpointed."""
+        self.on_checkpointed(done)
+        view = self.membership.view
+        for address in {n.address for n in view.nodes if n.state == head_pb2.ALIVE} | set(view.drivers):
+            if address and address != self.address:
+                self.router.send(address, CHECKPOINTED, done)
 
     # ---- values -------------------------------------------------------------------------------
 
@@ -303,7 +361,7 @@ class Worker:
         """An owned ref was garbage-collected (any thread)."""
         if not self.loop.is_closed():
             try:
-                self._call_soon(self.objects.release, object_id)
+                self._call_soon(self.retention.unreferenced, object_id)
             except RuntimeError:  # the loop closed meanwhile
                 pass
 
@@ -373,3 +431,4 @@ class Worker:
             await self.ft.aclose()
         if self.router is not None:
             await self.router.aclose()
+        self.retention.close()

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from actorrt.exceptions import ClusterError
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store.lineage_store import LineageStore
+from actorrt.store.lineage_store import LineageStore, Write
 
 log = logging.getLogger(__name__)
 
@@ -29,30 +29,31 @@ class Flusher:
         self.store = store
         self._on_acks = on_acks
         self.delay_s = delay_s
-        self._queue: list[pb.TaskSpec] = []
+        self._queue: list[Write] = []
         self._wake = asyncio.Event()
         self.flushed = 0
         self.committed = 0  # writes the store acked at (at least) the version written
         self.latencies_ms: deque[float] = deque(maxlen=10_000)
 
-    def flush(self, spec: pb.TaskSpec) -> None:
-        self._queue.append(spec)
+    def flush(self, spec: pb.TaskSpec, whole: bool = True) -> None:
+        """Queue ``spec`` for the next batch: whole, or only what its version changes."""
+        self._queue.append((spec, whole))
         self._wake.set()
 
-    async def write_now(self, specs: Sequence[pb.TaskSpec]) -> list[Ack]:
-        """Write and wait for the acks (WriteFirst, and end-to-end commits)."""
-        acks = await self._write(specs)
+    async def write_now(self, specs: Sequence[pb.TaskSpec], whole: bool = True) -> list[Ack]:
+        """Write and wait for the acks (WriteFirst, survivors' flushes, end-to-end commits)."""
+        acks = await self._write([(spec, whole) for spec in specs])
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         self._on_acks(acks)
         return acks
 
-    async def _write(self, specs: Sequence[pb.TaskSpec]) -> list[Ack]:
+    async def _write(self, writes: Sequence[Write]) -> list[Ack]:
         backoff = 0.05
         while True:
             start = time.perf_counter()  # loop.time() has 1 ms resolution under uvloop
             try:
-                acks = await self.store.write(specs)
+                acks = await self.store.write(writes)
             except ClusterError as exc:
                 log.warning("lineage store write failed (%s); retrying in %.2f s", exc, backoff)
                 await asyncio.sleep(backoff)
@@ -63,9 +64,9 @@ class Flusher:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
                 continue
-            self.flushed += len(specs)
+            self.flushed += len(writes)
             written = {}
-            for spec in specs:
+            for spec, _ in writes:
                 written[spec.task_id] = max(spec.version, written.get(spec.task_id, 0))
             self.committed += sum(1 for task_id, held in acks if held >= written[task_id])
             self.latencies_ms.append((time.perf_counter() - start + self.delay_s) * 1e3)

@@ -9,6 +9,11 @@ from actorrt.rpc import head_pb2
 
 # Submission waits while the stash holds more specs than this (the store is slow or down).
 DEFAULT_STASH_LIMIT = 200_000
+# An argument larger than this (serialized) travels beside its task and is named by id in the
+# spec, so the lineage store's bytes per task do not grow with the data.
+DEFAULT_INLINE_MAX_BYTES = 64 * 1024
+# Objects a process keeps for other actors' replays: past this many bytes in memory, on local disk.
+DEFAULT_PINNED_BUDGET_BYTES = 1 << 30
 
 
 class FaultToleranceMode(enum.StrEnum):
@@ -40,6 +45,8 @@ class FaultToleranceOptions:
     max_forwards: int | None = None
     stash_limit: int = DEFAULT_STASH_LIMIT
     checkpoint_dir: str = ""
+    inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES
+    pinned_budget_bytes: int = DEFAULT_PINNED_BUDGET_BYTES
 
     def __post_init__(self) -> None:
         try:
@@ -53,16 +60,23 @@ class FaultToleranceOptions:
             raise ValueError(f"max_forwards must be an int >= 0 or None, not {self.max_forwards!r}")
         if not isinstance(self.stash_limit, int) or self.stash_limit < 1:
             raise ValueError(f"stash_limit must be an int >= 1, not {self.stash_limit!r}")
+        if not isinstance(self.inline_max_bytes, int) or self.inline_max_bytes < 0:
+            raise ValueError(f"inline_max_bytes must be an int >= 0, not {self.inline_max_bytes!r}")
+        if not isinstance(self.pinned_budget_bytes, int) or self.pinned_budget_bytes < 0:
+            raise ValueError(f"pinned_budget_bytes must be an int >= 0, not {self.pinned_budget_bytes!r}")
 
     def to_proto(self) -> head_pb2.FaultTolerance:
         return head_pb2.FaultTolerance(
             mode=self.mode.value, store_delay_ms=self.store_delay_ms,
             max_forwards=-1 if self.max_forwards is None else self.max_forwards,
             stash_limit=self.stash_limit, checkpoint_dir=self.checkpoint_dir,
+            inline_max_bytes=self.inline_max_bytes, pinned_budget_bytes=self.pinned_budget_bytes,
         )
 
     @classmethod
     def from_proto(cls, proto: head_pb2.FaultTolerance) -> FaultToleranceOptions:
         return cls(proto.mode or FaultToleranceMode.LINEAGE_STASH, proto.store_delay_ms,
                    None if proto.max_forwards < 0 else proto.max_forwards,
-                   proto.stash_limit or DEFAULT_STASH_LIMIT, proto.checkpoint_dir)
+                   proto.stash_limit or DEFAULT_STASH_LIMIT, proto.checkpoint_dir,
+                   proto.inline_max_bytes if proto.HasField("inline_max_bytes") else DEFAULT_INLINE_MAX_BYTES,
+                   proto.pinned_budget_bytes if proto.HasField("pinned_budget_bytes") else DEFAULT_PINNED_BUDGET_BYTES)

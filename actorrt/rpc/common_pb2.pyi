@@ -118,6 +118,16 @@ class TaskSpec(_message.Message):
     actor_creation: ActorCreation
     def __init__(self, task_id: _Optional[bytes] = ..., version: _Optional[int] = ..., receiver: _Optional[bytes] = ..., sender: _Optional[bytes] = ..., task_counter: _Optional[int] = ..., application_log: _Optional[_Iterable[bytes]] = ..., parent_id: _Optional[bytes] = ..., predecessor_id: _Optional[bytes] = ..., argument_ids: _Optional[_Iterable[bytes]] = ..., dependencies: _Optional[_Iterable[bytes]] = ..., method: _Optional[str] = ..., args: _Optional[_Iterable[_Union[Arg, _Mapping]]] = ..., owner_address: _Optional[str] = ..., actor_creation: _Optional[_Union[ActorCreation, _Mapping]] = ...) -> None: ...
 
+class TaskVersion(_message.Message):
+    __slots__ = ("version", "predecessor_id", "application_log")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    PREDECESSOR_ID_FIELD_NUMBER: _ClassVar[int]
+    APPLICATION_LOG_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    predecessor_id: bytes
+    application_log: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, version: _Optional[int] = ..., predecessor_id: _Optional[bytes] = ..., application_log: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
 class ObjectValue(_message.Message):
     __slots__ = ("object_id", "value", "error")
     OBJECT_ID_FIELD_NUMBER: _ClassVar[int]

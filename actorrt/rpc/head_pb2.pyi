@@ -50,21 +50,25 @@ class StoreShard(_message.Message):
     def __init__(self, address: _Optional[str] = ..., pid: _Optional[int] = ..., restarts: _Optional[int] = ...) -> None: ...
 
 class FaultTolerance(_message.Message):
-    __slots__ = ("mode", "store_delay_ms", "max_forwards", "stash_limit", "checkpoint_dir")
+    __slots__ = ("mode", "store_delay_ms", "max_forwards", "stash_limit", "checkpoint_dir", "inline_max_bytes", "pinned_budget_bytes")
     MODE_FIELD_NUMBER: _ClassVar[int]
     STORE_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_FORWARDS_FIELD_NUMBER: _ClassVar[int]
     STASH_LIMIT_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_DIR_FIELD_NUMBER: _ClassVar[int]
+    INLINE_MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PINNED_BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
     mode: str
     store_delay_ms: float
     max_forwards: int
     stash_limit: int
     checkpoint_dir: str
-    def __init__(self, mode: _Optional[str] = ..., store_delay_ms: _Optional[float] = ..., max_forwards: _Optional[int] = ..., stash_limit: _Optional[int] = ..., checkpoint_dir: _Optional[str] = ...) -> None: ...
+    inline_max_bytes: int
+    pinned_budget_bytes: int
+    def __init__(self, mode: _Optional[str] = ..., store_delay_ms: _Optional[float] = ..., max_forwards: _Optional[int] = ..., stash_limit: _Optional[int] = ..., checkpoint_dir: _Optional[str] = ..., inline_max_bytes: _Optional[int] = ..., pinned_budget_bytes: _Optional[int] = ...) -> None: ...
 
 class ClusterView(_message.Message):
-    __slots__ = ("revision", "nodes", "store_shards", "store_password", "fault_tolerance", "store_url", "drivers", "rollbacks")
+    __slots__ = ("revision", "nodes", "store_shards", "store_password", "fault_tolerance", "store_url", "drivers", "rollbacks", "departed_drivers")
     REVISION_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     STORE_SHARDS_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +77,7 @@ class ClusterView(_message.Message):
     STORE_URL_FIELD_NUMBER: _ClassVar[int]
     DRIVERS_FIELD_NUMBER: _ClassVar[int]
     ROLLBACKS_FIELD_NUMBER: _ClassVar[int]
+    DEPARTED_DRIVERS_FIELD_NUMBER: _ClassVar[int]
     revision: int
     nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
     store_shards: _containers.RepeatedCompositeFieldContainer[StoreShard]
@@ -81,7 +86,8 @@ class ClusterView(_message.Message):
     store_url: str
     drivers: _containers.RepeatedScalarFieldContainer[str]
     rollbacks: int
-    def __init__(self, revision: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., store_shards: _Optional[_Iterable[_Union[StoreShard, _Mapping]]] = ..., store_password: _Optional[str] = ..., fault_tolerance: _Optional[_Union[FaultTolerance, _Mapping]] = ..., store_url: _Optional[str] = ..., drivers: _Optional[_Iterable[str]] = ..., rollbacks: _Optional[int] = ...) -> None: ...
+    departed_drivers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, revision: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., store_shards: _Optional[_Iterable[_Union[StoreShard, _Mapping]]] = ..., store_password: _Optional[str] = ..., fault_tolerance: _Optional[_Union[FaultTolerance, _Mapping]] = ..., store_url: _Optional[str] = ..., drivers: _Optional[_Iterable[str]] = ..., rollbacks: _Optional[int] = ..., departed_drivers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
     __slots__ = ("slot", "address", "pid", "hostname")

@@ -30,45 +30,85 @@ class PeerBatch(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ..., view_revision: _Optional[int] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
-    __slots__ = ("submit", "result", "fetch", "object", "lineage")
+    __slots__ = ("submit", "result", "fetch", "object", "lineage", "push", "checkpointed", "committed")
     SUBMIT_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     FETCH_FIELD_NUMBER: _ClassVar[int]
     OBJECT_FIELD_NUMBER: _ClassVar[int]
     LINEAGE_FIELD_NUMBER: _ClassVar[int]
+    PUSH_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINTED_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
     submit: _common_pb2.TaskSpec
     result: _common_pb2.ObjectValue
     fetch: ObjectRequest
     object: _common_pb2.ObjectValue
     lineage: _common_pb2.TaskSpec
-    def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., lineage: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ...) -> None: ...
+    push: _common_pb2.ObjectValue
+    checkpointed: Checkpointed
+    committed: Committed
+    def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., lineage: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., push: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., checkpointed: _Optional[_Union[Checkpointed, _Mapping]] = ..., committed: _Optional[_Union[Committed, _Mapping]] = ...) -> None: ...
+
+class Committed(_message.Message):
+    __slots__ = ("task_ids", "versions")
+    TASK_IDS_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    task_ids: _containers.RepeatedScalarFieldContainer[bytes]
+    versions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, task_ids: _Optional[_Iterable[bytes]] = ..., versions: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ObjectRequest(_message.Message):
-    __slots__ = ("object_id",)
+    __slots__ = ("object_id", "receiver", "sender", "task_counter")
     OBJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    RECEIVER_FIELD_NUMBER: _ClassVar[int]
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    TASK_COUNTER_FIELD_NUMBER: _ClassVar[int]
     object_id: bytes
-    def __init__(self, object_id: _Optional[bytes] = ...) -> None: ...
+    receiver: bytes
+    sender: bytes
+    task_counter: int
+    def __init__(self, object_id: _Optional[bytes] = ..., receiver: _Optional[bytes] = ..., sender: _Optional[bytes] = ..., task_counter: _Optional[int] = ...) -> None: ...
+
+class Checkpointed(_message.Message):
+    __slots__ = ("actor", "received", "sent")
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    SENT_FIELD_NUMBER: _ClassVar[int]
+    actor: bytes
+    received: _containers.RepeatedCompositeFieldContainer[Counter]
+    sent: _containers.RepeatedCompositeFieldContainer[Counter]
+    def __init__(self, actor: _Optional[bytes] = ..., received: _Optional[_Iterable[_Union[Counter, _Mapping]]] = ..., sent: _Optional[_Iterable[_Union[Counter, _Mapping]]] = ...) -> None: ...
+
+class Counter(_message.Message):
+    __slots__ = ("actor", "counter")
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    COUNTER_FIELD_NUMBER: _ClassVar[int]
+    actor: bytes
+    counter: int
+    def __init__(self, actor: _Optional[bytes] = ..., counter: _Optional[int] = ...) -> None: ...
 
 class NodeStatsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class ActorStats(_message.Message):
-    __slots__ = ("actor_id", "class_name", "queued", "executed", "dead")
+    __slots__ = ("actor_id", "class_name", "queued", "executed", "dead", "results_kept_bytes")
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     EXECUTED_FIELD_NUMBER: _ClassVar[int]
     DEAD_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_KEPT_BYTES_FIELD_NUMBER: _ClassVar[int]
     actor_id: bytes
     class_name: str
     queued: int
     executed: int
     dead: bool
-    def __init__(self, actor_id: _Optional[bytes] = ..., class_name: _Optional[str] = ..., queued: _Optional[int] = ..., executed: _Optional[int] = ..., dead: _Optional[bool] = ...) -> None: ...
+    results_kept_bytes: int
+    def __init__(self, actor_id: _Optional[bytes] = ..., class_name: _Optional[str] = ..., queued: _Optional[int] = ..., executed: _Optional[int] = ..., dead: _Optional[bool] = ..., results_kept_bytes: _Optional[int] = ...) -> None: ...
 
 class NodeStatsReply(_message.Message):
-    __slots__ = ("slot", "epoch", "actors", "pending_results", "objects", "messages_sent", "batches_sent", "lineage", "recoveries")
+    __slots__ = ("slot", "epoch", "actors", "pending_results", "objects", "messages_sent", "batches_sent", "lineage", "recoveries", "objects_kept")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     ACTORS_FIELD_NUMBER: _ClassVar[int]
@@ -78,6 +118,7 @@ class NodeStatsReply(_message.Message):
     BATCHES_SENT_FIELD_NUMBER: _ClassVar[int]
     LINEAGE_FIELD_NUMBER: _ClassVar[int]
     RECOVERIES_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_KEPT_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     actors: _containers.RepeatedCompositeFieldContainer[ActorStats]
@@ -87,7 +128,22 @@ class NodeStatsReply(_message.Message):
     batches_sent: int
     lineage: LineageStats
     recoveries: _containers.RepeatedCompositeFieldContainer[RecoveryStats]
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., actors: _Optional[_Iterable[_Union[ActorStats, _Mapping]]] = ..., pending_results: _Optional[int] = ..., objects: _Optional[int] = ..., messages_sent: _Optional[int] = ..., batches_sent: _Optional[int] = ..., lineage: _Optional[_Union[LineageStats, _Mapping]] = ..., recoveries: _Optional[_Iterable[_Union[RecoveryStats, _Mapping]]] = ...) -> None: ...
+    objects_kept: ObjectsKept
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., actors: _Optional[_Iterable[_Union[ActorStats, _Mapping]]] = ..., pending_results: _Optional[int] = ..., objects: _Optional[int] = ..., messages_sent: _Optional[int] = ..., batches_sent: _Optional[int] = ..., lineage: _Optional[_Union[LineageStats, _Mapping]] = ..., recoveries: _Optional[_Iterable[_Union[RecoveryStats, _Mapping]]] = ..., objects_kept: _Optional[_Union[ObjectsKept, _Mapping]] = ...) -> None: ...
+
+class ObjectsKept(_message.Message):
+    __slots__ = ("pinned_objects", "pinned_bytes", "spilled_objects", "spilled_bytes", "released_bytes")
+    PINNED_OBJECTS_FIELD_NUMBER: _ClassVar[int]
+    PINNED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SPILLED_OBJECTS_FIELD_NUMBER: _ClassVar[int]
+    SPILLED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    pinned_objects: int
+    pinned_bytes: int
+    spilled_objects: int
+    spilled_bytes: int
+    released_bytes: int
+    def __init__(self, pinned_objects: _Optional[int] = ..., pinned_bytes: _Optional[int] = ..., spilled_objects: _Optional[int] = ..., spilled_bytes: _Optional[int] = ..., released_bytes: _Optional[int] = ...) -> None: ...
 
 class RecoveryStats(_message.Message):
     __slots__ = ("actors", "tasks_replayed", "flush_ms", "fetch_ms", "replay_ms", "detection_ms", "restart_ms", "from_checkpoint", "slots")
@@ -112,7 +168,7 @@ class RecoveryStats(_message.Message):
     def __init__(self, actors: _Optional[int] = ..., tasks_replayed: _Optional[int] = ..., flush_ms: _Optional[float] = ..., fetch_ms: _Optional[float] = ..., replay_ms: _Optional[float] = ..., detection_ms: _Optional[float] = ..., restart_ms: _Optional[float] = ..., from_checkpoint: _Optional[int] = ..., slots: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class LineageStats(_message.Message):
-    __slots__ = ("stash_size", "flushed", "committed", "evicted", "forwarded_mean", "forwarded_median", "store_latency_ms_p50", "store_latency_ms_mean")
+    __slots__ = ("stash_size", "flushed", "committed", "evicted", "forwarded_mean", "forwarded_median", "store_latency_ms_p50", "store_latency_ms_mean", "store_bytes_written", "commit_notices_sent")
     STASH_SIZE_FIELD_NUMBER: _ClassVar[int]
     FLUSHED_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +177,8 @@ class LineageStats(_message.Message):
     FORWARDED_MEDIAN_FIELD_NUMBER: _ClassVar[int]
     STORE_LATENCY_MS_P50_FIELD_NUMBER: _ClassVar[int]
     STORE_LATENCY_MS_MEAN_FIELD_NUMBER: _ClassVar[int]
+    STORE_BYTES_WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_NOTICES_SENT_FIELD_NUMBER: _ClassVar[int]
     stash_size: int
     flushed: int
     committed: int
@@ -129,4 +187,6 @@ class LineageStats(_message.Message):
     forwarded_median: float
     store_latency_ms_p50: float
     store_latency_ms_mean: float
-    def __init__(self, stash_size: _Optional[int] = ..., flushed: _Optional[int] = ..., committed: _Optional[int] = ..., evicted: _Optional[int] = ..., forwarded_mean: _Optional[float] = ..., forwarded_median: _Optional[float] = ..., store_latency_ms_p50: _Optional[float] = ..., store_latency_ms_mean: _Optional[float] = ...) -> None: ...
+    store_bytes_written: int
+    commit_notices_sent: int
+    def __init__(self, stash_size: _Optional[int] = ..., flushed: _Optional[int] = ..., committed: _Optional[int] = ..., evicted: _Optional[int] = ..., forwarded_mean: _Optional[float] = ..., forwarded_median: _Optional[float] = ..., store_latency_ms_p50: _Optional[float] = ..., store_latency_ms_mean: _Optional[float] = ..., store_bytes_written: _Optional[int] = ..., commit_notices_sent: _Optional[int] = ...) -> None: ...

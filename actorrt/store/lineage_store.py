@@ -1,8 +1,12 @@
 """TaskSpec records in the sharded store: version-checked writes, acks, reads.
 
-A write carries ``(task_id, version, spec)``; a Lua script applies it atomically only if the stored
-version is older (Definition 4.1), and answers the version the store now holds. That answer is the
-ack: the task is committed at that version, and an older write learns it was superseded.
+A write carries ``(task_id, version)`` and either the whole spec or, for a newer version, only
+what it changes (a ``TaskVersion``: the predecessor and the application log). A Lua script applies
+it atomically only if the stored version is older (Definition 4.1), and answers the version the
+store now holds. That answer is the ack: the task is committed at that version, and an older
+write learns it was superseded. A record holds the spec (``s``, written once, by whoever writes it
+first, whatever its version) and the newest delta (``d``) when that is newer than the spec: a spec
+is written whole once, however many versions it has.
 
 For recovery the script also indexes each task under its receiver (``rx:{tag}<receiver>``, in the
 task's hash slot), so a recovering actor finds every task sent to it; each node slot's actors are
@@ -19,21 +23,32 @@ from actorrt.store.clients import Client, Store
 
 KEY_PREFIX = b"task:"
 
-# KEYS = record_1, index_1, record_2, index_2, ...; ARGV = version_1, spec_1, task_id_1, ...
-# Applies each write whose version is newer than the one held and indexes the task under its
-# receiver; returns the version held after the call, per record. One call per shard (or slot
-# group) and batch: the per-command cost of a pipeline dominated the per-task cost.
+# KEYS = record_1, index_1, record_2, index_2, ...; ARGV = version_1, kind_1, payload_1, task_id_1, ...
+# with kind "s" (the whole spec) or "d" (a TaskVersion). Applies each write whose version is newer
+# than the one held, keeps a spec that arrives after a newer delta (unless the record was
+# collected: a tombstone), and indexes the task under its receiver; returns the version held after
+# the call, per record. One call per shard (or slot group) and batch: the per-command cost of a
+# pipeline dominated the per-task cost, and Redis fsyncs once for the whole call.
 _WRITE_IF_NEWER = """
 local held_after = {}
 for i = 1, #KEYS / 2 do
   local key = KEYS[2 * i - 1]
-  local version = tonumber(ARGV[3 * i - 2])
+  local version = tonumber(ARGV[4 * i - 3])
+  local kind = ARGV[4 * i - 2]
   local held = tonumber(redis.call('HGET', key, 'v'))
   if held and held >= version then
+    if kind == 's' and held < tonumber(ARGV[#ARGV]) then
+      redis.call('HSETNX', key, 's', ARGV[4 * i - 1])
+    end
     held_after[i] = held
   else
-    redis.call('HSET', key, 'v', version, 's', ARGV[3 * i - 1])
-    redis.call('SADD', KEYS[2 * i], ARGV[3 * i])
+    if kind == 's' then
+      redis.call('HSET', key, 'v', version, 's', ARGV[4 * i - 1])
+      redis.call('HDEL', key, 'd')
+    else
+      redis.call('HSET', key, 'v', version, 'd', ARGV[4 * i - 1])
+    end
+    redis.call('SADD', KEYS[2 * i], ARGV[4 * i])
     held_after[i] = version
   end
 end
@@ -79,6 +94,29 @@ def task_id_of(key: bytes) -> bytes:
     return key[len(KEY_PREFIX) + 4:]
 
 
+Write = tuple[pb.TaskSpec, bool]  # a spec, and whether to write it whole (else the delta of its version)
+
+
+def version_of(spec: pb.TaskSpec) -> pb.TaskVersion:
+    """What ``spec``'s version changes (the rest of a task's spec never changes)."""
+    return pb.TaskVersion(version=spec.version, predecessor_id=spec.predecessor_id,
+                          application_log=spec.application_log)
+
+
+def with_version(spec: pb.TaskSpec, delta: bytes | None) -> pb.TaskSpec:
+    """``spec`` at the version of ``delta`` (a serialized ``TaskVersion``), if that is newer."""
+    if delta is not None:
+        version = pb.TaskVersion.FromString(delta)
+        if version.version > spec.version:
+            spec.version = version.version
+            spec.predecessor_id = version.predecessor_id
+            if len(spec.dependencies) > 1:
+                spec.dependencies[1] = version.predecessor_id  # dependencies = [parent, predecessor] + producers
+            del spec.application_log[:]
+            spec.application_log.extend(version.application_log)
+    return spec
+
+
 def _producers(spec: pb.TaskSpec) -> list[bytes]:
     """The tasks whose execution made ``spec``: its parent and its arguments' producers.
 
@@ -120,6 +158,7 @@ class LineageStore:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._scripts: dict[int, object] = {}
+        self.bytes_written = 0  # payloads of the writes the store applied or acked
 
     def _script(self, client: Client):
         script = self._scripts.get(id(client))
@@ -127,32 +166,40 @@ class LineageStore:
             script = self._scripts[id(client)] = client.register_script(_WRITE_IF_NEWER)
         return script
 
-    async def write(self, specs: Sequence[pb.TaskSpec]) -> list[tuple[bytes, int]]:
-        """Write ``specs`` (one script call per shard and wave); returns ``(task_id, version held)`` acks.
+    async def write(self, writes: Sequence[Write]) -> list[tuple[bytes, int]]:
+        """Write specs, whole or as the delta of their version (one script call per shard and
+        wave); returns ``(task_id, version held)`` acks.
 
-        Of two versions of one task in ``specs`` the newer is written. A spec is written only
-        after the specs in ``specs`` that produced it (``dependency_waves``): a process that dies
-        half-way through leaves no record in the store whose producer's order is missing there,
-        so a recovering actor never replays a task that its sender's own replay cannot reproduce.
+        Of two versions of one task the newer is written, whole if either write was. A spec is
+        written only after the specs here that produced it (``dependency_waves``): a process that
+        dies half-way through leaves no record in the store whose producer's order is missing
+        there, so a recovering actor never replays a task that its sender's replay cannot reproduce.
         """
         newest: dict[bytes, pb.TaskSpec] = {}
-        for spec in specs:
+        whole: set[bytes] = set()
+        for spec, is_whole in writes:
             if spec.task_id not in newest or newest[spec.task_id].version < spec.version:
                 newest[spec.task_id] = spec
+            if is_whole:
+                whole.add(spec.task_id)
         acks: list[tuple[bytes, int]] = []
         for wave in dependency_waves(newest):
-            acks.extend(await self._write_wave({record_key(s.task_id): s for s in wave}))
+            acks.extend(await self._write_wave({record_key(s.task_id): s for s in wave}, whole))
         return acks
 
-    async def _write_wave(self, by_key: dict[bytes, pb.TaskSpec]) -> list[tuple[bytes, int]]:
+    async def _write_wave(self, by_key: dict[bytes, pb.TaskSpec], whole: set[bytes]) -> list[tuple[bytes, int]]:
         async def write_shard(client: Client, keys: list[bytes]) -> list[tuple[bytes, int]]:
             script_keys: list[bytes] = []
             args: list[int | bytes] = []
             for key in keys:
                 spec = by_key[key]
                 script_keys += [key, _index_key(_tag(_group(spec.task_id)), spec.receiver)]
-                args += [spec.version, spec.SerializeToString(), spec.task_id]
-            held = await self._script(client)(keys=script_keys, args=args)
+                if spec.task_id in whole or spec.version == 0:
+                    args += [spec.version, b"s", spec.SerializeToString(), spec.task_id]
+                else:
+                    args += [spec.version, b"d", version_of(spec).SerializeToString(), spec.task_id]
+            held = await self._script(client)(keys=script_keys, args=[*args, TOMBSTONE_VERSION])
+            self.bytes_written += sum(len(a) for a in args[2::4])
             return [(by_key[k].task_id, int(v)) for k, v in zip(keys, held, strict=True)]
 
         return [ack for part in await self.store.per_shard(list(by_key), write_shard) for ack in part]
@@ -160,17 +207,17 @@ class LineageStore:
     async def read(self, task_ids: Sequence[bytes]) -> dict[bytes, pb.TaskSpec]:
         """The stored specs of those of ``task_ids`` the store holds."""
 
-        async def read_shard(client: Client, keys: list[bytes]) -> list[bytes | None]:
+        async def read_shard(client: Client, keys: list[bytes]) -> list[tuple[bytes, list[bytes | None]]]:
             async with client.pipeline(transaction=False) as pipe:
                 for key in keys:
-                    pipe.hget(key, "s")
+                    pipe.hmget(key, "s", "d")
                 return list(zip(keys, await pipe.execute(), strict=True))
 
         out: dict[bytes, pb.TaskSpec] = {}
         for part in await self.store.per_shard([record_key(t) for t in task_ids], read_shard):
-            for key, blob in part:
-                if blob is not None:
-                    out[task_id_of(key)] = pb.TaskSpec.FromString(blob)
+            for key, (blob, delta) in part:
+                if blob is not None:  # a delta alone: the spec never reached the store
+                    out[task_id_of(key)] = with_version(pb.TaskSpec.FromString(blob), delta)
         return out
 
     async def sent_to(self, receiver: bytes) -> dict[bytes, pb.TaskSpec]:

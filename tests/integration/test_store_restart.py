@@ -45,7 +45,7 @@ def test_a_killed_store_shard_comes_back_with_every_acked_write(cluster_with):
         async def write_all() -> list[tuple[bytes, int]]:
             store = _store()
             try:
-                return await store.write(specs)
+                return await store.write([(s, True) for s in specs])  # each spec whole
             finally:
                 await store.aclose()
 

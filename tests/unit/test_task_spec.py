@@ -2,7 +2,7 @@ import numpy as np
 
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.serialization import deserialize
-from actorrt.core.task_spec import SenderContext, build_task, call_digest, encode_args
+from actorrt.core.task_spec import SenderContext, attach_large_args, build_task, call_digest, encode_args
 from actorrt.lineage import ids
 from actorrt.lineage.strategies import reordered
 
@@ -25,10 +25,10 @@ def test_counters_predecessor_and_dependencies():
 def test_reference_arguments_become_dependencies():
     producer = ids.task_id(b"x", b"y", 4)
     ref = ObjectRef(ids.object_id(producer), "owner:2")
-    wire, refs = encode_args([ref, 5], {"k": "v"})
-    spec = build_task(SenderContext(b"s"), b"r", "f", wire, refs, "owner:1")
+    encoded = encode_args([ref, 5], {"k": "v"}, inline_max_bytes=1024)
+    spec = build_task(SenderContext(b"s"), b"r", "f", encoded.args, encoded.refs, "owner:1")
 
-    assert refs == [ref]
+    assert encoded.refs == [ref] and not encoded.large
     assert list(spec.argument_ids) == [ref.object_id]
     assert spec.dependencies[-1] == producer
     assert spec.args[0].WhichOneof("kind") == "ref" and spec.args[0].ref.owner_address == "owner:2"
@@ -45,8 +45,26 @@ def test_replayed_sender_recomputes_the_same_ids():
 
 
 def call(method, *args, owner="owner:1", **kwargs):
-    wire, refs = encode_args(args, kwargs)
-    return build_task(SenderContext(b"s"), b"r", method, wire, refs, owner)
+    encoded = encode_args(args, kwargs, inline_max_bytes=1024)
+    return build_task(SenderContext(b"s"), b"r", method, encoded.args, encoded.refs, owner)
+
+
+def test_a_large_argument_is_named_by_an_id_the_replay_recomputes_not_carried_nor_a_dependency():
+    def submit():
+        ctx = SenderContext(ids.actor_id(b"driver", 1))
+        ctx.current_task = b"parent"
+        encoded = encode_args([b"x" * 5000, 7], {"big": b"y" * 5000}, inline_max_bytes=1024)
+        spec = build_task(ctx, b"r", "f", encoded.args, encoded.refs, "owner:1")
+        return spec, attach_large_args(spec, encoded.large, "owner:1")
+
+    spec, values = submit()
+    again, _ = submit()
+    assert [v.object_id for v in values] == list(spec.argument_ids) == list(again.argument_ids)
+    assert len(set(spec.argument_ids)) == 2 and spec.ByteSize() < 1024  # the spec holds ids, not the bytes
+    assert list(spec.dependencies) == [b"parent", b""]  # made by the sender's running task: its parent
+    assert spec.args[0].ref.object_id == values[0].object_id and spec.args[0].ref.owner_address == "owner:1"
+    assert deserialize(values[0].value) == b"x" * 5000 and deserialize(spec.args[1].value) == 7
+    assert spec.args[2].keyword == "big" and deserialize(values[1].value) == b"y" * 5000
 
 
 def test_a_call_digest_names_the_method_and_plain_arguments_whatever_the_version():

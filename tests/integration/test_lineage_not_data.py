@@ -1,0 +1,181 @@
+"""Lineage, not data: arguments by reference, kept for replays, never run without.
+
+Oracles are plain Python sums of what the driver sent. Nodes are killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import redis
+
+import actorrt
+from actorrt.core import context
+
+ELEMENTS = 20_000  # float64: 160 KB, above the default 64 KB inline limit
+
+
+@actorrt.remote
+class Producer:
+    def make(self, i):
+        return i
+
+    def make_array(self, i):
+        return np.full(ELEMENTS, float(i))
+
+    async def feed(self, acc, n):
+        """Send ``n`` large arrays to ``acc`` (owned, and kept, by this actor's node); returns once
+        ``acc`` ran them all."""
+        for ref in [acc.add_array.remote(np.full(ELEMENTS, float(i))) for i in range(n)]:
+            await ref
+        return n
+
+
+@actorrt.remote
+class Accumulator:
+    def __init__(self):
+        self.total = 0.0
+        self.calls = 0
+
+    def add(self, value):
+        self.total += value
+        self.calls += 1
+
+    def add_array(self, array):
+        self.total += float(array.sum()) / ELEMENTS
+        self.calls += 1
+
+    def state(self):
+        return self.total, self.calls
+
+
+def _store_key_sizes() -> list[int]:
+    """The size of every value in the lineage store's shards (read with the store's own password)."""
+    view = context.current().worker.membership.view
+    sizes = []
+    for shard in view.store_shards:
+        host, _, port = shard.address.rpartition(":")
+        client = redis.Redis(host=host, port=int(port), password=view.store_password)
+        try:
+            for key in client.scan_iter(count=1000):
+                if client.type(key) == b"hash":
+                    sizes.append(sum(len(v) for v in client.hgetall(key).values()))
+        finally:
+            client.close()
+    return sizes
+
+
+def test_an_actor_fed_refs_it_no_longer_holds_is_rebuilt_with_them(cluster_with):
+    """The refs are produced on node 0, passed to an actor on node 1 and dropped by the driver;
+    node 1 is killed: the replay fetches the values again from their owner, which kept them."""
+    with cluster_with(num_nodes=2, store_shards=1):
+        producer = Producer.options(node=0).remote()
+        acc = Accumulator.options(node=1).remote()
+        refs = [producer.make.remote(i) for i in range(10)]
+        for r in refs:
+            acc.add.remote(r)
+        assert actorrt.get(acc.state.remote()) == (45, 10)
+        del refs, r
+        actorrt.kill_node(1)
+        assert actorrt.get(acc.state.remote(), timeout=60) == (45, 10)
+
+
+def test_large_arguments_travel_by_reference_and_a_replay_fetches_them_from_their_sender(cluster_with):
+    """Arrays above the inline limit are not in the specs the store holds; after the receiver's
+    node is killed, its replay gets them from the sending actor's node."""
+    with cluster_with(num_nodes=2, store_shards=1):
+        producer = Producer.options(node=0).remote()
+        acc = Accumulator.options(node=1).remote()
+        assert actorrt.get(producer.feed.remote(acc, 12)) == 12
+        expected = (float(sum(range(12))), 12)
+        assert actorrt.get(acc.state.remote()) == expected
+        sizes = _store_key_sizes()
+        assert sizes and max(sizes) < ELEMENTS * 8 // 4, max(sizes)  # no array went into the store
+        actorrt.kill_node(1)
+        assert actorrt.get(acc.state.remote(), timeout=60) == expected
+
+
+def test_both_the_sender_and_the_receiver_killed_the_receiver_waits_for_the_senders_replay(cluster_with):
+    with cluster_with(num_nodes=3, store_shards=1):
+        producer = Producer.options(node=0).remote()
+        acc = Accumulator.options(node=1).remote()
+        assert actorrt.get(producer.feed.remote(acc, 8)) == 8
+        expected = (float(sum(range(8))), 8)
+        assert actorrt.get(acc.state.remote()) == expected
+        actorrt.kill_node(0)
+        actorrt.kill_node(1)
+        assert actorrt.get(acc.state.remote(), timeout=90) == expected
+
+
+def test_pinned_arguments_spill_to_disk_past_the_budget_and_are_read_back_for_a_replay(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=1, pinned_budget_bytes=400_000):
+        producer = Producer.options(node=0).remote()
+        acc = Accumulator.options(node=1).remote()
+        assert actorrt.get(producer.feed.remote(acc, 10)) == 10
+        node0 = next(n for n in actorrt.stats()["nodes"] if n["node"] == 0)
+        assert node0["objects_kept"]["spilled_bytes"] > 0, node0["objects_kept"]
+        assert node0["objects_kept"]["pinned_bytes"] <= 400_000
+        actorrt.kill_node(1)
+        assert actorrt.get(acc.state.remote(), timeout=60) == (float(sum(range(10))), 10)
+
+
+def test_pinned_arguments_are_released_once_the_receiver_checkpoints(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=1):
+        producer = Producer.options(node=0).remote()
+        acc = Accumulator.options(node=1).remote()
+        assert actorrt.get(producer.feed.remote(acc, 6)) == 6
+        actorrt.get(acc.state.remote())
+        kept = next(n for n in actorrt.stats()["nodes"] if n["node"] == 0)["objects_kept"]
+        assert kept["pinned_bytes"] >= 6 * ELEMENTS * 8
+        actorrt.checkpoint([acc])
+
+        def released():
+            return next(n for n in actorrt.stats()["nodes"] if n["node"] == 0)["objects_kept"]
+
+        from tests.support.waiting import eventually
+
+        after = eventually(released, lambda k: k["pinned_bytes"] == 0, 10)
+        assert after["released_bytes"] >= 6 * ELEMENTS * 8
+
+
+OTHER_DRIVER = """
+import pickle, sys
+import numpy as np
+import actorrt
+from test_module import Accumulator, ELEMENTS
+
+actorrt.init(address=sys.argv[1])
+acc = Accumulator.options(node=1).remote()
+for i in range(3):
+    acc.add_array.remote(np.full(ELEMENTS, float(i)))
+assert actorrt.get(acc.state.remote()) == (3.0, 3)
+with open(sys.argv[2], "wb") as f:
+    pickle.dump(acc, f)
+actorrt.shutdown()
+"""
+
+
+def test_an_argument_whose_holder_is_gone_for_good_stops_the_replay_naming_it(cluster_with, tmp_path):
+    """Arrays sent by a driver that has exited are gone with it. A replay that needs one stops its
+    actor with an error naming the object and the task, instead of running without it."""
+    import os
+    import pickle
+    import shutil
+    import subprocess
+    import sys
+
+    from actorrt.cluster.session import TOKEN_ENV
+
+    shutil.copy(__file__, tmp_path / "test_module.py")
+    (tmp_path / "other_driver.py").write_text(OTHER_DRIVER)
+    with cluster_with(num_nodes=2, store_shards=1) as info:
+        env = dict(os.environ, **{TOKEN_ENV: context.current().token})
+        env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), os.getcwd(), env.get("PYTHONPATH", "")])
+        done = subprocess.run([sys.executable, str(tmp_path / "other_driver.py"), info["address"],
+                               str(tmp_path / "acc.pickle")], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        acc = pickle.loads((tmp_path / "acc.pickle").read_bytes())
+        actorrt.kill_node(1)  # the replay of acc needs the arrays the other driver owned
+        missing = r"replay of its task #\d+ from \w+ \(add_array\) needs object \w+, which is gone"
+        with pytest.raises(actorrt.ActorDiedError, match=missing):
+            actorrt.get(acc.state.remote(), timeout=60)
