@@ -33,6 +33,8 @@ from actorrt.store.clients import without_password
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+SHUTDOWN_FLUSH_TIMEOUT_S = 5.0
+
 
 def _node_dict(n: head_pb2.NodeInfo) -> dict[str, Any]:
     return {
@@ -189,6 +191,13 @@ class Driver:
     # ---- shutdown -----------------------------------------------------------------------------
 
     def shutdown(self) -> None:
+        if self.head_process is None and self.worker.ft is not None:
+            # The cluster goes on: write what only this driver's stash holds (the processes it sent
+            # tasks to wait for its notice that they are committed before they let them go).
+            try:
+                self.call(self.worker.ft.flush(), timeout=SHUTDOWN_FLUSH_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001 - a store or loop gone: shut down all the same
+                log.warning("could not flush the lineage stash at shutdown: %r", exc)
         if self._follower is not None:
             self.loop.call_soon_threadsafe(self._follower.cancel)
         if self.head_process is not None:

@@ -19,7 +19,7 @@ from actorrt.core.membership import Membership
 from actorrt.core.object_store import ObjectStore
 from actorrt.core.serialization import runtime_error
 from actorrt.lineage import ids
-from actorrt.net.peer_streams import FETCH, OBJECT
+from actorrt.net.peer_streams import FETCH, LINEAGE, OBJECT
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import node_pb2
 
@@ -39,7 +39,8 @@ def lost(object_id: bytes, message: str) -> pb.ObjectValue:
 
 class Fetches:
     def __init__(self, objects: ObjectStore, membership: Membership, send: Send, spawn: Spawn,
-                 is_pending: Callable[[bytes], bool], recovered: asyncio.Event, pin: Pin) -> None:
+                 is_pending: Callable[[bytes], bool], recovered: asyncio.Event, pin: Pin,
+                 lineage_of: Callable[[bytes, str], list[pb.TaskSpec]]) -> None:
         self.address = ""  # this process's, once it serves
         self._objects = objects
         self._membership = membership
@@ -48,6 +49,7 @@ class Fetches:
         self._is_pending = is_pending  # whether a task this process submitted awaits its result
         self._recovered = recovered
         self._pin = pin  # an owner keeps what a receiver's replay may fetch again
+        self._lineage_of = lineage_of  # (producing task, destination) -> its uncommitted lineage
         self._named: dict[bytes, str] = {}  # object id -> the owner address its ref names
         self._needed_by: dict[bytes, NeededBy] = {}  # object id -> the task a fetch is for
         self._asked: dict[bytes, str] = {}  # object id -> the process asked ("" = waiting)
@@ -169,6 +171,8 @@ class Fetches:
         value = await self._owned_value(request.object_id)
         if request.receiver and value.WhichOneof("kind") == "value":
             self._pin(request.object_id, request.receiver, request.sender, request.task_counter)
+        for ancestor in self._lineage_of(ids.producer_task(request.object_id), peer):  # ahead, as for a result
+            self._send(peer, LINEAGE, ancestor)
         self._send(peer, OBJECT, value)
 
     async def _rebuilt(self, present: Callable[[], bool]) -> bool:

@@ -71,7 +71,8 @@ class Worker:
         self.recovered = asyncio.Event()
         self._background = BackgroundTasks("worker")
         self.fetches = Fetches(self.objects, self.membership, self._send, self.spawn,
-                               lambda task_id: task_id in self._inflight, self.recovered, self._pin)
+                               lambda task_id: task_id in self._inflight, self.recovered, self._pin,
+                               lambda task_id, peer: self.ft.on_fetched(task_id, peer))
         self._inflight: dict[bytes, _Inflight] = {}  # in submission order
         # Batches written by peers under a newer view than this process has: they wait for it. A
         # new node's first messages can beat its registration reply (peers learn its address from

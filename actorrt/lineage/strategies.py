@@ -158,6 +158,11 @@ class LineageStash(LoggedLineage):
         passes the value on, so that version goes ahead of the result."""
         return self.stash.lineage_for(spec, owner, include_self=True)
 
+    def on_fetched(self, task_id: bytes, destination: str) -> list[pb.TaskSpec]:
+        """Like a result: whoever uses the object depends on the version of the task that made it."""
+        spec = self.stash.get(task_id)
+        return self.stash.lineage_for(spec, destination, include_self=True) if spec is not None else []
+
     async def on_assign(self, spec: pb.TaskSpec, predecessor: bytes, nondeterministic: bool) -> pb.TaskSpec:
         # Every execution of a nondeterministic receiver records its order, reordered or not:
         # replay follows this chain, so a task without a new version is one whose order nobody

@@ -73,6 +73,10 @@ class FaultTolerance:
     def on_result(self, spec: pb.TaskSpec, owner: str) -> list[pb.TaskSpec]:
         return []
 
+    def on_fetched(self, task_id: bytes, destination: str) -> list[pb.TaskSpec]:
+        """An object ``task_id`` made goes to ``destination``: the lineage to send ahead of it."""
+        return []
+
     async def on_assign(self, spec: pb.TaskSpec, predecessor: bytes, nondeterministic: bool) -> pb.TaskSpec:
         return spec
 
