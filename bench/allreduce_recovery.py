@@ -10,6 +10,10 @@ failure, and the difference (what the failure cost), with each iteration's durat
 - ``checkpoint``: every node restarts and every worker goes back to the last global checkpoint;
   the driver redoes the iterations since.
 - ``write_first``: like ``lineage_stash``, with every task logged before it runs.
+- ``none``: no logging and no recovery: the failure-free reference (it runs no failure).
+
+Per mode it also reports what the lineage store took per task (bytes written / tasks the workers
+ran) and what the processes kept for replays (pinned and spilled argument bytes).
 
 Both runs of a mode share one cluster, so the ratio between modes is measured in one sitting of
 the (shared, noisy) machine.
@@ -32,6 +36,11 @@ from typing import Any
 import click
 
 import actorrt
+
+# The targets: what a failure costs under lineage stash against a global rollback, and the
+# failure-free time of lineage stash against no logging at all (ratios measured in one run).
+TARGET_COST_RATIO = 0.25
+TARGET_OVERHEAD_RATIO = 1.1
 
 _spec = importlib.util.spec_from_file_location(
     "ring_allreduce", Path(__file__).resolve().parents[1] / "examples" / "ring_allreduce.py")
@@ -63,6 +72,17 @@ def _timed_run(workers: int, size: int, iterations: int, every: int, kill_at: in
         "end_s": ended - began,
         "bit_identical": all(r.tobytes() == expected.tobytes() for r in results),
     }
+
+
+def _store_and_kept(stats: dict[str, Any]) -> dict[str, Any]:
+    """What the lineage store took per task the workers ran, and what the processes keep for replays."""
+    processes = [*stats["nodes"], stats["driver"]]
+    written = sum(p.get("lineage", {}).get("store_bytes_written", 0) for p in processes)
+    tasks = sum(a["executed"] for n in stats["nodes"] for a in n["actors"] if a["class"] == "AllreduceWorker")
+    kept = [p.get("objects_kept", {}) for p in processes]
+    return {"store_bytes_written": written, "worker_tasks": tasks, "store_bytes_per_task": written / max(tasks, 1),
+            "pinned_bytes": sum(k.get("pinned_bytes", 0) for k in kept),
+            "spilled_bytes": sum(k.get("spilled_bytes", 0) for k in kept)}
 
 
 def _iteration_durations(run: dict[str, Any]) -> list[tuple[int, float]]:
@@ -99,8 +119,8 @@ def _plot(results: list[dict[str, Any]], kill_at: int, path: Path) -> None:
 @click.option("--checkpoint-every", default=10, show_default=True, help="iterations between global checkpoints")
 @click.option("--kill-at", default=None, type=int, help="iteration during which node 1 is killed "
               "[default: the last one before a checkpoint, so a rollback loses the most]")
-@click.option("--ft", "modes_text", default="lineage_stash,checkpoint", show_default=True,
-              help="modes to compare: lineage_stash, write_first, checkpoint")
+@click.option("--ft", "modes_text", default="lineage_stash,checkpoint,none", show_default=True,
+              help="modes to compare: lineage_stash, write_first, checkpoint, none (failure-free only)")
 @click.option("--out", "out_dir", default="bench/results", show_default=True, type=click.Path(file_okay=False))
 def main(workers: int, size: int, iterations: int, checkpoint_every: int, kill_at: int | None,
          modes_text: str, out_dir: str) -> None:
@@ -114,33 +134,50 @@ def main(workers: int, size: int, iterations: int, checkpoint_every: int, kill_a
         actorrt.init(num_nodes=2, ft=ft)
         try:
             clean = _timed_run(workers, size, iterations, checkpoint_every, None)
-            failed = _timed_run(workers, size, iterations, checkpoint_every, kill_at)
+            clean.update(_store_and_kept(actorrt.stats()))
+            failed = _timed_run(workers, size, iterations, checkpoint_every, kill_at) if ft != "none" else None
             recoveries = [r for n in actorrt.stats()["nodes"] for r in n["recoveries"]]
         finally:
             actorrt.shutdown()
         results.append({"ft": ft, "failure_free": clean, "with_failure": failed, "recoveries": recoveries,
-                        "cost_s": failed["total_s"] - clean["total_s"],
-                        "redone": len(failed["starts"]) - iterations})
-        click.echo(f"{ft}: {clean['total_s']:.2f} s without a failure, {failed['total_s']:.2f} s with one", err=True)
+                        "cost_s": failed["total_s"] - clean["total_s"] if failed else None,
+                        "redone": len(failed["starts"]) - iterations if failed else None})
+        click.echo(f"{ft}: {clean['total_s']:.2f} s without a failure"
+                   + (f", {failed['total_s']:.2f} s with one" if failed else ""), err=True)
 
     click.echo(f"ring allreduce: {workers} workers x {size} float64, {iterations} iterations, checkpoint every "
                f"{checkpoint_every}, node 1 killed in iteration {kill_at}; {os.cpu_count()} cores")
-    click.echo(f"{'ft':<15}{'no failure s':>14}{'failure s':>11}{'cost s':>9}{'redone':>8}{'bit-identical':>15}")
+    click.echo(f"{'ft':<15}{'no failure s':>14}{'failure s':>11}{'cost s':>9}{'redone':>8}{'bit-identical':>15}"
+               f"{'store B/task':>14}{'kept MB':>9}{'spilled MB':>12}")
     for r in results:
-        click.echo(f"{r['ft']:<15}{r['failure_free']['total_s']:>14.2f}{r['with_failure']['total_s']:>11.2f}"
-                   f"{r['cost_s']:>9.2f}{r['redone']:>8}{str(r['with_failure']['bit_identical']):>15}")
+        clean, failed = r["failure_free"], r["with_failure"]
+        failure = (f"{failed['total_s']:>11.2f}{r['cost_s']:>9.2f}{r['redone']:>8}" if failed
+                   else f"{'-':>11}{'-':>9}{'-':>8}")
+        click.echo(f"{r['ft']:<15}{clean['total_s']:>14.2f}" + failure
+                   + f"{str((failed or clean)['bit_identical']):>15}{clean['store_bytes_per_task']:>14.0f}"
+                   f"{clean['pinned_bytes'] / 1e6:>9.1f}{clean['spilled_bytes'] / 1e6:>12.1f}")
     by_mode = {r["ft"]: r for r in results}
+    ratios = {}
     if "lineage_stash" in by_mode and "checkpoint" in by_mode and by_mode["checkpoint"]["cost_s"] > 0:
-        ratio = by_mode["lineage_stash"]["cost_s"] / by_mode["checkpoint"]["cost_s"]
-        click.echo(f"failure cost, lineage stash / global rollback: {ratio:.2f}x")
+        ratios["failure_cost_ls_over_rollback"] = by_mode["lineage_stash"]["cost_s"] / by_mode["checkpoint"]["cost_s"]
+        click.echo(f"failure cost, lineage stash / global rollback: {ratios['failure_cost_ls_over_rollback']:.2f}x "
+                   f"(target <= {TARGET_COST_RATIO}x)")
+    if "lineage_stash" in by_mode and "none" in by_mode:
+        ratios["failure_free_ls_over_none"] = (by_mode["lineage_stash"]["failure_free"]["total_s"]
+                                               / by_mode["none"]["failure_free"]["total_s"])
+        click.echo(f"failure-free time, lineage stash / none: {ratios['failure_free_ls_over_none']:.2f}x "
+                   f"(target <= {TARGET_OVERHEAD_RATIO}x)")
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     meta = {"workers": workers, "size": size, "iterations": iterations, "checkpoint_every": checkpoint_every,
             "kill_at": kill_at, "cpus": os.cpu_count(), "python": platform.python_version(), "time": stamp}
-    (out / f"allreduce-recovery-{stamp}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
-    _plot(results, kill_at, out / f"allreduce-recovery-{stamp}.png")
+    doc = {"meta": meta, "results": results, "ratios": ratios}
+    (out / f"allreduce-recovery-{stamp}.json").write_text(json.dumps(doc, indent=1))
+    failures = [r for r in results if r["with_failure"]]
+    if failures:
+        _plot(failures, kill_at, out / f"allreduce-recovery-{stamp}.png")
     click.echo(f"wrote {out}/allreduce-recovery-{stamp}.json and .png")
 
 

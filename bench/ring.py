@@ -13,7 +13,7 @@ processes: every Ray actor is its own worker process) and prints actorrt / Ray p
 
 ``--sweep`` (or lists for ``--ft``, ``--store-delay-ms``, ``--max-forwards``, ``--receivers both``)
 runs one ring per lineage-logging configuration in one invocation, each on a fresh cluster, and
-plots p50/p99 per hop against the added store latency (the paper's Figures 10a-c) with issue 3's
+plots p50/p99 per hop against the added store latency (the paper's Figures 10a-c) with the
 target ratios, which only mean something within one run: the machine is noisy.
 
 Run: ``python bench/ring.py [--actors 8] [--nodes 2] [--rounds 400] [--warmup 50] [--peer ray]``,
@@ -90,7 +90,7 @@ def _table(results: list[dict[str, Any]], ratios: dict[str, float] | None) -> st
     return "\n".join(lines)
 
 
-# ---- sweeps over lineage-logging configurations (issue 3: the paper's Figures 10a-c) ------------
+# ---- sweeps over lineage-logging configurations (the paper's Figures 10a-c) ------------
 
 
 @click.command()
@@ -120,7 +120,7 @@ def _table(results: list[dict[str, Any]], ratios: dict[str, float] | None) -> st
               help="the paper's f, a list, e.g. none,8 (only lineage_stash with nondeterministic receivers)  "
                    "[default: none; none,8 with --sweep]")
 @click.option("--sweep", is_flag=True,
-              help="issue 3's grid (Figures 10a-c): --ft lineage_stash,write_first,none --receivers both "
+              help="the grid (Figures 10a-c): --ft lineage_stash,write_first,none --receivers both "
                    f"--store-delay-ms 0,1,5 --max-forwards none,8 --rounds {SWEEP_ROUNDS} --warmup {SWEEP_WARMUP}; "
                    "options given explicitly override it")
 @click.option("--repeat", default=1, show_default=True,

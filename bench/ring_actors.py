@@ -173,8 +173,12 @@ def run_actorrt(actors: int, nodes: int, rounds: int, warmup: int, timeout: floa
             lineage = lineage_stats(actorrt.stats())
     finally:
         actorrt.shutdown()
+    written = 0 if lineage is None else sum(n.get("store_bytes_written", 0) for n in
+                                            [*lineage["nodes"].values(), lineage["driver"]])
+    hops = actors * actors * (rounds + warmup)  # every token hops once per actor and round
     return {"system": "actorrt", "ft": ft, "nondeterministic": nondeterministic,
             "store_delay_ms": store_delay_ms, "max_forwards": max_forwards,
+            "store_bytes_per_task": written / hops,
             "rounds": rounds, "warmup": warmup,
             "nodes": nodes, "placement": "actor i on node i % nodes",
             "wall_s": wall, "node_pids": node_pids, "lineage_at_end": lineage,
