@@ -82,7 +82,7 @@ class ActorClass(Generic[T]):
             checkpoint_every=self._options.checkpoint_every or 0,
         )
         worker = context.current().worker
-        actor_id, slot = worker.create_actor(creation, args, kwargs, self._options.node)
+        actor_id, slot = worker.submitter.create_actor(creation, args, kwargs, self._options.node)
         return ActorHandle(actor_id, self._cls.__qualname__, tuple(self._methods), slot)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -125,8 +125,8 @@ class ActorMethod:
 
     def remote(self, *args: Any, **kwargs: Any) -> ObjectRef:
         """Submit the call; returns at once with a ref to the result."""
-        return context.current().worker.submit_task(self._handle.actor_id, self._handle.slot, self._name, args,
-                                                    kwargs)
+        submitter = context.current().worker.submitter
+        return submitter.submit_task(self._handle.actor_id, self._handle.slot, self._name, args, kwargs)
 
     def remote_once(self, source: str, batch: int, seq: int, *args: Any, **kwargs: Any) -> ObjectRef:
         """Submit the call, to be applied at most once per mark ``(batch, seq)`` of ``source``.
@@ -139,8 +139,9 @@ class ActorMethod:
         Returns:
             A ref to the result: the method's, or None for a call skipped as applied before.
         """
-        return context.current().worker.submit_task(self._handle.actor_id, self._handle.slot, ONCE_METHOD,
-                                                    (source, batch, seq, self._name, *args), kwargs)
+        submitter = context.current().worker.submitter
+        return submitter.submit_task(self._handle.actor_id, self._handle.slot, ONCE_METHOD,
+                                     (source, batch, seq, self._name, *args), kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"call actor methods with .{self._name}.remote(...)")

@@ -123,7 +123,8 @@ class Driver:
 
     def checkpoint(self, actors: Sequence[tuple[bytes, int]], timeout: float | None) -> dict[str, Any]:
         """Checkpoint ``actors`` (their ids and slots) with one barrier task each; returns the manifest."""
-        refs = [self.worker.submit_task(actor_id, slot, CHECKPOINT_METHOD, (), {}) for actor_id, slot in actors]
+        submit = self.worker.submitter.submit_task
+        refs = [submit(actor_id, slot, CHECKPOINT_METHOD, (), {}) for actor_id, slot in actors]
         taken = self.worker.get(refs, timeout)
         return write_manifest(self.worker.membership.view.fault_tolerance.checkpoint_dir, taken)
 

@@ -303,6 +303,8 @@ class Head:
 
     def driver_joined(self, address: str) -> None:
         self.drivers[address] = self.drivers.get(address, 0) + 1
+        if address in self.departed_drivers:  # reconnected (or a new driver on a reused address)
+            self.departed_drivers.remove(address)
         self.publish()
 
     def driver_left(self, address: str) -> None:

@@ -71,7 +71,7 @@ class NodeProcess:
             self.worker.recovered.set()
         self.worker.apply_view(reply.view)
         # Tasks submitted outside any actor task come from the node itself.
-        self.worker.process_context = SenderContext(ids.actor_id(f"node-{reply.slot}".encode(), reply.epoch))
+        self.worker.submitter.process_context = SenderContext(ids.actor_id(f"node-{reply.slot}".encode(), reply.epoch))
         log.info("node %d (epoch %d) serving on %s", reply.slot, reply.epoch, address)
         try:
             await self._follow_head()

@@ -31,6 +31,9 @@ from actorrt.rpc import node_pb2
 
 log = logging.getLogger(__name__)
 
+# Recorded tasks whose arguments a replay asks for ahead of running them.
+REPLAY_PREFETCH = 32
+
 
 class ActorServices(Protocol):
     """What an actor needs of the process hosting it (the ``Worker`` provides it)."""
@@ -80,6 +83,8 @@ class ActorInstance:
         self.checkpointer = Checkpointer(self)
         self.watermarks: dict[str, tuple[int, int]] = {}  # ONCE_METHOD marks applied, per source
         self.replay: set[bytes] = set()  # tasks queued as recorded (recovery), not as new arrivals
+        self.replay_order: list[pb.TaskSpec] = []  # those tasks, in order: their arguments are prefetched
+        self._prefetched = 0  # how many of them had their arguments asked for
         self.replaying = b""  # the recorded task running again now, if one is
         self.replayed = asyncio.Event()  # set once every recorded task ran again
         self._runner = asyncio.ensure_future(self._run())
@@ -108,9 +113,7 @@ class ActorInstance:
         while True:
             spec = await self.mailbox.get()
             if self.ledger.is_resent(spec):
-                for arg in spec.args:  # an argument sent beside it is not needed again
-                    if arg.HasField("ref"):
-                        self.services.fetches.drop_unused(arg.ref.object_id)
+                self._drop_pushed(spec)
                 self.services.send_result(spec.owner_address, self.ledger.answer(spec))
                 continue
             if ft.over_limit:  # back-pressure: the tasks this one submits would grow the stash
@@ -119,6 +122,7 @@ class ActorInstance:
                 self.replay.discard(spec.task_id)  # runs as recorded: its order is in the store
                 replay_done = not self.replay
                 self.replaying = spec.task_id
+                self._prefetch_replay(len(self.replay_order) - len(self.replay))
             else:
                 replay_done = False
                 self.replaying = b""
@@ -139,9 +143,27 @@ class ActorInstance:
             if not self.mailbox.empty():
                 await asyncio.sleep(0)  # fairness: a backlog here must not starve the node's other actors
 
+    def _drop_pushed(self, spec: pb.TaskSpec) -> None:
+        """``spec`` will not run: the arguments sent beside it are not needed here."""
+        for arg in spec.args:
+            if arg.HasField("ref"):
+                self.services.fetches.drop_unused(arg.ref.object_id)
+
+    def _prefetch_replay(self, position: int) -> None:
+        """Ask for the arguments of the next recorded tasks now, so that a replay does not wait
+        a round trip per task (a window, so that it does not hold them all in memory at once)."""
+        end = min(len(self.replay_order), position + REPLAY_PREFETCH)
+        while self._prefetched < end:
+            spec = self.replay_order[self._prefetched]
+            for arg in spec.args:
+                if arg.HasField("ref"):
+                    self.services.fetches.prefetch(arg.ref, (spec.receiver, spec.sender, spec.task_counter))
+            self._prefetched += 1
+
     async def _execute(self, spec: pb.TaskSpec) -> pb.ObjectValue:
         object_id = ids.object_id(spec.task_id)
         if self.death is not None:
+            self._drop_pushed(spec)
             return pb.ObjectValue(object_id=object_id, error=self.death)
         resolved: list[bytes] = []
         token = context.current_sender.set(self.context)
@@ -223,7 +245,9 @@ class ActorInstance:
                 resolved.append(arg.ref.object_id)  # before awaiting: unborrowed even if cancelled
                 value = await self.services.fetches.resolve(arg.ref, needed_by)
                 if value.WhichOneof("kind") == "error":
-                    raise _MissingArgumentError(arg.ref.object_id, value.error)
+                    if value.error.kind in (pb.OBJECT_LOST, pb.RESULT_NOT_KEPT):
+                        raise _MissingArgumentError(arg.ref.object_id, value.error)
+                    raise _ArgumentError(value.error)  # its task failed: so did this one, the first time too
                 item = deserialize(value.value)
             else:
                 item = deserialize(arg.value)

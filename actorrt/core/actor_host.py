@@ -51,6 +51,7 @@ class ActorHost:
                 actor.checkpointer.restore(checkpoint)
             except Exception as exc:  # noqa: BLE001 - a user restore() or an unpicklable state
                 actor.die(pb.ACTOR_DIED, f"actor {actor.who} could not restore its checkpoint: {exc!r}")
+        actor.replay_order = order
         for spec in order:
             actor.replay.add(spec.task_id)
             actor.mailbox.put_nowait(spec)
@@ -124,6 +125,9 @@ class ActorHost:
 
     def _expire(self, actor_id: bytes) -> None:
         for spec in self._early.pop(actor_id, []):
+            for arg in spec.args:  # sent beside a task that will not run
+                if arg.HasField("ref"):
+                    self.services.fetches.drop_unused(arg.ref.object_id)
             msg = f"no actor {ids.short(actor_id)} on node {self.services.address}"
             error = runtime_error(pb.UNKNOWN_ACTOR, msg, actor_id)
             value = pb.ObjectValue(object_id=ids.object_id(spec.task_id), error=error)

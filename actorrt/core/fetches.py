@@ -76,6 +76,18 @@ class Fetches:
             self._borrowed[object_id] += 1
         return await asyncio.shield(fut)
 
+    def prefetch(self, ref: pb.ObjectRefProto, needed_by: NeededBy) -> None:
+        """Start fetching ``ref`` for a task that runs later (a replay): its ``resolve`` then finds
+        it here or on its way, instead of asking its owner once the task is due."""
+        object_id = ref.object_id
+        if object_id in self._objects or ref.owner_address == self.address:
+            return
+        self._borrowed[object_id] = 0
+        self._named[object_id] = ref.owner_address
+        self._needed_by[object_id] = needed_by
+        self._objects.expect(object_id)
+        self._route(object_id)
+
     def unborrow(self, object_id: bytes) -> None:
         """A task is done with a fetched object; drop the copy when no task uses it."""
         n = self._borrowed.get(object_id)

@@ -20,8 +20,9 @@ from actorrt.rpc import common_pb2 as pb
 log = logging.getLogger(__name__)
 
 # Results of an actor's tasks are kept until its checkpoint covers them: its replay may await any
-# of them again. A driver (or a node process outside any task) is never replayed: it re-sends only
-# tasks it has no result for, so of its results the last 16 are kept, more while they fit in 256 KB.
+# of them again. A driver (or a node process outside any task) is never replayed, nor is anyone
+# where lineage is not logged: such a sender re-sends only tasks it has no result for, so of its
+# results the last 16 are kept, more while they fit in 256 KB.
 RESULTS_KEPT_PER_PROCESS = 16
 RESULT_BYTES_KEPT_PER_PROCESS = 256 * 1024
 # Digests of the calls run per sender (8 bytes each), to tell a faithful re-send from a diverged one.
@@ -56,7 +57,7 @@ class SenderLedger:
         replaced = kept.pop(spec.task_counter, None)
         kept[spec.task_counter] = value
         size = self._kept_bytes.get(spec.sender, 0) + value.ByteSize() - (replaced.ByteSize() if replaced else 0)
-        if not spec.parent_id:  # a process, not an actor: never replayed
+        if not spec.parent_id or not self._digests:  # a process, or nothing logged: never replayed
             while len(kept) > RESULTS_KEPT_PER_PROCESS and size > RESULT_BYTES_KEPT_PER_PROCESS:
                 size -= kept.popitem(last=False)[1].ByteSize()
         self._kept_bytes[spec.sender] = size

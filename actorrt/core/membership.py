@@ -85,8 +85,9 @@ class Membership:
         good (a driver, or a slot that will not come back and that no node inherited)."""
         slot = self._incarnations.get(owner)
         if slot is None:  # a driver, or a process this one has not seen in a view yet
-            gone = owner in self.view.departed_drivers or (owner in self._drivers_seen
-                                                           and owner not in self.view.drivers)
+            if owner in self.view.drivers:
+                return owner
+            gone = owner in self.view.departed_drivers or owner in self._drivers_seen
             return None if gone else owner
         info = self.serving(slot)
         if info is not None and info.state == head_pb2.ALIVE:

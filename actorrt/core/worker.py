@@ -1,37 +1,36 @@
-"""The core every process runs: submitting tasks, routing them, and their results.
+"""The core every process runs: routing tasks and their results.
 
-A ``Worker`` lives on one asyncio loop. Drivers call into it from other threads through the
-thread-safe entry points (``submit_task``, ``create_actor``, ``get``); node processes also give it
-an ``ActorHost`` to run the actors they host. Tasks to actors in the same process skip gRPC.
-What it knows of the cluster is in ``membership``, objects that move between processes in
-``fetches``, and what fault tolerance does at each step in ``ft`` (the strategy).
+A ``Worker`` lives on one asyncio loop. Tasks are built in the callers' threads by its
+``submitter`` and handed to the loop, where the worker sends them to the node serving their
+actor's slot; drivers also call ``get`` from their threads. Node processes give it an
+``ActorHost`` to run the actors they host. Tasks to actors in the same process skip gRPC. What it
+knows of the cluster is in ``membership``, objects that move between processes in ``fetches``,
+what it keeps for replays in ``retention``, and what fault tolerance does at each step in ``ft``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
-from actorrt.core import context
 from actorrt.core.fetches import Fetches
 from actorrt.core.membership import Membership
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.object_store import ObjectStore
 from actorrt.core.retention import Retention
 from actorrt.core.serialization import deserialize, exception_from_error, runtime_error
-from actorrt.core.task_spec import SenderContext, attach_large_args, build_task, encode_args
-from actorrt.exceptions import ActorRTError, ClusterError, GetTimeoutError
+from actorrt.core.submitter import Submitter
+from actorrt.exceptions import ActorRTError, GetTimeoutError
 from actorrt.lineage import ids
-from actorrt.lineage.options import DEFAULT_INLINE_MAX_BYTES, DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
+from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
 from actorrt.lineage.strategies import create_strategy
 from actorrt.lineage.strategy import FaultTolerance
-from actorrt.net.peer_streams import CHECKPOINTED, COMMITTED, LINEAGE, PUSH, RESULT, SUBMIT, Router
+from actorrt.net.peer_streams import CHECKPOINTED, LINEAGE, PUSH, RESULT, SUBMIT, Router
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.store.clients import open_store
@@ -59,13 +58,14 @@ class Worker:
         self.loop = loop
         self.address = ""
         self.slot = -1  # the node slot this process serves (-1: a driver)
-        self.process_context = SenderContext(identity)
         self.objects = ObjectStore()
         self.retention = Retention(self.objects, DEFAULT_PINNED_BUDGET_BYTES)
         self.host: ActorHost | None = None
         self.router: Router | None = None
         self.ft: FaultTolerance | None = None  # from the first cluster view
         self.membership = Membership()
+        self.submitter = Submitter(identity, self.membership, self.on_loop_thread,
+                                   lambda *task: self._call_soon(self._send_task, *task))
         # Set once this process answers for the objects it owns: at once, or for a restarted node
         # once its actors have replayed (a replay submits again the tasks whose results it owned).
         self.recovered = asyncio.Event()
@@ -80,14 +80,10 @@ class Worker:
         # tasks, and know it rebuilds their objects, before it handles any sent its way.
         self._ahead_of_view: list[tuple[str, node_pb2.PeerBatch]] = []
         self._loop_thread: int | None = None
-        # Submissions built (in callers' threads, under the sender's lock) and handled (on the loop):
-        # two counters with one writer each, so their difference needs no lock.
-        self._built = 0
-        self._handled = 0
 
     def bind(self, address: str) -> None:
         """Start routing as ``address`` (this process's gRPC server)."""
-        self.address = self.fetches.address = address
+        self.address = self.fetches.address = self.submitter.address = address
         self._loop_thread = threading.get_ident()
         self.router = Router(address, self.token, self.on_batch, self.fetches.on_peer_lost,
                              lambda: self.membership.revision)
@@ -150,9 +146,9 @@ class Worker:
                                            view.store_password))
 
         options = FaultToleranceOptions.from_proto(view.fault_tolerance)
-        self.ft = create_strategy(options, store)
+        self.ft = self.submitter.ft = create_strategy(options, store)
         self.retention.budget_bytes = options.pinned_budget_bytes
-        self.ft.start(self.spawn, self._notify_committed)
+        self.ft.start(self.spawn)
 
     def _died(self, object_id: bytes, slot: int) -> pb.ObjectValue:
         info = self.membership.node(slot)
@@ -165,79 +161,12 @@ class Worker:
                f"global checkpoint; resubmit the work done since")
         return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.ROLLED_BACK, msg))
 
-    # ---- submitting (any thread) --------------------------------------------------------------
-
-    def _sender(self) -> SenderContext:
-        return context.current_sender.get(self.process_context)
-
-    def submit_task(self, actor_id: bytes, slot: int, method: str, args: Sequence[Any],
-                    kwargs: dict[str, Any]) -> ObjectRef:
-        """Submit ``method(*args, **kwargs)`` to actor ``actor_id`` placed on ``slot``; returns
-        the ref to its result."""
-        encoded = encode_args(args, kwargs, self._inline_max_bytes())
-        self._wait_for_stash_room()
-        ctx = self._sender()
-        with ctx.lock:
-            spec = build_task(ctx, actor_id, method, encoded.args, encoded.refs, self.address)
-            large = attach_large_args(spec, encoded.large, self.address)
-            object_id = ids.object_id(spec.task_id)
-            ref = ObjectRef(object_id, self.address, owned=True)
-            self._built += 1
-            self._call_soon(self._send_task, spec, slot, encoded.refs, large)
-        return ref
-
-    def _inline_max_bytes(self) -> int:
-        return self.ft.options.inline_max_bytes if self.ft is not None else DEFAULT_INLINE_MAX_BYTES
-
-    def _wait_for_stash_room(self) -> None:
-        """Back-pressure for driver threads (actors wait in their runner instead).
-
-        Counts the submissions still queued for the loop too, so a fast thread cannot overshoot
-        the bound before the loop has stashed what it sent.
-        """
-        ft = self.ft
-        if ft is None or self.on_loop_thread():
-            return
-        while not ft.has_room(self._built - self._handled):
-            time.sleep(0.002)
-
-    def create_actor(self, creation: pb.ActorCreation, args: Sequence[Any],
-                     kwargs: dict[str, Any], node: int | None) -> tuple[bytes, int]:
-        """Place and create an actor; returns its (actor id, slot). Tasks go to whichever
-        incarnation of the slot is alive: a restarted one rebuilds the actor."""
-        encoded = encode_args(args, kwargs, self._inline_max_bytes())
-        ctx = self._sender()
-        with ctx.lock:
-            actor_id = ctx.next_actor_id()
-            slot = self._place(node, ctx.actors_created)
-            creation.slot = slot
-            spec = build_task(ctx, actor_id, "__init__", encoded.args, encoded.refs, self.address, creation)
-            large = attach_large_args(spec, encoded.large, self.address)
-            self._built += 1
-            self._call_soon(self._send_task, spec, slot, encoded.refs, large)
-        return actor_id, slot
-
-    def _place(self, node: int | None, counter: int) -> int:
-        """The slot for a new actor: ``node``, or the next live one. Inside an actor task the
-        choice is logged in the task's application log, so a replay places the actor where the
-        lost run did, whichever nodes are alive then (its tasks follow the slot to whoever serves
-        it). A slot restarting, or inherited by a live node, is served; a dead one alone is not."""
-        alive = self.membership.alive_nodes()
-        if node is None:
-            if not alive:
-                raise ClusterError("no live node to place the actor on")
-            return context.record(lambda: alive[counter % len(alive)].slot, self.ft.on_record)
-        if not self.membership.accepts(node):
-            known = ", ".join(str(n.slot) for n in alive) or "none"
-            raise ClusterError(f"node {node} is not a live node (live nodes: {known})")
-        return node
-
     # ---- routing (loop thread) ----------------------------------------------------------------
 
     def _send_task(self, spec: pb.TaskSpec, slot: int, refs: list[ObjectRef], large: list[pb.ObjectValue]) -> None:
         """Send to the actor's node slot, whichever incarnation is alive now (a restarted node
         replays the actor before it runs new tasks)."""
-        self._handled += 1
+        self.submitter.handled += 1
         object_id = ids.object_id(spec.task_id)
         if not spec.HasField("actor_creation"):
             self.objects.expect(object_id)
@@ -257,13 +186,9 @@ class Worker:
         if self.membership.serving(slot).state == head_pb2.ALIVE:
             self._resend(task)
 
-    def _notify_committed(self, address: str, acks: list[tuple[bytes, int]]) -> None:
-        if address != self.address:
-            self.router.send(address, COMMITTED, node_pb2.Committed(task_ids=[t for t, _ in acks],
-                                                                    versions=[v for _, v in acks]))
-
     def _pin(self, object_id: bytes, receiver: bytes, sender: bytes, counter: int) -> None:
-        self.retention.pin(object_id, receiver, sender, counter)
+        if self.ft is not None and self.ft.logs_lineage:  # elsewhere nothing is replayed
+            self.retention.pin(object_id, receiver, sender, counter)
 
     def _drop_large_args(self, large: list[pb.ObjectValue]) -> None:
         """No replay will need these (nothing is logged, or the task never left)."""
@@ -338,9 +263,6 @@ class Worker:
                 self.fetches.on_push(message.push)
             elif kind == "checkpointed":
                 self.on_checkpointed(message.checkpointed)
-            elif kind == "committed":
-                done = message.committed
-                self.ft.on_committed(list(zip(done.task_ids, done.versions, strict=True)), peer)
 
     def on_checkpointed(self, done: node_pb2.Checkpointed) -> None:
         """An actor checkpointed (here or elsewhere): stop keeping what only its replay needed."""
@@ -371,7 +293,7 @@ class Worker:
             value = await self.fetches.resolve(ref.to_proto())
             if value.WhichOneof("kind") == "error":
                 if value.error.kind == pb.RESULT_NOT_KEPT and self.host is not None:
-                    self.host.replay_lost_result(self._sender(), value.error)
+                    self.host.replay_lost_result(self.submitter.sender(), value.error)
                 raise exception_from_error(value.error)
             return deserialize(value.value)
         finally:

@@ -63,11 +63,6 @@ class Stash:
     def specs(self) -> list[pb.TaskSpec]:
         return [e.spec for e in self._entries.values()]
 
-    def holders(self, task_id: bytes) -> list[str]:
-        """The processes known to hold ``task_id`` from here (sent it, or sent it back)."""
-        entry = self._entries.get(task_id)
-        return list(entry.sent_to) if entry is not None else []
-
     def is_committed(self, task_id: bytes) -> bool:
         entry = self._entries.get(task_id)
         return entry is not None and entry.is_committed

@@ -2,10 +2,10 @@
 
 - ``LineageStash``: stash and flush asynchronously on submit; forward the uncommitted lineage a
   receiver has not been sent; on assign, a nondeterministic receiver records its execution order
-  (new ``predecessor_id``, version bump) and writes only that change. A task is written whole
-  once, by its submitter: the processes it reaches stash it and learn that it committed from a
-  notice that follows the path it took. Nothing waits on the store, except submission when the
-  stash is over its bound (back-pressure).
+  (new ``predecessor_id``, version bump) and writes only that change, a small delta. The specs
+  are small (a large argument travels beside its task, named by id), and the processes a task
+  reaches write their stashed copy too, so each learns that it committed from its own ack.
+  Nothing waits on the store, except submission when the stash is over its bound (back-pressure).
 - ``WriteFirst``: the baseline: before a task runs its spec is written and the ack awaited; a
   nondeterministic receiver then writes and awaits its execution order too.
 """
@@ -21,7 +21,7 @@ from actorrt.exceptions import ClusterError
 from actorrt.lineage.flusher import Ack, Flusher
 from actorrt.lineage.options import FaultToleranceMode, FaultToleranceOptions
 from actorrt.lineage.stash import Stash
-from actorrt.lineage.strategy import FaultTolerance, GlobalRollback, NoLogging, Notify, Spawn
+from actorrt.lineage.strategy import FaultTolerance, GlobalRollback, NoLogging, Spawn
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import node_pb2
 from actorrt.store.lineage_store import LineageStore
@@ -47,8 +47,6 @@ class LoggedLineage(FaultTolerance):
         self.stash = Stash(options.max_forwards)
         self._store = store
         self.flusher = Flusher(store, self._on_acks, options.store_delay_ms / 1e3)
-        self._notify: Notify | None = None
-        self.notices_sent = 0
         self._below_limit = asyncio.Event()
         self._below_limit.set()
 
@@ -56,41 +54,27 @@ class LoggedLineage(FaultTolerance):
     def store(self) -> LineageStore:
         return self._store
 
-    def start(self, spawn: Spawn, notify: Notify) -> None:
-        self._notify = notify
+    def start(self, spawn: Spawn) -> None:
         spawn(self.flusher.run())
 
     async def aclose(self) -> None:
         await self._store.aclose()
 
-    def _stash(self, spec: pb.TaskSpec, source: str | None = None, write: bool | None = True) -> None:
-        """Stash ``spec``; ``write``: whole (True), only what its version changes (None), or not at
-        all (False: whoever sent it writes it, and says so)."""
+    def _stash(self, spec: pb.TaskSpec, source: str | None = None, whole: bool = True) -> None:
+        """Stash ``spec`` and write it: whole, or only what its version changes."""
         if self.stash.add(spec, source):
-            if write is not False:
-                self.flusher.flush(spec, whole=bool(write))
+            self.flusher.flush(spec, whole)
             if len(self.stash) > self.options.stash_limit:
                 self._below_limit.clear()
 
-    def _on_acks(self, acks: list[Ack], source: str | None = None) -> None:
-        notices: dict[str, list[Ack]] = {}
+    def _on_acks(self, acks: list[Ack]) -> None:
         for task_id, version in acks:
-            for holder in self.stash.holders(task_id):  # they stashed it from here: it is theirs to drop
-                if holder != source:
-                    notices.setdefault(holder, []).append((task_id, version))
             self.stash.ack(task_id, version)
-        if self._notify is not None:
-            for holder, committed in notices.items():
-                self.notices_sent += len(committed)
-                self._notify(holder, committed)
         if self.over_limit and len(self.stash) <= self.options.stash_limit * 0.9:
             self._below_limit.set()
 
-    def on_committed(self, acks: list[Ack], source: str) -> None:
-        self._on_acks(acks, source)
-
     def on_record(self, spec: pb.TaskSpec) -> None:
-        self._stash(spec, write=None)
+        self._stash(spec, whole=False)
 
     async def flush(self) -> int:
         specs = [s for s in self.stash.specs() if not self.stash.is_committed(s.task_id)]
@@ -124,7 +108,6 @@ class LoggedLineage(FaultTolerance):
             store_latency_ms_p50=f.latency_p50_ms(),
             store_latency_ms_mean=f.latency_mean_ms(),
             store_bytes_written=self._store.bytes_written,
-            commit_notices_sent=self.notices_sent,
         )
 
 
@@ -146,12 +129,11 @@ class LineageStash(LoggedLineage):
 
     def on_receive(self, spec: pb.TaskSpec, source: str) -> None:
         """Stashed now, not when it runs: its sender counts it as held here from now on, and a
-        result may soon bring lineage that depends on it. Not written: its sender writes it and
-        tells this process when the store has it (a survivor's flush writes it if the sender died)."""
-        self._stash(spec, source, write=False)
+        result may soon bring lineage that depends on it."""
+        self._stash(spec, source)
 
     def on_lineage(self, spec: pb.TaskSpec, source: str) -> None:
-        self._stash(spec, source, write=False)
+        self._stash(spec, source)
 
     def on_result(self, spec: pb.TaskSpec, owner: str) -> list[pb.TaskSpec]:
         """The owner depends on the version that ran (a nondeterministic receiver's order) once it
@@ -169,7 +151,7 @@ class LineageStash(LoggedLineage):
         # can depend on.
         if nondeterministic and predecessor:
             spec = reordered(spec, predecessor)
-            self._stash(spec, write=None)  # a new version (the sender has the old one): the change only
+            self._stash(spec, whole=False)  # a new version (the spec is written already): the change only
         elif spec.task_id not in self.stash:
             self._stash(spec)  # a local submission
         return spec

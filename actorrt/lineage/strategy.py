@@ -26,8 +26,6 @@ from actorrt.rpc import node_pb2
 from actorrt.store.lineage_store import LineageStore
 
 Spawn = Callable[[Coroutine[Any, Any, Any]], Any]
-# Tell the process at an address that these tasks are committed: (task id, version held) each.
-Notify = Callable[[str, list[tuple[bytes, int]]], None]
 
 
 class FaultTolerance:
@@ -53,8 +51,8 @@ class FaultTolerance:
         """The lineage store this strategy writes to (None if it logs nothing)."""
         return None
 
-    def start(self, spawn: Spawn, notify: Notify) -> None:
-        """Start background work (the flusher) with ``spawn``; ``notify`` sends commit notices."""
+    def start(self, spawn: Spawn) -> None:
+        """Start background work (the flusher) with ``spawn``."""
 
     async def aclose(self) -> None:
         """Release the store client."""
@@ -82,9 +80,6 @@ class FaultTolerance:
 
     def on_record(self, spec: pb.TaskSpec) -> None:
         pass
-
-    def on_committed(self, acks: list[tuple[bytes, int]], source: str) -> None:
-        """``source`` says these tasks are committed (it wrote them, or heard so in turn)."""
 
     # ---- commits ----------------------------------------------------------------------------------
 

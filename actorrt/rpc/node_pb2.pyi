@@ -30,7 +30,7 @@ class PeerBatch(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ..., view_revision: _Optional[int] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
-    __slots__ = ("submit", "result", "fetch", "object", "lineage", "push", "checkpointed", "committed")
+    __slots__ = ("submit", "result", "fetch", "object", "lineage", "push", "checkpointed")
     SUBMIT_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     FETCH_FIELD_NUMBER: _ClassVar[int]
@@ -38,7 +38,6 @@ class PeerMessage(_message.Message):
     LINEAGE_FIELD_NUMBER: _ClassVar[int]
     PUSH_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTED_FIELD_NUMBER: _ClassVar[int]
-    COMMITTED_FIELD_NUMBER: _ClassVar[int]
     submit: _common_pb2.TaskSpec
     result: _common_pb2.ObjectValue
     fetch: ObjectRequest
@@ -46,16 +45,7 @@ class PeerMessage(_message.Message):
     lineage: _common_pb2.TaskSpec
     push: _common_pb2.ObjectValue
     checkpointed: Checkpointed
-    committed: Committed
-    def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., lineage: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., push: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., checkpointed: _Optional[_Union[Checkpointed, _Mapping]] = ..., committed: _Optional[_Union[Committed, _Mapping]] = ...) -> None: ...
-
-class Committed(_message.Message):
-    __slots__ = ("task_ids", "versions")
-    TASK_IDS_FIELD_NUMBER: _ClassVar[int]
-    VERSIONS_FIELD_NUMBER: _ClassVar[int]
-    task_ids: _containers.RepeatedScalarFieldContainer[bytes]
-    versions: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, task_ids: _Optional[_Iterable[bytes]] = ..., versions: _Optional[_Iterable[int]] = ...) -> None: ...
+    def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., lineage: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., push: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., checkpointed: _Optional[_Union[Checkpointed, _Mapping]] = ...) -> None: ...
 
 class ObjectRequest(_message.Message):
     __slots__ = ("object_id", "receiver", "sender", "task_counter")
@@ -168,7 +158,7 @@ class RecoveryStats(_message.Message):
     def __init__(self, actors: _Optional[int] = ..., tasks_replayed: _Optional[int] = ..., flush_ms: _Optional[float] = ..., fetch_ms: _Optional[float] = ..., replay_ms: _Optional[float] = ..., detection_ms: _Optional[float] = ..., restart_ms: _Optional[float] = ..., from_checkpoint: _Optional[int] = ..., slots: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class LineageStats(_message.Message):
-    __slots__ = ("stash_size", "flushed", "committed", "evicted", "forwarded_mean", "forwarded_median", "store_latency_ms_p50", "store_latency_ms_mean", "store_bytes_written", "commit_notices_sent")
+    __slots__ = ("stash_size", "flushed", "committed", "evicted", "forwarded_mean", "forwarded_median", "store_latency_ms_p50", "store_latency_ms_mean", "store_bytes_written")
     STASH_SIZE_FIELD_NUMBER: _ClassVar[int]
     FLUSHED_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
@@ -178,7 +168,6 @@ class LineageStats(_message.Message):
     STORE_LATENCY_MS_P50_FIELD_NUMBER: _ClassVar[int]
     STORE_LATENCY_MS_MEAN_FIELD_NUMBER: _ClassVar[int]
     STORE_BYTES_WRITTEN_FIELD_NUMBER: _ClassVar[int]
-    COMMIT_NOTICES_SENT_FIELD_NUMBER: _ClassVar[int]
     stash_size: int
     flushed: int
     committed: int
@@ -188,5 +177,4 @@ class LineageStats(_message.Message):
     store_latency_ms_p50: float
     store_latency_ms_mean: float
     store_bytes_written: int
-    commit_notices_sent: int
-    def __init__(self, stash_size: _Optional[int] = ..., flushed: _Optional[int] = ..., committed: _Optional[int] = ..., evicted: _Optional[int] = ..., forwarded_mean: _Optional[float] = ..., forwarded_median: _Optional[float] = ..., store_latency_ms_p50: _Optional[float] = ..., store_latency_ms_mean: _Optional[float] = ..., store_bytes_written: _Optional[int] = ..., commit_notices_sent: _Optional[int] = ...) -> None: ...
+    def __init__(self, stash_size: _Optional[int] = ..., flushed: _Optional[int] = ..., committed: _Optional[int] = ..., evicted: _Optional[int] = ..., forwarded_mean: _Optional[float] = ..., forwarded_median: _Optional[float] = ..., store_latency_ms_p50: _Optional[float] = ..., store_latency_ms_mean: _Optional[float] = ..., store_bytes_written: _Optional[int] = ...) -> None: ...

@@ -27,8 +27,9 @@ KEY_PREFIX = b"task:"
 # with kind "s" (the whole spec) or "d" (a TaskVersion). Applies each write whose version is newer
 # than the one held, keeps a spec that arrives after a newer delta (unless the record was
 # collected: a tombstone), and indexes the task under its receiver; returns the version held after
-# the call, per record. One call per shard (or slot group) and batch: the per-command cost of a
-# pipeline dominated the per-task cost, and Redis fsyncs once for the whole call.
+# the call, per record (-1 while the record has a delta but no spec: nothing is committed yet).
+# One call per shard (or slot group) and batch: the per-command cost of a pipeline dominated the
+# per-task cost, and Redis fsyncs once for the whole call. The last ARGV is the tombstone version.
 _WRITE_IF_NEWER = """
 local held_after = {}
 for i = 1, #KEYS / 2 do
@@ -50,6 +51,9 @@ for i = 1, #KEYS / 2 do
     end
     redis.call('SADD', KEYS[2 * i], ARGV[4 * i])
     held_after[i] = version
+  end
+  if held_after[i] < tonumber(ARGV[#ARGV]) and redis.call('HEXISTS', key, 's') == 0 then
+    held_after[i] = -1  -- a delta without its spec: nothing a replay could run is committed yet
   end
 end
 return held_after

@@ -11,6 +11,7 @@ import redis
 
 import actorrt
 from actorrt.core import context
+from tests.support.waiting import eventually
 
 ELEMENTS = 20_000  # float64: 160 KB, above the default 64 KB inline limit
 
@@ -22,6 +23,15 @@ class Producer:
 
     def make_array(self, i):
         return np.full(ELEMENTS, float(i))
+
+    def fail(self):
+        raise ValueError("no value")
+
+    async def echo_many(self, acc, n):
+        """``n`` calls whose results are large: ``acc`` keeps them for this actor's replays, if any."""
+        for i in range(n):
+            await acc.echo.remote(np.full(ELEMENTS, float(i)))
+        return n
 
     async def feed(self, acc, n):
         """Send ``n`` large arrays to ``acc`` (owned, and kept, by this actor's node); returns once
@@ -41,12 +51,20 @@ class Accumulator:
         self.total += value
         self.calls += 1
 
+    def echo(self, array):
+        return array
+
     def add_array(self, array):
         self.total += float(array.sum()) / ELEMENTS
         self.calls += 1
 
     def state(self):
         return self.total, self.calls
+
+
+def _stash_sizes() -> list[int]:
+    stats = actorrt.stats()
+    return [n["lineage"]["stash_size"] for n in stats["nodes"]] + [stats["driver"]["lineage"]["stash_size"]]
 
 
 def _store_key_sizes() -> list[int]:
@@ -93,6 +111,8 @@ def test_large_arguments_travel_by_reference_and_a_replay_fetches_them_from_thei
         assert sizes and max(sizes) < ELEMENTS * 8 // 4, max(sizes)  # no array went into the store
         actorrt.kill_node(1)
         assert actorrt.get(acc.state.remote(), timeout=60) == expected
+        # Every process's stash drains after the recovery: everything it held reached the store.
+        eventually(_stash_sizes, lambda sizes: sizes == [0] * len(sizes), 20)
 
 
 def test_both_the_sender_and_the_receiver_killed_the_receiver_waits_for_the_senders_replay(cluster_with):
@@ -131,8 +151,6 @@ def test_pinned_arguments_are_released_once_the_receiver_checkpoints(cluster_wit
 
         def released():
             return next(n for n in actorrt.stats()["nodes"] if n["node"] == 0)["objects_kept"]
-
-        from tests.support.waiting import eventually
 
         after = eventually(released, lambda k: k["pinned_bytes"] == 0, 10)
         assert after["released_bytes"] >= 6 * ELEMENTS * 8
@@ -179,3 +197,31 @@ def test_an_argument_whose_holder_is_gone_for_good_stops_the_replay_naming_it(cl
         missing = r"replay of its task #\d+ from \w+ \(add_array\) needs object \w+, which is gone"
         with pytest.raises(actorrt.ActorDiedError, match=missing):
             actorrt.get(acc.state.remote(), timeout=60)
+
+
+def test_nothing_is_kept_for_replays_where_nothing_is_replayed(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=1, ft="none"):
+        producer = Producer.options(node=0).remote()
+        acc = Accumulator.options(node=1).remote()
+        assert actorrt.get(producer.feed.remote(acc, 6)) == 6
+        refs = [producer.make_array.remote(i) for i in range(3)]
+        actorrt.get([acc.add_array.remote(r) for r in refs])
+        del refs
+        assert actorrt.get(producer.echo_many.remote(acc, 24)) == 24
+        stats = actorrt.stats()
+        assert all(n["objects_kept"]["pinned_bytes"] == n["objects_kept"]["spilled_bytes"] == 0
+                   for n in stats["nodes"]), [n["objects_kept"] for n in stats["nodes"]]
+        kept = next(a["results_kept_bytes"] for n in stats["nodes"] for a in n["actors"] if a["class"] == "Accumulator")
+        assert kept <= 17 * (ELEMENTS * 8 + 1024), kept  # the window, not all 24 large results
+
+
+def test_a_replayed_task_whose_argument_was_a_task_error_fails_again_and_the_actor_goes_on(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=1):
+        producer = Producer.options(node=0).remote()
+        acc = Accumulator.options(node=1).remote()
+        with pytest.raises(actorrt.TaskError, match="no value"):
+            actorrt.get(acc.add.remote(producer.fail.remote()))
+        actorrt.get(acc.add.remote(producer.make.remote(5)))
+        assert actorrt.get(acc.state.remote()) == (5, 1)
+        actorrt.kill_node(1)
+        assert actorrt.get(acc.state.remote(), timeout=60) == (5, 1)

@@ -153,8 +153,8 @@ async def test_a_new_version_is_written_as_a_delta_beside_the_one_whole_spec_in_
     v2.version = 2
     v2.application_log.append(b"a clock reading")
 
-    # The receiver's version can reach the store before the sender's spec: nothing to replay yet.
-    assert await store.write([(v1, False)]) == [(big.task_id, 1)]
+    # A version can reach the store before the spec: nothing to replay yet, and nothing committed.
+    assert await store.write([(v1, False)]) == [(big.task_id, -1)]
     assert await store.read([big.task_id]) == {}
     assert await store.write([(big, True)]) == [(big.task_id, 1)]  # acked as held: the body is kept
     assert (await store.read([big.task_id]))[big.task_id] == v1

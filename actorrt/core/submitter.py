@@ -1,0 +1,106 @@
+"""Submitting tasks from any thread: specs are built in the caller's thread and handed to the loop.
+
+Drivers submit from many threads (notebooks, Spark callbacks), actors from their node's loop. A
+task's spec is built under its sender's lock, so counter order is queueing order, and handed to
+the event loop, where the ``Worker`` routes it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from actorrt.core import context
+from actorrt.core.membership import Membership
+from actorrt.core.object_ref import ObjectRef
+from actorrt.core.task_spec import SenderContext, attach_large_args, build_task, encode_args
+from actorrt.exceptions import ClusterError
+from actorrt.lineage import ids
+from actorrt.lineage.options import DEFAULT_INLINE_MAX_BYTES
+from actorrt.lineage.strategy import FaultTolerance
+from actorrt.rpc import common_pb2 as pb
+
+# Runs on the loop: (spec, slot, ref arguments, large arguments).
+HandOff = Callable[[pb.TaskSpec, int, list[ObjectRef], list[pb.ObjectValue]], None]
+
+
+class Submitter:
+    def __init__(self, identity: bytes, membership: Membership, on_loop_thread: Callable[[], bool],
+                 hand_off: HandOff) -> None:
+        self.address = ""  # this process's, once it serves (results come back there)
+        self.ft: FaultTolerance | None = None  # from the first cluster view
+        # Tasks submitted outside any actor task come from the process itself.
+        self.process_context = SenderContext(identity)
+        self._membership = membership
+        self._on_loop_thread = on_loop_thread
+        self._hand_off = hand_off
+        # Submissions built (in callers' threads, under the sender's lock) and handled (on the loop):
+        # two counters with one writer each, so their difference needs no lock.
+        self.built = 0
+        self.handled = 0
+
+    def sender(self) -> SenderContext:
+        """The actor whose task is running now, else this process."""
+        return context.current_sender.get(self.process_context)
+
+    def submit_task(self, actor_id: bytes, slot: int, method: str, args: Sequence[Any],
+                    kwargs: dict[str, Any]) -> ObjectRef:
+        """Submit ``method(*args, **kwargs)`` to actor ``actor_id`` placed on ``slot``; returns
+        the ref to its result."""
+        encoded = encode_args(args, kwargs, self._inline_max_bytes())
+        self._wait_for_stash_room()
+        ctx = self.sender()
+        with ctx.lock:
+            spec = build_task(ctx, actor_id, method, encoded.args, encoded.refs, self.address)
+            large = attach_large_args(spec, encoded.large, self.address)
+            ref = ObjectRef(ids.object_id(spec.task_id), self.address, owned=True)
+            self.built += 1
+            self._hand_off(spec, slot, encoded.refs, large)
+        return ref
+
+    def create_actor(self, creation: pb.ActorCreation, args: Sequence[Any],
+                     kwargs: dict[str, Any], node: int | None) -> tuple[bytes, int]:
+        """Place and create an actor; returns its (actor id, slot). Tasks go to whichever
+        incarnation of the slot is alive: a restarted one rebuilds the actor."""
+        encoded = encode_args(args, kwargs, self._inline_max_bytes())
+        ctx = self.sender()
+        with ctx.lock:
+            actor_id = ctx.next_actor_id()
+            slot = self._place(node, ctx.actors_created)
+            creation.slot = slot
+            spec = build_task(ctx, actor_id, "__init__", encoded.args, encoded.refs, self.address, creation)
+            large = attach_large_args(spec, encoded.large, self.address)
+            self.built += 1
+            self._hand_off(spec, slot, encoded.refs, large)
+        return actor_id, slot
+
+    def _inline_max_bytes(self) -> int:
+        return self.ft.options.inline_max_bytes if self.ft is not None else DEFAULT_INLINE_MAX_BYTES
+
+    def _wait_for_stash_room(self) -> None:
+        """Back-pressure for driver threads (actors wait in their runner instead).
+
+        Counts the submissions still queued for the loop too, so a fast thread cannot overshoot
+        the bound before the loop has stashed what it sent.
+        """
+        ft = self.ft
+        if ft is None or self._on_loop_thread():
+            return
+        while not ft.has_room(self.built - self.handled):
+            time.sleep(0.002)
+
+    def _place(self, node: int | None, counter: int) -> int:
+        """The slot for a new actor: ``node``, or the next live one. Inside an actor task the
+        choice is logged in the task's application log, so a replay places the actor where the
+        lost run did, whichever nodes are alive then (its tasks follow the slot to whoever serves
+        it). A slot restarting, or inherited by a live node, is served; a dead one alone is not."""
+        alive = self._membership.alive_nodes()
+        if node is None:
+            if not alive:
+                raise ClusterError("no live node to place the actor on")
+            return context.record(lambda: alive[counter % len(alive)].slot, self.ft.on_record)
+        if not self._membership.accepts(node):
+            known = ", ".join(str(n.slot) for n in alive) or "none"
+            raise ClusterError(f"node {node} is not a live node (live nodes: {known})")
+        return node
