@@ -137,7 +137,10 @@ class ActorInstance:
             self.ledger.keep(spec, value)
             if self.checkpointer.due(spec):
                 await self.checkpointer.take_or_log()
-            self.services.send_result(spec.owner_address, value, spec)
+            if self.replaying != spec.task_id:
+                self.services.send_result(spec.owner_address, value, spec)
+            # A replayed task's owner has its result already, or re-sends the task, which is then
+            # answered from the ledger: sending it again would only load the streams.
             if replay_done:
                 self.replayed.set()
             if not self.mailbox.empty():
