@@ -105,7 +105,9 @@ def test_large_arguments_travel_by_reference_and_a_replay_fetches_them_from_thei
         producer = Producer.options(node=0).remote()
         acc = Accumulator.options(node=1).remote()
         assert actorrt.get(producer.feed.remote(acc, 12)) == 12
-        expected = (float(sum(range(12))), 12)
+        big = np.full(500_000, 100.0)  # 4 MB, from the driver
+        actorrt.get(acc.add_array.remote(big))
+        expected = (float(sum(range(12))) + 100.0 * big.size / ELEMENTS, 13)
         assert actorrt.get(acc.state.remote()) == expected
         sizes = _store_key_sizes()
         assert sizes and max(sizes) < ELEMENTS * 8 // 4, max(sizes)  # no array went into the store
