@@ -51,14 +51,15 @@ class ActorServices(Protocol):
 
 
 class _ArgumentError(Exception):
-    """The task cannot run as called (no such method); it fails with ``error``."""
+    """The task cannot run as called (no such method, or an argument whose task failed); it
+    fails with ``error``."""
 
     def __init__(self, error: pb.RemoteError) -> None:
         self.error = error
 
 
 class _MissingArgumentError(_ArgumentError):
-    """A reference argument resolved to an error (its value is lost, or its task failed)."""
+    """A reference argument's value is lost (its holder is gone): a replay cannot run the task."""
 
     def __init__(self, object_id: bytes, error: pb.RemoteError) -> None:
         super().__init__(error)
@@ -79,7 +80,7 @@ class ActorInstance:
         self.death: pb.RemoteError | None = None
         self.executed = 0
         self.last_executed = b""  # the predecessor of the next task, for AssignTask
-        self.ledger = SenderLedger(actor_id, self.who, digests=services.ft.logs_lineage)
+        self.ledger = SenderLedger(actor_id, self.who, senders_replay=services.ft.logs_lineage)
         self.checkpointer = Checkpointer(self)
         self.watermarks: dict[str, tuple[int, int]] = {}  # ONCE_METHOD marks applied, per source
         self.replay: set[bytes] = set()  # tasks queued as recorded (recovery), not as new arrivals
@@ -113,7 +114,7 @@ class ActorInstance:
         while True:
             spec = await self.mailbox.get()
             if self.ledger.is_resent(spec):
-                self._drop_pushed(spec)
+                self.services.fetches.drop_unused(spec)
                 self.services.send_result(spec.owner_address, self.ledger.answer(spec))
                 continue
             if ft.over_limit:  # back-pressure: the tasks this one submits would grow the stash
@@ -137,20 +138,14 @@ class ActorInstance:
             self.ledger.keep(spec, value)
             if self.checkpointer.due(spec):
                 await self.checkpointer.take_or_log()
-            if self.replaying != spec.task_id:
-                self.services.send_result(spec.owner_address, value, spec)
             # A replayed task's owner has its result already, or re-sends the task, which is then
             # answered from the ledger: sending it again would only load the streams.
+            if self.replaying != spec.task_id:
+                self.services.send_result(spec.owner_address, value, spec)
             if replay_done:
                 self.replayed.set()
             if not self.mailbox.empty():
                 await asyncio.sleep(0)  # fairness: a backlog here must not starve the node's other actors
-
-    def _drop_pushed(self, spec: pb.TaskSpec) -> None:
-        """``spec`` will not run: the arguments sent beside it are not needed here."""
-        for arg in spec.args:
-            if arg.HasField("ref"):
-                self.services.fetches.drop_unused(arg.ref.object_id)
 
     def _prefetch_replay(self, position: int) -> None:
         """Ask for the arguments of the next recorded tasks now, so that a replay does not wait
@@ -166,7 +161,7 @@ class ActorInstance:
     async def _execute(self, spec: pb.TaskSpec) -> pb.ObjectValue:
         object_id = ids.object_id(spec.task_id)
         if self.death is not None:
-            self._drop_pushed(spec)
+            self.services.fetches.drop_unused(spec)
             return pb.ObjectValue(object_id=object_id, error=self.death)
         resolved: list[bytes] = []
         token = context.current_sender.set(self.context)

@@ -125,9 +125,7 @@ class ActorHost:
 
     def _expire(self, actor_id: bytes) -> None:
         for spec in self._early.pop(actor_id, []):
-            for arg in spec.args:  # sent beside a task that will not run
-                if arg.HasField("ref"):
-                    self.services.fetches.drop_unused(arg.ref.object_id)
+            self.services.fetches.drop_unused(spec)
             msg = f"no actor {ids.short(actor_id)} on node {self.services.address}"
             error = runtime_error(pb.UNKNOWN_ACTOR, msg, actor_id)
             value = pb.ObjectValue(object_id=ids.object_id(spec.task_id), error=error)

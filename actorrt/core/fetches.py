@@ -64,14 +64,8 @@ class Fetches:
         if object_id not in self._objects and ref.owner_address == self.address:
             return lost(object_id, f"object {ids.short(object_id)} was released by its owner")
         if object_id not in self._objects:
-            self._borrowed[object_id] = 0
-            self._named[object_id] = ref.owner_address
-            if needed_by is not None:
-                self._needed_by[object_id] = needed_by
-            fut = self._objects.expect(object_id)
-            self._route(object_id)
-        else:
-            fut = self._objects.expect(object_id)
+            self._fetch(ref, needed_by)
+        fut = self._objects.expect(object_id)
         if object_id in self._borrowed:
             self._borrowed[object_id] += 1
         return await asyncio.shield(fut)
@@ -79,12 +73,16 @@ class Fetches:
     def prefetch(self, ref: pb.ObjectRefProto, needed_by: NeededBy) -> None:
         """Start fetching ``ref`` for a task that runs later (a replay): its ``resolve`` then finds
         it here or on its way, instead of asking its owner once the task is due."""
+        if ref.object_id not in self._objects and ref.owner_address != self.address:
+            self._fetch(ref, needed_by)
+
+    def _fetch(self, ref: pb.ObjectRefProto, needed_by: NeededBy | None) -> None:
+        """Ask ``ref``'s owner for its value; the copy is borrowed (by no task yet)."""
         object_id = ref.object_id
-        if object_id in self._objects or ref.owner_address == self.address:
-            return
         self._borrowed[object_id] = 0
         self._named[object_id] = ref.owner_address
-        self._needed_by[object_id] = needed_by
+        if needed_by is not None:
+            self._needed_by[object_id] = needed_by
         self._objects.expect(object_id)
         self._route(object_id)
 
@@ -113,11 +111,13 @@ class Fetches:
             fut.set_result(value)
             self._borrowed.setdefault(value.object_id, 0)
 
-    def drop_unused(self, object_id: bytes) -> None:
-        """A task that will not run (a re-send) came with this argument: drop the copy."""
-        if self._borrowed.get(object_id) == 0:
-            del self._borrowed[object_id]
-            self._objects.release(object_id)
+    def drop_unused(self, spec: pb.TaskSpec) -> None:
+        """``spec`` will not run (a re-send, a dead or unknown actor): drop the copies of its
+        arguments that came beside it and that no task uses."""
+        for arg in spec.args:
+            if arg.HasField("ref") and self._borrowed.get(arg.ref.object_id) == 0:
+                del self._borrowed[arg.ref.object_id]
+                self._objects.release(arg.ref.object_id)
 
     def reroute(self) -> None:
         """The view changed: ask again wherever an owner went."""

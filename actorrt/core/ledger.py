@@ -30,10 +30,10 @@ CALLS_KEPT_PER_SENDER = 1024
 
 
 class SenderLedger:
-    def __init__(self, actor_id: bytes, who: str, digests: bool) -> None:
+    def __init__(self, actor_id: bytes, who: str, senders_replay: bool) -> None:
         self._actor_id = actor_id
         self._who = who  # "Class(actor id)", for messages
-        self._digests = digests  # senders are replayed only where lineage is logged
+        self._senders_replay = senders_replay  # only where lineage is logged
         self.last_counter: dict[bytes, int] = {}
         self.results: dict[bytes, OrderedDict[int, pb.ObjectValue]] = {}
         self._kept_bytes: dict[bytes, int] = {}  # per sender, of ``results``
@@ -45,7 +45,7 @@ class SenderLedger:
     def ran(self, spec: pb.TaskSpec) -> None:
         """``spec`` runs now."""
         self.last_counter[spec.sender] = spec.task_counter
-        if self._digests:
+        if self._senders_replay:
             calls = self._calls.setdefault(spec.sender, OrderedDict())
             calls[spec.task_counter] = call_digest(spec)
             if len(calls) > CALLS_KEPT_PER_SENDER:
@@ -57,7 +57,7 @@ class SenderLedger:
         replaced = kept.pop(spec.task_counter, None)
         kept[spec.task_counter] = value
         size = self._kept_bytes.get(spec.sender, 0) + value.ByteSize() - (replaced.ByteSize() if replaced else 0)
-        if not spec.parent_id or not self._digests:  # a process, or nothing logged: never replayed
+        if not spec.parent_id or not self._senders_replay:  # a process, or nothing logged: never replayed
             while len(kept) > RESULTS_KEPT_PER_PROCESS and size > RESULT_BYTES_KEPT_PER_PROCESS:
                 size -= kept.popitem(last=False)[1].ByteSize()
         self._kept_bytes[spec.sender] = size

@@ -33,6 +33,7 @@ class Retention:
         self._by_receiver: dict[bytes, dict[Pin, set[bytes]]] = {}  # receiver -> pin -> object ids
         self._referenced: set[bytes] = set()  # owned objects some live ObjectRef here points at
         self._in_memory: OrderedDict[bytes, int] = OrderedDict()  # pinned, in memory, oldest first: size
+        self._in_memory_bytes = 0  # their sum (pinning is on the submit path: no re-summing there)
         self._spilled: dict[bytes, int] = {}  # pinned or not, on disk: size
         self._spill_dir: Path | None = None
         self.released_bytes = 0
@@ -64,6 +65,7 @@ class Retention:
             size = self._objects.size(object_id)
             if size is not None:
                 self._in_memory[object_id] = size
+                self._in_memory_bytes += size
                 self._spill_past_budget()
 
     def release(self, receiver: bytes, covered: Mapping[bytes, int]) -> None:
@@ -79,25 +81,27 @@ class Retention:
                 held.discard(pin)
                 if not held:
                     del self._pins[object_id]
-                    if object_id not in self._referenced:
+                    if object_id in self._referenced:  # kept for its ref now, not as a pin
+                        self._in_memory_bytes -= self._in_memory.pop(object_id, 0)
+                    else:
                         self._free(object_id)
         if not pins:
             del self._by_receiver[receiver]
 
-    def is_pinned(self, object_id: bytes) -> bool:
-        return object_id in self._pins
-
     def _free(self, object_id: bytes) -> None:
         size = self._in_memory.pop(object_id, None)
-        if size is None:
+        if size is not None:
+            self._in_memory_bytes -= size
+        else:
             size = self._spilled.pop(object_id, None)
         if size is not None:
             self.released_bytes += size
         self._objects.release(object_id)
 
     def _spill_past_budget(self) -> None:
-        while self._in_memory and sum(self._in_memory.values()) > self.budget_bytes:
+        while self._in_memory and self._in_memory_bytes > self.budget_bytes:
             object_id, size = self._in_memory.popitem(last=False)
+            self._in_memory_bytes -= size
             if self._spill_dir is None:
                 self._spill_dir = Path(tempfile.mkdtemp(prefix="actorrt-spill-"))
             if self._objects.spill(object_id, self._spill_dir / object_id.hex()):
@@ -105,7 +109,7 @@ class Retention:
 
     def stats(self) -> node_pb2.ObjectsKept:
         return node_pb2.ObjectsKept(
-            pinned_objects=len(self._in_memory), pinned_bytes=sum(self._in_memory.values()),
+            pinned_objects=len(self._in_memory), pinned_bytes=self._in_memory_bytes,
             spilled_objects=len(self._spilled), spilled_bytes=sum(self._spilled.values()),
             released_bytes=self.released_bytes,
         )

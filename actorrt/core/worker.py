@@ -182,19 +182,19 @@ class Worker:
         if self.ft.logs_lineage:  # kept until the receiver's checkpoint covers the task
             for arg in spec.args:
                 if arg.HasField("ref") and arg.ref.owner_address == self.address:
-                    self._pin(arg.ref.object_id, spec.receiver, spec.sender, spec.task_counter)
+                    self.retention.pin(arg.ref.object_id, spec.receiver, spec.sender, spec.task_counter)
         if self.membership.serving(slot).state == head_pb2.ALIVE:
             self._resend(task)
 
     def _pin(self, object_id: bytes, receiver: bytes, sender: bytes, counter: int) -> None:
+        """A receiver fetched ``object_id`` for a task: keep it for the task's replays, if any."""
         if self.ft is not None and self.ft.logs_lineage:  # elsewhere nothing is replayed
             self.retention.pin(object_id, receiver, sender, counter)
 
     def _drop_large_args(self, large: list[pb.ObjectValue]) -> None:
         """No replay will need these (nothing is logged, or the task never left)."""
         for value in large:
-            if not self.retention.is_pinned(value.object_id):
-                self.retention.unreferenced(value.object_id)
+            self.retention.unreferenced(value.object_id)  # no ref here: freed unless pinned
 
     def _resend(self, task: _Inflight) -> None:
         """(Re)send ``task`` to the node serving its slot now, with its uncommitted lineage."""

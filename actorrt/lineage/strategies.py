@@ -143,7 +143,7 @@ class LineageStash(LoggedLineage):
     def on_fetched(self, task_id: bytes, destination: str) -> list[pb.TaskSpec]:
         """Like a result: whoever uses the object depends on the version of the task that made it."""
         spec = self.stash.get(task_id)
-        return self.stash.lineage_for(spec, destination, include_self=True) if spec is not None else []
+        return self.on_result(spec, destination) if spec is not None else []
 
     async def on_assign(self, spec: pb.TaskSpec, predecessor: bytes, nondeterministic: bool) -> pb.TaskSpec:
         # Every execution of a nondeterministic receiver records its order, reordered or not:
