@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -142,8 +143,10 @@ class Worker:
 
     def _start_fault_tolerance(self, view: head_pb2.ClusterView) -> None:
         def store() -> LineageStore:
+            # Nodes write into groups by slot (spread over the shards); drivers anywhere.
+            writer = self.slot if self.slot >= 0 else zlib.crc32(self.address.encode())
             return LineageStore(open_store(view.store_url, [s.address for s in view.store_shards],
-                                           view.store_password))
+                                           view.store_password), writer)
 
         options = FaultToleranceOptions.from_proto(view.fault_tolerance)
         self.ft = self.submitter.ft = create_strategy(options, store)

@@ -69,6 +69,10 @@ class LoggedLineage(FaultTolerance):
 
     def _on_acks(self, acks: list[Ack]) -> None:
         for task_id, version in acks:
+            if version < 0:  # a version written where its spec is not: write the spec too
+                if (spec := self.stash.get(task_id)) is not None:
+                    self.flusher.flush(spec, whole=True)
+                continue
             self.stash.ack(task_id, version)
         if self.over_limit and len(self.stash) <= self.options.stash_limit * 0.9:
             self._below_limit.set()

@@ -12,6 +12,7 @@ and runs one function per group, groups in parallel, so a batch costs one round 
 from __future__ import annotations
 
 import asyncio
+from itertools import zip_longest
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 from urllib.parse import urlsplit
@@ -37,12 +38,21 @@ def _retry(retries: int) -> Retry:
     return Retry(ExponentialBackoff(cap=0.5, base=0.01), retries)
 
 
+def _round_robin(by_place: dict) -> list[int]:
+    rounds = zip_longest(*(by_place[place] for place in sorted(by_place)))
+    return [i for round_ in rounds for i in round_ if i is not None]
+
+
 class _Store:
     """What both stores share: error translation and the grouping contract."""
 
     description = ""
 
     def _groups(self, keys: Sequence[bytes]) -> list[tuple[Client, list[bytes]]]:
+        raise NotImplementedError
+
+    async def spread(self, tags: Sequence[bytes]) -> list[int]:
+        """The positions of ``tags`` in an order whose neighbours live on different shards."""
         raise NotImplementedError
 
     async def per_shard(self, keys: Sequence[bytes], fn: ShardFn) -> list[T]:
@@ -81,6 +91,12 @@ class ShardedStore(_Store):
             groups.setdefault(self.shard_of(key), []).append(key)
         return [(self._clients[shard], ks) for shard, ks in groups.items()]
 
+    async def spread(self, tags: Sequence[bytes]) -> list[int]:
+        by_shard: dict[int, list[int]] = {}
+        for i, tag in enumerate(tags):
+            by_shard.setdefault(self.shard_of(tag), []).append(i)
+        return _round_robin(by_shard)
+
     async def aclose(self) -> None:
         for client in self._clients:
             await client.aclose()
@@ -110,6 +126,14 @@ class ClusterStore(_Store):
         for key in keys:
             groups.setdefault(self._client.keyslot(key), []).append(key)
         return [(self._client, ks) for ks in groups.values()]
+
+    async def spread(self, tags: Sequence[bytes]) -> list[int]:
+        async with self._initialized:
+            await self._gather([self._client.initialize()])
+        by_node: dict[str, list[int]] = {}
+        for i, tag in enumerate(tags):
+            by_node.setdefault(self._client.get_node_from_key(tag).name, []).append(i)
+        return _round_robin(by_node)
 
     async def aclose(self) -> None:
         await self._client.aclose()

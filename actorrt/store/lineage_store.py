@@ -8,15 +8,23 @@ write learns it was superseded. A record holds the spec (``s``, written once, by
 first, whatever its version) and the newest delta (``d``) when that is newer than the spec: a spec
 is written whole once, however many versions it has.
 
+Each process writes into its own slot group (``{tag}`` in every key it writes), spread over the
+shards, so a batch is one atomic script call: a process that dies leaves each batch whole or
+absent, and a spec never reaches the store without the producers this process wrote before it
+(paper §4.2.2: a task commits after its lineage). Ordering a batch's writes across shards instead
+took one round trip per link of a chain, which fell behind a fast chain of tasks for good. A task
+that several processes write has a record in each of their groups; a read takes the newest.
+
 For recovery the script also indexes each task under its receiver (``rx:{tag}<receiver>``, in the
-task's hash slot), so a recovering actor finds every task sent to it; each node slot's actors are
-listed under ``actors:{slot-N}``; and ``ckpt:<actor>`` points at an actor's newest checkpoint,
+group of the record), so a recovering actor finds every task sent to it; each node slot's actors
+are listed under ``actors:{slot-N}``; and ``ckpt:<actor>`` points at an actor's newest checkpoint,
 whose covered tasks the collector deletes (``forget``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Iterable, Sequence
 
 from actorrt.rpc import common_pb2 as pb
 from actorrt.store.clients import Client, Store
@@ -60,13 +68,29 @@ return held_after
 """
 
 
+# Deletes the records of ARGV[1..n] that the receiver index KEYS[1] lists (KEYS[2..n+1] are their
+# records, in the index's group), leaving tombstones; ARGV[n+1], ARGV[n+2]: tombstone version, TTL.
+_FORGET = """
+local n = #KEYS - 1
+for i = 1, n do
+  if redis.call('SREM', KEYS[1], ARGV[i]) == 1 then
+    redis.call('DEL', KEYS[i + 1])
+    redis.call('HSET', KEYS[i + 1], 'v', ARGV[n + 1])
+    redis.call('EXPIRE', KEYS[i + 1], ARGV[n + 2])
+  end
+end
+return 0
+"""
+
 # A collected record leaves a tombstone for a while: a version no write can beat, so a write of
 # it that was still on its way (a slow flusher) is acked as committed instead of resurrecting it.
+# (A late first write by another process lands in its own group and is left there: replay starts
+# after the checkpoint that covers it, so it only takes space.)
 TOMBSTONE_VERSION = 2**62
 TOMBSTONE_TTL_S = 600
 
-# The keys of one script call must share a hash slot (Redis Cluster) or shard. The {tag} puts a
-# task in one of SLOT_GROUPS slots, so a batch needs at most that many calls, spread over the nodes.
+# The keys of one script call must share a hash slot (Redis Cluster) or shard. A writer's records
+# all carry its group's {tag}; there are SLOT_GROUPS groups, spread over the shards or slots.
 SLOT_GROUPS = 64
 
 
@@ -74,16 +98,12 @@ def _tag(group: int) -> bytes:
     return b"{%02x}" % group
 
 
-def _group(task_id: bytes) -> int:
-    return task_id[-1] % SLOT_GROUPS
+def record_key(group: int, task_id: bytes) -> bytes:
+    return KEY_PREFIX + _tag(group) + task_id
 
 
-def record_key(task_id: bytes) -> bytes:
-    return KEY_PREFIX + _tag(_group(task_id)) + task_id
-
-
-def _index_key(tag: bytes, receiver: bytes) -> bytes:
-    return b"rx:" + tag + receiver  # in the slot of the records it indexes
+def _index_key(group: int, receiver: bytes) -> bytes:
+    return b"rx:" + _tag(group) + receiver  # in the slot of the records it indexes
 
 
 def _actors_key(slot: int) -> bytes:
@@ -94,8 +114,10 @@ def _checkpoint_key(actor_id: bytes) -> bytes:
     return b"ckpt:" + actor_id
 
 
-def task_id_of(key: bytes) -> bytes:
-    return key[len(KEY_PREFIX) + 4:]
+async def writer_groups(store: Store) -> list[int]:
+    """The slot groups in the order writers take them: consecutive writers land on different
+    shards (Redis Cluster nodes)."""
+    return await store.spread([_tag(g) for g in range(SLOT_GROUPS)])
 
 
 Write = tuple[pb.TaskSpec, bool]  # a spec, and whether to write it whole (else the delta of its version)
@@ -121,121 +143,106 @@ def with_version(spec: pb.TaskSpec, delta: bytes | None) -> pb.TaskSpec:
     return spec
 
 
-def _producers(spec: pb.TaskSpec) -> list[bytes]:
-    """The tasks whose execution made ``spec``: its parent and its arguments' producers.
-
-    Its predecessor is left out: replay stops at the first gap in an actor's own chain (a
-    nondeterministic actor's recorded order, a deterministic one's per-sender counters), so a
-    record after a gap is never replayed.
-    """
-    deps = spec.dependencies
-    return [deps[0], *deps[2:]] if deps else []
-
-
-def dependency_waves(specs: dict[bytes, pb.TaskSpec]) -> list[list[pb.TaskSpec]]:
-    """``specs`` (by task ID) in groups to write one after the other: each spec comes in a later
-    group than the specs of ``specs`` that produced it."""
-    depth: dict[bytes, int] = {}
-    for root in specs:
-        stack, visiting = [root], set()
-        while stack:
-            task_id = stack[-1]
-            if task_id in depth:
-                stack.pop()
-                continue
-            deps = [d for d in _producers(specs[task_id]) if d in specs and d not in visiting]
-            pending = [d for d in deps if d not in depth]
-            if pending:  # lineage is acyclic; `visiting` only guards against malformed specs
-                visiting.add(task_id)
-                stack.extend(pending)
-                continue
-            depth[task_id] = 1 + max((depth[d] for d in deps), default=-1)
-            visiting.discard(task_id)
-            stack.pop()
-    waves: list[list[pb.TaskSpec]] = [[] for _ in range(1 + max(depth.values(), default=-1))]
-    for task_id, level in depth.items():
-        waves[level].append(specs[task_id])
-    return waves
+def newest(copies: Iterable[tuple[bytes | None, bytes | None]]) -> pb.TaskSpec | None:
+    """A task's spec at the newest version its records (``(spec, delta)`` per group) hold; None
+    if none holds the spec: a version without its spec is nothing a replay could run."""
+    copies = list(copies)
+    specs = [with_version(pb.TaskSpec.FromString(blob), delta) for blob, delta in copies if blob is not None]
+    if not specs:
+        return None
+    best = max(specs, key=lambda s: s.version)
+    for _, delta in copies:
+        best = with_version(best, delta)
+    return best
 
 
 class LineageStore:
-    def __init__(self, store: Store) -> None:
+    """The lineage store as one process uses it: ``writer`` (a node's slot; any number for a
+    driver) picks the slot group it writes into."""
+
+    def __init__(self, store: Store, writer: int = 0) -> None:
         self.store = store
-        self._scripts: dict[int, object] = {}
+        self._writer = writer
+        self.group = -1  # known at the first write (a Redis Cluster is asked where slots live)
+        self._scripts: dict[tuple[int, str], object] = {}
         self.bytes_written = 0  # payloads of the writes the store applied or acked
 
-    def _script(self, client: Client):
-        script = self._scripts.get(id(client))
+    def _script(self, client: Client, source: str):
+        script = self._scripts.get((id(client), source))
         if script is None:
-            script = self._scripts[id(client)] = client.register_script(_WRITE_IF_NEWER)
+            script = self._scripts[(id(client), source)] = client.register_script(source)
         return script
 
     async def write(self, writes: Sequence[Write]) -> list[tuple[bytes, int]]:
-        """Write specs, whole or as the delta of their version (one script call per shard and
-        wave); returns ``(task_id, version held)`` acks.
-
-        Of two versions of one task the newer is written, whole if either write was. A spec is
-        written only after the specs here that produced it (``dependency_waves``): a process that
-        dies half-way through leaves no record in the store whose producer's order is missing
-        there, so a recovering actor never replays a task that its sender's replay cannot reproduce.
-        """
-        newest: dict[bytes, pb.TaskSpec] = {}
+        """Write specs, whole or as the delta of their version, in one atomic script call; returns
+        ``(task_id, version held)`` acks. Of two versions of one task the newer is written, whole
+        if either write was."""
+        latest: dict[bytes, pb.TaskSpec] = {}
         whole: set[bytes] = set()
         for spec, is_whole in writes:
-            if spec.task_id not in newest or newest[spec.task_id].version < spec.version:
-                newest[spec.task_id] = spec
+            if spec.task_id not in latest or latest[spec.task_id].version < spec.version:
+                latest[spec.task_id] = spec
             if is_whole:
                 whole.add(spec.task_id)
-        acks: list[tuple[bytes, int]] = []
-        for wave in dependency_waves(newest):
-            acks.extend(await self._write_wave({record_key(s.task_id): s for s in wave}, whole))
-        return acks
+        if not latest:
+            return []
+        if self.group < 0:
+            groups = await writer_groups(self.store)
+            self.group = groups[self._writer % len(groups)]
+        keys: list[bytes] = []
+        args: list[int | bytes] = []
+        for spec in latest.values():
+            keys += [record_key(self.group, spec.task_id), _index_key(self.group, spec.receiver)]
+            if spec.task_id in whole or spec.version == 0:
+                args += [spec.version, b"s", spec.SerializeToString(), spec.task_id]
+            else:
+                args += [spec.version, b"d", version_of(spec).SerializeToString(), spec.task_id]
 
-    async def _write_wave(self, by_key: dict[bytes, pb.TaskSpec], whole: set[bytes]) -> list[tuple[bytes, int]]:
-        async def write_shard(client: Client, keys: list[bytes]) -> list[tuple[bytes, int]]:
-            script_keys: list[bytes] = []
-            args: list[int | bytes] = []
-            for key in keys:
-                spec = by_key[key]
-                script_keys += [key, _index_key(_tag(_group(spec.task_id)), spec.receiver)]
-                if spec.task_id in whole or spec.version == 0:
-                    args += [spec.version, b"s", spec.SerializeToString(), spec.task_id]
-                else:
-                    args += [spec.version, b"d", version_of(spec).SerializeToString(), spec.task_id]
-            held = await self._script(client)(keys=script_keys, args=[*args, TOMBSTONE_VERSION])
-            self.bytes_written += sum(len(a) for a in args[2::4])
-            return [(by_key[k].task_id, int(v)) for k, v in zip(keys, held, strict=True)]
+        async def write_group(client: Client, _: list[bytes]) -> list[int]:
+            return await self._script(client, _WRITE_IF_NEWER)(keys=keys, args=[*args, TOMBSTONE_VERSION])
 
-        return [ack for part in await self.store.per_shard(list(by_key), write_shard) for ack in part]
+        (held,) = await self.store.per_shard(keys[:1], write_group)
+        self.bytes_written += sum(len(a) for a in args[2::4])
+        return [(task_id, int(v)) for task_id, v in zip(latest, held, strict=True)]
+
+    async def _read_records(self, keys: Sequence[bytes]) -> dict[bytes, pb.TaskSpec]:
+        """The tasks whose records are ``keys`` (of any groups), each at its newest version."""
+
+        async def read_shard(client: Client, ks: list[bytes]) -> list[tuple[bytes, list[bytes | None]]]:
+            async with client.pipeline(transaction=False) as pipe:
+                for key in ks:
+                    pipe.hmget(key, "s", "d")
+                return list(zip(ks, await pipe.execute(), strict=True))
+
+        copies: dict[bytes, list[tuple[bytes | None, bytes | None]]] = {}
+        for part in await self.store.per_shard(keys, read_shard):
+            for key, (blob, delta) in part:
+                copies.setdefault(key[len(KEY_PREFIX) + 4:], []).append((blob, delta))
+        found = {task_id: newest(c) for task_id, c in copies.items()}
+        return {task_id: spec for task_id, spec in found.items() if spec is not None}
 
     async def read(self, task_ids: Sequence[bytes]) -> dict[bytes, pb.TaskSpec]:
-        """The stored specs of those of ``task_ids`` the store holds."""
+        """The stored specs of those of ``task_ids`` the store holds, whoever wrote them (it looks
+        in every group: for inspection; recovery reads by receiver)."""
+        return await self._read_records([record_key(g, t) for t in task_ids for g in range(SLOT_GROUPS)])
 
-        async def read_shard(client: Client, keys: list[bytes]) -> list[tuple[bytes, list[bytes | None]]]:
+    async def _indexed(self, receiver: bytes) -> dict[int, list[bytes]]:
+        """The task IDs indexed under ``receiver``, per group."""
+        keys = [_index_key(g, receiver) for g in range(SLOT_GROUPS)]
+        group_of = {key: g for g, key in enumerate(keys)}
+
+        async def members(client: Client, ks: list[bytes]) -> list[tuple[int, list[bytes]]]:
             async with client.pipeline(transaction=False) as pipe:
-                for key in keys:
-                    pipe.hmget(key, "s", "d")
-                return list(zip(keys, await pipe.execute(), strict=True))
+                for key in ks:
+                    pipe.smembers(key)
+                return [(group_of[k], list(found)) for k, found in zip(ks, await pipe.execute(), strict=True)]
 
-        out: dict[bytes, pb.TaskSpec] = {}
-        for part in await self.store.per_shard([record_key(t) for t in task_ids], read_shard):
-            for key, (blob, delta) in part:
-                if blob is not None:  # a delta alone: the spec never reached the store
-                    out[task_id_of(key)] = with_version(pb.TaskSpec.FromString(blob), delta)
-        return out
+        return {g: tids for part in await self.store.per_shard(keys, members) for g, tids in part if tids}
 
     async def sent_to(self, receiver: bytes) -> dict[bytes, pb.TaskSpec]:
         """Every stored task whose receiver is ``receiver`` (newest versions), by task ID."""
-        keys = [_index_key(_tag(group), receiver) for group in range(SLOT_GROUPS)]
-
-        async def members(client: Client, group: list[bytes]) -> list[bytes]:
-            async with client.pipeline(transaction=False) as pipe:
-                for key in group:
-                    pipe.smembers(key)
-                return [tid for found in await pipe.execute() for tid in found]
-
-        task_ids = [tid for part in await self.store.per_shard(keys, members) for tid in part]
-        return await self.read(task_ids)
+        indexed = await self._indexed(receiver)
+        return await self._read_records([record_key(g, t) for g, tids in indexed.items() for t in tids])
 
     async def register_actor(self, slot: int, actor_id: bytes) -> None:
         """Record that ``actor_id`` lives on node slot ``slot`` (awaited: a restarted slot must
@@ -275,20 +282,19 @@ class LineageStore:
         return (await self.store.per_shard([key], get))[0]
 
     async def forget(self, receiver: bytes, task_ids: Sequence[bytes]) -> None:
-        """Collect the records of ``task_ids`` (all sent to ``receiver``): each becomes a short-lived
-        tombstone, and leaves the receiver's index."""
+        """Collect the records of ``task_ids`` (all sent to ``receiver``) in every group that holds
+        one: each becomes a short-lived tombstone, and leaves the receiver's index."""
+        group_of = {_index_key(g, receiver): g for g in range(SLOT_GROUPS)}
 
-        async def delete(client: Client, keys: list[bytes]) -> None:
-            async with client.pipeline(transaction=False) as pipe:
-                for key in keys:
-                    task_id = task_id_of(key)
-                    pipe.delete(key)
-                    pipe.hset(key, "v", TOMBSTONE_VERSION)
-                    pipe.expire(key, TOMBSTONE_TTL_S)
-                    pipe.srem(_index_key(_tag(_group(task_id)), receiver), task_id)
-                await pipe.execute()
+        async def delete(client: Client, indexes: list[bytes]) -> None:
+            script = self._script(client, _FORGET)
+            await asyncio.gather(*(
+                script(keys=[index, *(record_key(group_of[index], t) for t in task_ids)],
+                       args=[*task_ids, TOMBSTONE_VERSION, TOMBSTONE_TTL_S])
+                for index in indexes))
 
-        await self.store.per_shard([record_key(t) for t in task_ids], delete)
+        if task_ids:
+            await self.store.per_shard(list(group_of), delete)
 
     async def aclose(self) -> None:
         await self.store.aclose()

@@ -42,21 +42,52 @@ def spec(i: int, version: int = 0, method: str = "m") -> pb.TaskSpec:
     return pb.TaskSpec(task_id=ids.task_id(b"r", b"s", i), version=version, method=method)
 
 
-async def test_specs_spread_over_shards_and_read_back(store, shards):
-    specs = [spec(i) for i in range(300)]
-    acks = await store.write(whole(specs))
-    assert sorted(acks) == sorted((s.task_id, 0) for s in specs)
-    assert await store.read([s.task_id for s in specs]) == {s.task_id: s for s in specs}
+async def test_each_writer_writes_into_its_own_group_and_writers_spread_over_the_shards(shards):
+    stores = [LineageStore(ShardedStore([s.address for s in shards], "pw"), writer) for writer in range(3)]
     clients = [aioredis.Redis(host=s.host, port=s.port, password="pw") for s in shards]  # the test's own
     try:
-        per_shard = [len(await c.keys(b"task:*")) for c in clients]
-        assert sum(per_shard) == 300 and min(per_shard) > 50, per_shard  # task IDs are uniform hashes
-        for s in specs[:20]:  # each record lives on the shard every process computes for it
-            client = clients[store.store.shard_of(record_key(s.task_id))]
-            assert await client.hget(record_key(s.task_id), "v") == b"0"
+        written = {}
+        for writer, store in enumerate(stores):
+            specs = [pb.TaskSpec(task_id=ids.task_id(b"r", b"s%d" % writer, i), receiver=b"r", method="m")
+                     for i in range(100)]
+            assert sorted(await store.write(whole(specs))) == sorted((s.task_id, 0) for s in specs)
+            written.update({s.task_id: s for s in specs})
+        # Three writers, three shards: one writer's 100 records (and its index) on each.
+        assert sorted([len(await c.keys(b"task:*")) for c in clients]) == [100, 100, 100]
+        for store in stores:  # any process reads what every other wrote
+            assert await store.read(list(written)) == written
+            assert await store.sent_to(b"r") == written
     finally:
         for c in clients:
             await c.aclose()
+        for store in stores:
+            await store.aclose()
+
+
+async def test_a_task_written_by_several_processes_reads_at_its_newest_version_and_is_collected_whole(shards):
+    sender, receiver = (LineageStore(ShardedStore([s.address for s in shards], "pw"), w) for w in (0, 1))
+    try:
+        task = pb.TaskSpec(task_id=ids.task_id(b"r", b"s", 1), receiver=b"r", method="m",
+                           dependencies=[b"parent", b""])
+        ran = pb.TaskSpec()
+        ran.CopyFrom(task)
+        ran.version, ran.predecessor_id, ran.dependencies[1] = 1, b"before", b"before"
+        assert await sender.write(whole([task])) == [(task.task_id, 0)]
+        # The receiver writes its copy whole, then the order it ran in as a delta.
+        assert await receiver.write(whole([task])) == [(task.task_id, 0)]
+        assert await receiver.write([(ran, False)]) == [(task.task_id, 1)]
+        assert await sender.read([task.task_id]) == {task.task_id: ran}
+        assert await sender.sent_to(b"r") == {task.task_id: ran}
+        await sender.forget(b"r", [task.task_id])
+        assert await receiver.sent_to(b"r") == {}
+        assert await receiver.read([task.task_id]) == {}
+        # Late writes of either copy are acked as committed and resurrect nothing.
+        assert await sender.write(whole([task])) == [(task.task_id, TOMBSTONE_VERSION)]
+        assert await receiver.write([(ran, False)]) == [(task.task_id, TOMBSTONE_VERSION)]
+        assert await receiver.sent_to(b"r") == {}
+    finally:
+        await sender.aclose()
+        await receiver.aclose()
 
 
 async def test_collected_records_leave_the_index_and_late_writes_are_acked_not_resurrected(store):
@@ -164,7 +195,7 @@ async def test_a_new_version_is_written_as_a_delta_beside_the_one_whole_spec_in_
     record = {}
     for shard in shards:  # the test's own clients: the record, as the shard holds it
         client = aioredis.Redis(host=shard.host, port=shard.port, password="pw")
-        record = record or await client.hgetall(record_key(big.task_id))
+        record = record or await client.hgetall(record_key(store.group, big.task_id))
         await client.aclose()
     assert len(record[b"s"]) > 100_000 > 20 * len(record[b"d"])  # one whole spec; the delta is small
 
