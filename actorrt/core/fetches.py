@@ -65,6 +65,8 @@ class Fetches:
             return lost(object_id, f"object {ids.short(object_id)} was released by its owner")
         if object_id not in self._objects:
             self._fetch(ref, needed_by)
+        elif needed_by is not None and object_id in self._borrowed and self._needed_by.get(object_id) != needed_by:
+            self._keep_for(ref, needed_by)  # a copy fetched for another task: its owner keeps it for this one too
         fut = self._objects.expect(object_id)
         if object_id in self._borrowed:
             self._borrowed[object_id] += 1
@@ -85,6 +87,13 @@ class Fetches:
             self._needed_by[object_id] = needed_by
         self._objects.expect(object_id)
         self._route(object_id)
+
+    def _keep_for(self, ref: pb.ObjectRefProto, needed_by: NeededBy) -> None:
+        owner = self._membership.current_owner(ref.owner_address)
+        if owner and owner != self.address:
+            receiver, sender, counter = needed_by
+            self._send(owner, FETCH, node_pb2.ObjectRequest(object_id=ref.object_id, receiver=receiver, sender=sender,
+                                                            task_counter=counter, keep_only=True))
 
     def unborrow(self, object_id: bytes) -> None:
         """A task is done with a fetched object; drop the copy when no task uses it."""
@@ -180,6 +189,10 @@ class Fetches:
 
     async def answer(self, peer: str, request: node_pb2.ObjectRequest) -> None:
         """A peer asked for an object this process owns (for a task: keep it for that task's replays)."""
+        if request.keep_only:
+            if request.object_id in self._objects:
+                self._pin(request.object_id, request.receiver, request.sender, request.task_counter)
+            return
         value = await self._owned_value(request.object_id)
         if request.receiver and value.WhichOneof("kind") == "value":
             self._pin(request.object_id, request.receiver, request.sender, request.task_counter)

@@ -9,9 +9,16 @@ from there.
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 from actorrt.rpc import common_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+def _read_value(path: Path) -> pb.ObjectValue:
+    return pb.ObjectValue.FromString(path.read_bytes())
 
 
 class ObjectStore:
@@ -29,12 +36,12 @@ class ObjectStore:
         """The entry for ``object_id``, created empty if absent (read back if spilled)."""
         fut = self._entries.get(object_id)
         if fut is None:
-            fut = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
             path = self._spilled.get(object_id)
             if path is None:
-                self._entries[object_id] = fut
+                fut = self._entries[object_id] = loop.create_future()
             else:  # a rare read (a replay's fetch): from the file each time, so memory stays bounded
-                fut.set_result(pb.ObjectValue.FromString(path.read_bytes()))
+                fut = asyncio.ensure_future(asyncio.to_thread(_read_value, path))
         return fut
 
     def put(self, value: pb.ObjectValue) -> bool:
@@ -53,14 +60,24 @@ class ObjectStore:
         return fut.result().ByteSize()
 
     def spill(self, object_id: bytes, path: Path) -> int:
-        """Move a value held in memory to ``path``; returns its size (0 if there was none to move)."""
+        """Move a value held in memory to ``path``; returns its size (0 if there was none to move).
+        The file is written off the event loop; readers get the value from memory until then."""
         fut = self._entries.get(object_id)
         if fut is None or not fut.done() or fut.cancelled():
             return 0
         data = fut.result().SerializeToString()
-        path.write_bytes(data)
-        del self._entries[object_id]
-        self._spilled[object_id] = path
+
+        def written(done: asyncio.Future) -> None:
+            if done.exception() is not None:
+                log.warning("could not spill object %s to %s (%s); it stays in memory",
+                            object_id.hex()[:8], path, done.exception())
+            if done.exception() is not None or self._entries.get(object_id) is not fut:
+                path.unlink(missing_ok=True)  # failed, or released meanwhile
+            else:
+                del self._entries[object_id]
+                self._spilled[object_id] = path
+
+        asyncio.ensure_future(asyncio.to_thread(path.write_bytes, data)).add_done_callback(written)
         return len(data)
 
     def release(self, object_id: bytes) -> None:

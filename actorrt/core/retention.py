@@ -13,6 +13,7 @@ and read back from there when a replay asks for them.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections import OrderedDict
@@ -21,8 +22,18 @@ from pathlib import Path
 
 from actorrt.core.object_store import ObjectStore
 from actorrt.rpc import node_pb2
+from actorrt.util.processes import process_alive
 
 Pin = tuple[bytes, bytes, int]  # (receiver actor, sender, task counter)
+SPILL_PREFIX = "actorrt-spill-"  # then the pid of the process that spills
+
+
+def remove_stale_spill_dirs() -> None:
+    """Remove the spill directories of processes that are gone (a SIGKILL leaves them behind)."""
+    for path in Path(tempfile.gettempdir()).glob(f"{SPILL_PREFIX}*-*"):
+        pid = path.name[len(SPILL_PREFIX):].partition("-")[0]
+        if pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 class Retention:
@@ -103,7 +114,8 @@ class Retention:
             object_id, size = self._in_memory.popitem(last=False)
             self._in_memory_bytes -= size
             if self._spill_dir is None:
-                self._spill_dir = Path(tempfile.mkdtemp(prefix="actorrt-spill-"))
+                remove_stale_spill_dirs()
+                self._spill_dir = Path(tempfile.mkdtemp(prefix=f"{SPILL_PREFIX}{os.getpid()}-"))
             if self._objects.spill(object_id, self._spill_dir / object_id.hex()):
                 self._spilled[object_id] = size
 

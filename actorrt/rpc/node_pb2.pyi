@@ -48,16 +48,18 @@ class PeerMessage(_message.Message):
     def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., lineage: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., push: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., checkpointed: _Optional[_Union[Checkpointed, _Mapping]] = ...) -> None: ...
 
 class ObjectRequest(_message.Message):
-    __slots__ = ("object_id", "receiver", "sender", "task_counter")
+    __slots__ = ("object_id", "receiver", "sender", "task_counter", "keep_only")
     OBJECT_ID_FIELD_NUMBER: _ClassVar[int]
     RECEIVER_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
     TASK_COUNTER_FIELD_NUMBER: _ClassVar[int]
+    KEEP_ONLY_FIELD_NUMBER: _ClassVar[int]
     object_id: bytes
     receiver: bytes
     sender: bytes
     task_counter: int
-    def __init__(self, object_id: _Optional[bytes] = ..., receiver: _Optional[bytes] = ..., sender: _Optional[bytes] = ..., task_counter: _Optional[int] = ...) -> None: ...
+    keep_only: bool
+    def __init__(self, object_id: _Optional[bytes] = ..., receiver: _Optional[bytes] = ..., sender: _Optional[bytes] = ..., task_counter: _Optional[int] = ..., keep_only: _Optional[bool] = ...) -> None: ...
 
 class Checkpointed(_message.Message):
     __slots__ = ("actor", "received", "sent")

@@ -33,6 +33,14 @@ class Producer:
             await acc.echo.remote(np.full(ELEMENTS, float(i)))
         return n
 
+    def relay(self, accs, refs):
+        """Pass refs this actor does not own on to ``accs``: their owner keeps the values only for
+        the tasks that fetch them."""
+        for r in refs:
+            for acc in accs:
+                acc.add_array.remote(r)
+        return len(refs)
+
     async def feed(self, acc, n):
         """Send ``n`` large arrays to ``acc`` (owned, and kept, by this actor's node); returns once
         ``acc`` ran them all."""
@@ -227,3 +235,25 @@ def test_a_replayed_task_whose_argument_was_a_task_error_fails_again_and_the_act
         assert actorrt.get(acc.state.remote()) == (5, 1)
         actorrt.kill_node(1)
         assert actorrt.get(acc.state.remote(), timeout=60) == (5, 1)
+
+
+def test_two_actors_that_share_a_fetched_argument_each_have_it_kept_for_their_replay(cluster_with):
+    """Both actors' tasks use one copy fetched by their node; the owner keeps the value for each
+    task, so one actor's checkpoint does not release what the other's replay needs."""
+    with cluster_with(num_nodes=2, store_shards=1):
+        producer = Producer.options(node=0).remote()
+        first, second = (Accumulator.options(node=1).remote() for _ in range(2))
+        refs = [producer.make_array.remote(i) for i in range(6)]  # owned by the driver
+        assert actorrt.get(producer.relay.remote([first, second], refs)) == 6
+        expected = (float(sum(range(6))), 6)
+        assert actorrt.get([first.state.remote(), second.state.remote()]) == [expected, expected]
+        actorrt.checkpoint([first])
+        del refs
+
+        def kept_by_driver():
+            return actorrt.stats()["driver"]["objects_kept"]
+
+        kept = eventually(kept_by_driver, lambda k: k["released_bytes"] == 0 and k["pinned_objects"] == 6, 10)
+        assert kept["pinned_bytes"] >= 6 * ELEMENTS * 8
+        actorrt.kill_node(1)
+        assert actorrt.get([first.state.remote(), second.state.remote()], timeout=60) == [expected, expected]
