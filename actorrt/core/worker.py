@@ -31,7 +31,7 @@ from actorrt.lineage import ids
 from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
 from actorrt.lineage.strategies import create_strategy
 from actorrt.lineage.strategy import FaultTolerance
-from actorrt.net.peer_streams import CHECKPOINTED, LINEAGE, PUSH, RESULT, SUBMIT, Router
+from actorrt.net.peer_streams import CHECKPOINTED, COMMITTED, LINEAGE, PUSH, RESULT, SUBMIT, Router
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.store.clients import open_store
@@ -151,7 +151,12 @@ class Worker:
         options = FaultToleranceOptions.from_proto(view.fault_tolerance)
         self.ft = self.submitter.ft = create_strategy(options, store)
         self.retention.budget_bytes = options.pinned_budget_bytes
-        self.ft.start(self.spawn)
+        self.ft.start(self.spawn, self._tell_committed, self.address)
+
+    def _tell_committed(self, peer: str, acks: list[tuple[bytes, int]]) -> None:
+        if self.router is not None:
+            self.router.send(peer, COMMITTED, node_pb2.Committed(task_ids=[t for t, _ in acks],
+                                                                 versions=[v for _, v in acks]))
 
     def _died(self, object_id: bytes, slot: int) -> pb.ObjectValue:
         info = self.membership.node(slot)
@@ -266,6 +271,8 @@ class Worker:
                 self.fetches.on_push(message.push)
             elif kind == "checkpointed":
                 self.on_checkpointed(message.checkpointed)
+            elif kind == "committed":
+                self.ft.on_committed(list(zip(message.committed.task_ids, message.committed.versions, strict=False)))
 
     def on_checkpointed(self, done: node_pb2.Checkpointed) -> None:
         """An actor checkpointed (here or elsewhere): stop keeping what only its replay needed."""

@@ -67,6 +67,11 @@ class Stash:
         entry = self._entries.get(task_id)
         return entry is not None and entry.is_committed
 
+    def committed_version(self, task_id: bytes) -> int:
+        """The newest version of ``task_id`` known to be in the store (-1: none known)."""
+        entry = self._entries.get(task_id)
+        return entry.committed if entry is not None else self._gone.get(task_id, -1)
+
     # ---- adding and acknowledging ---------------------------------------------------------------
 
     def add(self, spec: pb.TaskSpec, source: str | None = None) -> bool:

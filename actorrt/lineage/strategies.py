@@ -1,11 +1,12 @@
 """The strategies that log lineage, and the choice of a strategy for a mode.
 
-- ``LineageStash``: stash and flush asynchronously on submit; forward the uncommitted lineage a
-  receiver has not been sent; on assign, a nondeterministic receiver records its execution order
-  (new ``predecessor_id``, version bump) and writes only that change, a small delta. The specs
-  are small (a large argument travels beside its task, named by id), and the processes a task
-  reaches write their stashed copy too, so each learns that it committed from its own ack.
-  Nothing waits on the store, except submission when the stash is over its bound (back-pressure).
+- ``LineageStash``: stash on submit; forward the uncommitted lineage a receiver has not been sent;
+  on assign, a nondeterministic receiver records its execution order (new ``predecessor_id``,
+  version bump) and writes only that change, a small delta. Every process writes what it stashes,
+  asynchronously, except a submitter the task it sends to another process: its receiver writes
+  it (with the lineage that came along, in one atomic batch) and tells the submitter once the
+  store has it. A submitter that hears nothing within ``UNCONFIRMED_WRITE_S`` writes the task
+  itself. Nothing waits on the store, except submission when the stash is over its bound.
 - ``WriteFirst``: the baseline: before a task runs its spec is written and the ack awaited; a
   nondeterministic receiver then writes and awaits its execution order too.
 """
@@ -15,18 +16,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import statistics
+import time
 from collections.abc import Callable
 
 from actorrt.exceptions import ClusterError
 from actorrt.lineage.flusher import Ack, Flusher
 from actorrt.lineage.options import FaultToleranceMode, FaultToleranceOptions
 from actorrt.lineage.stash import Stash
-from actorrt.lineage.strategy import FaultTolerance, GlobalRollback, NoLogging, Spawn
+from actorrt.lineage.strategy import FaultTolerance, GlobalRollback, NoLogging, Notify, Spawn
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import node_pb2
 from actorrt.store.lineage_store import LineageStore
 
 log = logging.getLogger(__name__)
+
+# A submitter writes a task it sent if its receiver has not said the store has it by then (the
+# receiver died first, or its stream broke): the notice normally comes within a few ms.
+UNCONFIRMED_WRITE_S = 2.0
 
 
 def reordered(spec: pb.TaskSpec, predecessor: bytes) -> pb.TaskSpec:
@@ -54,7 +60,7 @@ class LoggedLineage(FaultTolerance):
     def store(self) -> LineageStore:
         return self._store
 
-    def start(self, spawn: Spawn) -> None:
+    def start(self, spawn: Spawn, notify: Notify, address: str) -> None:
         spawn(self.flusher.run())
 
     async def aclose(self) -> None:
@@ -64,8 +70,11 @@ class LoggedLineage(FaultTolerance):
         """Stash ``spec`` and write it: whole, or only what its version changes."""
         if self.stash.add(spec, source):
             self.flusher.flush(spec, whole)
-            if len(self.stash) > self.options.stash_limit:
-                self._below_limit.clear()
+            self._check_limit()
+
+    def _check_limit(self) -> None:
+        if len(self.stash) > self.options.stash_limit:
+            self._below_limit.clear()
 
     def _on_acks(self, acks: list[Ack]) -> None:
         for task_id, version in acks:
@@ -120,21 +129,74 @@ class LineageStash(LoggedLineage):
 
     mode = FaultToleranceMode.LINEAGE_STASH
 
+    def __init__(self, options: FaultToleranceOptions, store: LineageStore) -> None:
+        super().__init__(options, store)
+        self._notify: Notify = lambda peer, acks: None
+        self._address = ""
+        self._to_tell: dict[bytes, list[str]] = {}  # task id -> submitters waiting to hear it committed
+        self._unconfirmed: dict[bytes, float] = {}  # task id -> when to write it here, oldest first
+
+    def start(self, spawn: Spawn, notify: Notify, address: str) -> None:
+        super().start(spawn, notify, address)
+        self._notify, self._address = notify, address
+        spawn(self._write_unconfirmed())
+
     def on_submit(self, spec: pb.TaskSpec, destination: str) -> list[pb.TaskSpec]:
-        """Stash and flush ``spec``; returns the lineage to send ahead of it to ``destination``.
+        """Stash ``spec``; returns the lineage to send ahead of it to ``destination``.
 
         Lineage goes to deterministic receivers too: if the sender fails, its replay must
         reproduce this task, and the execution order that made it may be committed nowhere else.
+        The receiver writes the task (in the same atomic batch as that lineage, so the store never
+        holds it without the lineage); this process writes it only if it runs it itself.
         """
-        self._stash(spec)
+        if destination and destination != self._address:
+            if self.stash.add(spec):
+                self._unconfirmed[spec.task_id] = time.monotonic() + UNCONFIRMED_WRITE_S
+                self._check_limit()
+        else:
+            self._stash(spec)
         lineage = self.stash.lineage_for(spec, destination)
         self.stash.mark_sent(spec.task_id, destination)  # the receiver stashes the task on arrival
         return lineage
 
     def on_receive(self, spec: pb.TaskSpec, source: str) -> None:
         """Stashed now, not when it runs: its sender counts it as held here from now on, and a
-        result may soon bring lineage that depends on it."""
+        result may soon bring lineage that depends on it. Written here; the sender hears when the
+        store has it."""
         self._stash(spec, source)
+        committed = self.stash.committed_version(spec.task_id)
+        if committed >= 0:
+            self._notify(source, [(spec.task_id, committed)])
+        else:
+            self._to_tell.setdefault(spec.task_id, []).append(source)
+
+    def _on_acks(self, acks: list[Ack]) -> None:
+        super()._on_acks(acks)
+        notices: dict[str, list[Ack]] = {}
+        for task_id, version in acks:
+            if version >= 0 and task_id in self._to_tell:  # any version: the sender holds version 0
+                for source in self._to_tell.pop(task_id):
+                    notices.setdefault(source, []).append((task_id, version))
+        for source, committed in notices.items():
+            self._notify(source, committed)
+
+    def on_committed(self, acks: list[Ack]) -> None:
+        super()._on_acks(acks)
+        for task_id, _ in acks:
+            self._unconfirmed.pop(task_id, None)
+
+    async def _write_unconfirmed(self) -> None:
+        while True:
+            await asyncio.sleep(UNCONFIRMED_WRITE_S / 4)
+            now = time.monotonic()
+            while self._unconfirmed:
+                task_id, due = next(iter(self._unconfirmed.items()))
+                if due > now:
+                    break
+                del self._unconfirmed[task_id]
+                spec = self.stash.get(task_id)
+                if spec is not None and not self.stash.is_committed(task_id):
+                    self.flusher.flush(spec)
 
     def on_lineage(self, spec: pb.TaskSpec, source: str) -> None:
         self._stash(spec, source)

@@ -26,6 +26,7 @@ from actorrt.rpc import node_pb2
 from actorrt.store.lineage_store import LineageStore
 
 Spawn = Callable[[Coroutine[Any, Any, Any]], Any]
+Notify = Callable[[str, list[tuple[bytes, int]]], None]  # (peer, [(task id, version committed)])
 
 
 class FaultTolerance:
@@ -51,8 +52,9 @@ class FaultTolerance:
         """The lineage store this strategy writes to (None if it logs nothing)."""
         return None
 
-    def start(self, spawn: Spawn) -> None:
-        """Start background work (the flusher) with ``spawn``."""
+    def start(self, spawn: Spawn, notify: Notify, address: str) -> None:
+        """Start background work (the flusher) with ``spawn``; ``notify`` tells a peer that tasks
+        it sent are committed; ``address`` is this process's own."""
 
     async def aclose(self) -> None:
         """Release the store client."""
@@ -67,6 +69,9 @@ class FaultTolerance:
 
     def on_lineage(self, spec: pb.TaskSpec, source: str) -> None:
         pass
+
+    def on_committed(self, acks: list[tuple[bytes, int]]) -> None:
+        """A receiver says the store holds these tasks this process sent it."""
 
     def on_result(self, spec: pb.TaskSpec, owner: str) -> list[pb.TaskSpec]:
         return []

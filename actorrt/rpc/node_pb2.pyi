@@ -30,7 +30,7 @@ class PeerBatch(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ..., view_revision: _Optional[int] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
-    __slots__ = ("submit", "result", "fetch", "object", "lineage", "push", "checkpointed")
+    __slots__ = ("submit", "result", "fetch", "object", "lineage", "push", "checkpointed", "committed")
     SUBMIT_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     FETCH_FIELD_NUMBER: _ClassVar[int]
@@ -38,6 +38,7 @@ class PeerMessage(_message.Message):
     LINEAGE_FIELD_NUMBER: _ClassVar[int]
     PUSH_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTED_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
     submit: _common_pb2.TaskSpec
     result: _common_pb2.ObjectValue
     fetch: ObjectRequest
@@ -45,7 +46,16 @@ class PeerMessage(_message.Message):
     lineage: _common_pb2.TaskSpec
     push: _common_pb2.ObjectValue
     checkpointed: Checkpointed
-    def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., lineage: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., push: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., checkpointed: _Optional[_Union[Checkpointed, _Mapping]] = ...) -> None: ...
+    committed: Committed
+    def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., lineage: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., push: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., checkpointed: _Optional[_Union[Checkpointed, _Mapping]] = ..., committed: _Optional[_Union[Committed, _Mapping]] = ...) -> None: ...
+
+class Committed(_message.Message):
+    __slots__ = ("task_ids", "versions")
+    TASK_IDS_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    task_ids: _containers.RepeatedScalarFieldContainer[bytes]
+    versions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, task_ids: _Optional[_Iterable[bytes]] = ..., versions: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ObjectRequest(_message.Message):
     __slots__ = ("object_id", "receiver", "sender", "task_counter", "keep_only")

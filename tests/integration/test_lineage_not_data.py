@@ -11,6 +11,7 @@ import redis
 
 import actorrt
 from actorrt.core import context
+from actorrt.lineage import ids
 from tests.support.waiting import eventually
 
 ELEMENTS = 20_000  # float64: 160 KB, above the default 64 KB inline limit
@@ -257,3 +258,35 @@ def test_two_actors_that_share_a_fetched_argument_each_have_it_kept_for_their_re
         assert kept["pinned_bytes"] >= 6 * ELEMENTS * 8
         actorrt.kill_node(1)
         assert actorrt.get([first.state.remote(), second.state.remote()], timeout=60) == [expected, expected]
+
+
+def _task_records() -> dict[bytes, int]:
+    """Per task ID, how many records of it the lineage store's shards hold (one per writer group)."""
+    view = context.current().worker.membership.view
+    copies: dict[bytes, int] = {}
+    for shard in view.store_shards:
+        host, _, port = shard.address.rpartition(":")
+        client = redis.Redis(host=host, port=int(port), password=view.store_password)
+        try:
+            for key in client.scan_iter(match=b"task:*", count=1000):
+                task_id = key[len(b"task:{00}"):]
+                copies[task_id] = copies.get(task_id, 0) + 1
+        finally:
+            client.close()
+    return copies
+
+
+def test_a_task_is_written_once_by_its_receiver_and_its_sender_hears_it_is_committed(cluster_with):
+    """The driver and an actor on node 0 send tasks to a deterministic actor on node 1: only the
+    receiver writes them, and every stash, the senders' included, drains."""
+    with cluster_with(num_nodes=2, store_shards=2):
+        producer = Producer.options(node=0, nondeterministic=False).remote()
+        acc = Accumulator.options(node=1, nondeterministic=False).remote()
+        refs = [acc.add.remote(i) for i in range(40)]
+        assert actorrt.get(producer.feed.remote(acc, 5)) == 5
+        actorrt.get(refs)
+        assert actorrt.get(acc.state.remote()) == (sum(range(40)) + float(sum(range(5))), 45)
+        eventually(_stash_sizes, lambda sizes: sizes == [0] * len(sizes), 20)
+        sent_to_acc = [ids.producer_task(r.object_id) for r in refs]
+        copies = _task_records()
+        assert [copies.get(task_id) for task_id in sent_to_acc] == [1] * len(sent_to_acc)
