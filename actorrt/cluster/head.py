@@ -128,6 +128,8 @@ class Head:
         s = self.slots[slot]
         s.info.epoch += 1
         s.info.state = head_pb2.STARTING
+        if s.info.address:
+            s.info.former_addresses.append(s.info.address)
         s.info.address, s.info.pid = "", 0
         logs = self.session_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)

@@ -165,7 +165,7 @@ class ActorInstance:
             return pb.ObjectValue(object_id=object_id, error=self.death)
         resolved: list[bytes] = []
         token = context.current_sender.set(self.context)
-        log_token = context.running_task.set(RunningTask(spec))
+        log_token = context.running_task.set(RunningTask(spec, replayed=self.replaying == spec.task_id))
         self.context.current_task = spec.task_id
         try:
             args, kwargs = await self._resolve_args(spec, resolved)

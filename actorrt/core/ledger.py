@@ -35,7 +35,8 @@ class SenderLedger:
         self._who = who  # "Class(actor id)", for messages
         self._senders_replay = senders_replay  # only where lineage is logged
         self.last_counter: dict[bytes, int] = {}
-        self.results: dict[bytes, OrderedDict[int, pb.ObjectValue]] = {}
+        # Per sender: counter -> (result, its wire size; measured once: ByteSize serializes).
+        self.results: dict[bytes, OrderedDict[int, tuple[pb.ObjectValue, int]]] = {}
         self._kept_bytes: dict[bytes, int] = {}  # per sender, of ``results``
         self._calls: dict[bytes, OrderedDict[int, bytes]] = {}  # per sender: counter -> call_digest
 
@@ -54,12 +55,12 @@ class SenderLedger:
     def keep(self, spec: pb.TaskSpec, value: pb.ObjectValue) -> None:
         """Keep ``value``, the result of ``spec``, to answer a re-send of it."""
         kept = self.results.setdefault(spec.sender, OrderedDict())
-        replaced = kept.pop(spec.task_counter, None)
-        kept[spec.task_counter] = value
-        size = self._kept_bytes.get(spec.sender, 0) + value.ByteSize() - (replaced.ByteSize() if replaced else 0)
+        _, replaced = kept.pop(spec.task_counter, (None, 0))
+        kept[spec.task_counter] = (value, value.ByteSize())
+        size = self._kept_bytes.get(spec.sender, 0) + kept[spec.task_counter][1] - replaced
         if not spec.parent_id or not self._senders_replay:  # a process, or nothing logged: never replayed
             while len(kept) > RESULTS_KEPT_PER_PROCESS and size > RESULT_BYTES_KEPT_PER_PROCESS:
-                size -= kept.popitem(last=False)[1].ByteSize()
+                size -= kept.popitem(last=False)[1][1]
         self._kept_bytes[spec.sender] = size
 
     def kept_bytes(self) -> int:
@@ -69,7 +70,7 @@ class SenderLedger:
         """``sender``'s checkpoint covers its tasks up to counter ``upto``: it never awaits them again."""
         kept = self.results.get(sender)
         while kept and next(iter(kept)) <= upto:
-            self._kept_bytes[sender] -= kept.popitem(last=False)[1].ByteSize()
+            self._kept_bytes[sender] -= kept.popitem(last=False)[1][1]
 
     def answer(self, spec: pb.TaskSpec) -> pb.ObjectValue:
         """The answer to a re-sent ``spec``: its kept result; an error if the call differs from
@@ -83,7 +84,7 @@ class SenderLedger:
                    f"through actorrt.record() (or more than max_forwards processes failed at once)")
             log.error("%s", msg)
             return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.REPLAY_DIVERGED, msg, self._actor_id))
-        value = self.results.get(spec.sender, {}).get(spec.task_counter)
+        value, _ = self.results.get(spec.sender, {}).get(spec.task_counter, (None, 0))
         if value is None:  # an answer nonetheless: a replay that awaits it must not wait forever
             msg = (f"{self._who} ran task #{spec.task_counter} from {ids.short(spec.sender)} but no longer keeps "
                    f"its result: the sender's checkpoint covered it, or the sender is a driver (of whose results "
@@ -98,7 +99,7 @@ class SenderLedger:
             checkpoint_pb2.SenderProgress(
                 sender=sender, last_counter=last, collected=collected.get(sender, 0),
                 results=[checkpoint_pb2.KeptResult(counter=c, value=v)
-                         for c, v in self.results.get(sender, {}).items()],
+                         for c, (v, _) in self.results.get(sender, {}).items()],
             )
             for sender, last in self.last_counter.items()
         ]
@@ -106,5 +107,6 @@ class SenderLedger:
     def restore(self, senders: list[checkpoint_pb2.SenderProgress]) -> None:
         for progress in senders:
             self.last_counter[progress.sender] = progress.last_counter
-            self.results[progress.sender] = OrderedDict((r.counter, r.value) for r in progress.results)
-            self._kept_bytes[progress.sender] = sum(r.value.ByteSize() for r in progress.results)
+            self.results[progress.sender] = OrderedDict((r.counter, (r.value, r.value.ByteSize()))
+                                                        for r in progress.results)
+            self._kept_bytes[progress.sender] = sum(size for _, size in self.results[progress.sender].values())

@@ -33,7 +33,7 @@ class Membership:
         old = self._nodes
         self.view = view
         self._nodes = {n.slot: n for n in view.nodes}
-        self._incarnations.update((n.address, n.slot) for n in view.nodes if n.address)
+        self._incarnations.update((a, n.slot) for n in view.nodes for a in [n.address, *n.former_addresses] if a)
         self._drivers_seen.update(view.drivers)
         gone = []
         for slot, info in old.items():

@@ -36,8 +36,15 @@ _PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})
 
 
 def serialize(value: Any) -> pb.SerializedObject:
+    return serialize_sized(value)[0]
+
+
+def serialize_sized(value: Any) -> tuple[pb.SerializedObject, int]:
+    """``value`` serialized, and the bytes it holds (measured here: reading a bytes field back
+    from a protobuf copies it, and ``ByteSize`` serializes the message)."""
     if type(value) in _PLAIN:
-        return pb.SerializedObject(data=pickle.dumps(value, protocol=5), plain=True)
+        data = pickle.dumps(value, protocol=5)
+        return pb.SerializedObject(data=data, plain=True), len(data)
     buffers: list[pickle.PickleBuffer] = []
 
     def keep_large(buf: pickle.PickleBuffer) -> bool:
@@ -47,7 +54,8 @@ def serialize(value: Any) -> pb.SerializedObject:
         return False
 
     data = cloudpickle.dumps(value, protocol=5, buffer_callback=keep_large)
-    return pb.SerializedObject(data=data, buffers=[bytes(b.raw()) for b in buffers])
+    out = [bytes(b.raw()) for b in buffers]
+    return pb.SerializedObject(data=data, buffers=out), len(data) + sum(map(len, out))
 
 
 def deserialize(obj: pb.SerializedObject) -> Any:

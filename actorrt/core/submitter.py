@@ -21,8 +21,8 @@ from actorrt.lineage.options import DEFAULT_INLINE_MAX_BYTES
 from actorrt.lineage.strategy import FaultTolerance
 from actorrt.rpc import common_pb2 as pb
 
-# Runs on the loop: (spec, slot, ref arguments, large arguments).
-HandOff = Callable[[pb.TaskSpec, int, list[ObjectRef], list[pb.ObjectValue]], None]
+# Runs on the loop: (spec, slot, ref arguments, large arguments, whether to push those beside it).
+HandOff = Callable[[pb.TaskSpec, int, list[ObjectRef], list[pb.ObjectValue], bool], None]
 
 
 class Submitter:
@@ -56,7 +56,7 @@ class Submitter:
             large = attach_large_args(spec, encoded.large, self.address)
             ref = ObjectRef(ids.object_id(spec.task_id), self.address, owned=True)
             self.built += 1
-            self._hand_off(spec, slot, encoded.refs, large)
+            self._hand_off(spec, slot, encoded.refs, large, not _replaying())
         return ref
 
     def create_actor(self, creation: pb.ActorCreation, args: Sequence[Any],
@@ -72,7 +72,7 @@ class Submitter:
             spec = build_task(ctx, actor_id, "__init__", encoded.args, encoded.refs, self.address, creation)
             large = attach_large_args(spec, encoded.large, self.address)
             self.built += 1
-            self._hand_off(spec, slot, encoded.refs, large)
+            self._hand_off(spec, slot, encoded.refs, large, not _replaying())
         return actor_id, slot
 
     def _inline_max_bytes(self) -> int:
@@ -104,3 +104,11 @@ class Submitter:
             known = ", ".join(str(n.slot) for n in alive) or "none"
             raise ClusterError(f"node {node} is not a live node (live nodes: {known})")
         return node
+
+
+def _replaying() -> bool:
+    """Whether the running task is a replay of one that ran before a failure: its receivers have
+    most of what it sends, so large arguments are not pushed beside its tasks (a receiver that
+    needs one fetches it from here)."""
+    task = context.running_task.get(None)
+    return task is not None and task.replayed

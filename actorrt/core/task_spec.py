@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actorrt.core.object_ref import ObjectRef
-from actorrt.core.serialization import serialize
+from actorrt.core.serialization import serialize_sized
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
 
@@ -95,8 +95,8 @@ def encode_args(args: Iterable[Any], kwargs: Mapping[str, Any], inline_max_bytes
             out.refs.append(value)
             out.args.append(pb.Arg(keyword=keyword, ref=value.to_proto()))
             continue
-        serialized = serialize(value)
-        if serialized.ByteSize() > inline_max_bytes:
+        serialized, size = serialize_sized(value)
+        if size > inline_max_bytes:
             out.large.append((len(out.args), serialized))
             out.args.append(pb.Arg(keyword=keyword, ref=pb.ObjectRefProto()))
         else:

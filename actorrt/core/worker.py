@@ -51,6 +51,7 @@ class _Inflight:
     address: str  # the node process it was sent to ("": waiting for the slot to come back)
     arg_refs: list[ObjectRef] = field(default_factory=list)  # keep borrowed values alive
     large_args: list[pb.ObjectValue] = field(default_factory=list)  # sent beside the task, owned here
+    push_large: bool = True  # send them beside it (else the receiver fetches them if it needs them)
 
 
 class Worker:
@@ -171,7 +172,8 @@ class Worker:
 
     # ---- routing (loop thread) ----------------------------------------------------------------
 
-    def _send_task(self, spec: pb.TaskSpec, slot: int, refs: list[ObjectRef], large: list[pb.ObjectValue]) -> None:
+    def _send_task(self, spec: pb.TaskSpec, slot: int, refs: list[ObjectRef], large: list[pb.ObjectValue],
+                   push_large: bool = True) -> None:
         """Send to the actor's node slot, whichever incarnation is alive now (a restarted node
         replays the actor before it runs new tasks)."""
         self.submitter.handled += 1
@@ -186,7 +188,7 @@ class Worker:
             self.objects.put(self._died(object_id, slot))
             self._drop_large_args(large)
             return
-        task = self._inflight[spec.task_id] = _Inflight(spec, slot, "", refs, large)
+        task = self._inflight[spec.task_id] = _Inflight(spec, slot, "", refs, large, push_large)
         if self.ft.logs_lineage:  # kept until the receiver's checkpoint covers the task
             for arg in spec.args:
                 if arg.HasField("ref") and arg.ref.owner_address == self.address:
@@ -214,7 +216,7 @@ class Worker:
         else:
             for ancestor in lineage:  # ahead of the task on the same ordered stream
                 self.router.send(info.address, LINEAGE, ancestor)
-            for value in task.large_args:
+            for value in task.large_args if task.push_large else ():
                 self.router.send(info.address, PUSH, value)
             self.router.send(info.address, SUBMIT, task.spec)
 

@@ -36,6 +36,7 @@ class RunningTask:
 
     spec: pb.TaskSpec
     position: int = 0  # next entry of spec.application_log to hand back
+    replayed: bool = False  # it ran before the failure: what it sends, its receivers may have
 
     def record(self, fn: Callable[[], T], on_new_version: Callable[[pb.TaskSpec], None]) -> T:
         """The logged value of this task's next event, or ``fn()``, logged through
