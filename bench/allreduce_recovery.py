@@ -17,8 +17,9 @@ out keeps their noise out of the difference), with each iteration's duration for
 Per mode it also reports what the lineage store took per task (bytes written / tasks the workers
 ran) and what the processes kept for replays (pinned and spilled argument bytes).
 
-Both runs of a mode share one cluster, the run with the failure first, so the ratio between modes
-is measured in one sitting of the (shared, noisy) machine.
+Each run has a fresh cluster of its own (the failure-free run does not inherit what a recovery left
+behind); all of them run in one sitting, so the ratios between modes are measured on the same
+(shared, noisy) machine.
 
 Run: ``python bench/allreduce_recovery.py [--workers 4] [--size 200000] [--iterations 30]
 [--checkpoint-every 10] [--kill-at 25] [--ft lineage_stash,checkpoint]``.
@@ -146,12 +147,16 @@ def main(workers: int, size: int, iterations: int, checkpoint_every: int, kill_a
         raise click.BadParameter("need 0 <= --kill-at < --iterations, --workers >= 2, --checkpoint-every >= 1")
     results = []
     for ft in modes:
+        failed, recoveries = None, []
+        if ft != "none":
+            actorrt.init(num_nodes=2, ft=ft)
+            try:
+                failed = _timed_run(workers, size, iterations, checkpoint_every, kill_at)
+                recoveries = [r for n in actorrt.stats()["nodes"] for r in n["recoveries"]]
+            finally:
+                actorrt.shutdown()
         actorrt.init(num_nodes=2, ft=ft)
         try:
-            # The run with the failure first: its recovery then rebuilds that ring alone, not also
-            # the idle ring a run before it would have left on the killed node.
-            failed = _timed_run(workers, size, iterations, checkpoint_every, kill_at) if ft != "none" else None
-            recoveries = [r for n in actorrt.stats()["nodes"] for r in n["recoveries"]]
             before = _store_and_kept(actorrt.stats())
             clean = _timed_run(workers, size, iterations, checkpoint_every, None)
             clean.update(_minus(_store_and_kept(actorrt.stats()), before))
