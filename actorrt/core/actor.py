@@ -27,7 +27,7 @@ from actorrt.lineage import ids
 from actorrt.lineage.application_log import RunningTask
 from actorrt.lineage.strategy import FaultTolerance
 from actorrt.rpc import common_pb2 as pb
-from actorrt.rpc import node_pb2
+from actorrt.rpc import checkpoint_pb2, node_pb2
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,10 @@ class ActorServices(Protocol):
     def send_result(self, owner_address: str, value: pb.ObjectValue, task: pb.TaskSpec | None = None) -> None: ...
 
     def announce_checkpoint(self, done: node_pb2.Checkpointed) -> None: ...
+
+    def pending_sent(self, sender: bytes) -> list[checkpoint_pb2.PendingTask]: ...
+
+    def send_again(self, pending: checkpoint_pb2.PendingTask) -> None: ...
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task: ...
 

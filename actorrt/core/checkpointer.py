@@ -83,6 +83,7 @@ class Checkpointer:
             counters=[checkpoint_pb2.SubmitCounter(receiver=r, count=n) for r, n in actor.context.counters.items()],
             actors_created=actor.context.actors_created,
             watermarks=[checkpoint_pb2.Watermark(source=k, batch=b, seq=q) for k, (b, q) in actor.watermarks.items()],
+            pending=actor.services.pending_sent(actor.actor_id),
         )
 
     def restore(self, checkpoint: checkpoint_pb2.ActorCheckpoint) -> None:
@@ -99,4 +100,7 @@ class Checkpointer:
         actor.context.counters = {c.receiver: c.count for c in checkpoint.counters}
         actor.context.actors_created = checkpoint.actors_created
         actor.watermarks = {w.source: (w.batch, w.seq) for w in checkpoint.watermarks}
+        if actor.services.ft.logs_lineage:  # (a global rollback takes the whole cluster back instead)
+            for pending in checkpoint.pending:
+                actor.services.send_again(pending)
 

@@ -33,7 +33,7 @@ from actorrt.lineage.strategies import create_strategy
 from actorrt.lineage.strategy import FaultTolerance
 from actorrt.net.peer_streams import CHECKPOINTED, COMMITTED, LINEAGE, PUSH, RESULT, SUBMIT, Router
 from actorrt.rpc import common_pb2 as pb
-from actorrt.rpc import head_pb2, node_pb2
+from actorrt.rpc import checkpoint_pb2, head_pb2, node_pb2
 from actorrt.store.clients import open_store
 from actorrt.store.lineage_store import LineageStore
 from actorrt.util.background import BackgroundTasks
@@ -189,12 +189,35 @@ class Worker:
             self._drop_large_args(large)
             return
         task = self._inflight[spec.task_id] = _Inflight(spec, slot, "", refs, large, push_large)
+        self._pin_arguments(spec)
+        if self.membership.serving(slot).state == head_pb2.ALIVE:
+            self._resend(task)
+
+    def pending_sent(self, sender: bytes) -> list[checkpoint_pb2.PendingTask]:
+        """The tasks ``sender`` (an actor here) sent that have no result yet."""
+        return [checkpoint_pb2.PendingTask(spec=t.spec, slot=t.slot, large_args=t.large_args)
+                for t in self._inflight.values() if t.spec.sender == sender]
+
+    def send_again(self, pending: checkpoint_pb2.PendingTask) -> None:
+        """Send again a task an actor restored from its checkpoint had sent before it (its receiver
+        runs it unless it ran it already); its result comes back here."""
+        spec = pb.TaskSpec()
+        spec.CopyFrom(pending.spec)
+        spec.owner_address = self.address
+        large = list(pending.large_args)
+        for value in large:  # owned here now: a receiver's replay fetches them from here
+            self.objects.expect(value.object_id)
+            self.objects.put(value)
+        task = self._inflight[spec.task_id] = _Inflight(spec, pending.slot, "", [], large)
+        self._pin_arguments(spec)
+        if self.membership.serving(pending.slot).state == head_pb2.ALIVE:
+            self._resend(task)
+
+    def _pin_arguments(self, spec: pb.TaskSpec) -> None:
         if self.ft.logs_lineage:  # kept until the receiver's checkpoint covers the task
             for arg in spec.args:
                 if arg.HasField("ref") and arg.ref.owner_address == self.address:
                     self.retention.pin(arg.ref.object_id, spec.receiver, spec.sender, spec.task_counter)
-        if self.membership.serving(slot).state == head_pb2.ALIVE:
-            self._resend(task)
 
     def _pin(self, object_id: bytes, receiver: bytes, sender: bytes, counter: int) -> None:
         """A receiver fetched ``object_id`` for a task: keep it for the task's replays, if any."""

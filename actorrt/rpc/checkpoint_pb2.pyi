@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ActorCheckpoint(_message.Message):
-    __slots__ = ("actor_id", "seq", "creation", "state", "last_executed", "executed", "senders", "counters", "actors_created", "watermarks")
+    __slots__ = ("actor_id", "seq", "creation", "state", "last_executed", "executed", "senders", "counters", "actors_created", "watermarks", "pending")
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     CREATION_FIELD_NUMBER: _ClassVar[int]
@@ -19,6 +19,7 @@ class ActorCheckpoint(_message.Message):
     COUNTERS_FIELD_NUMBER: _ClassVar[int]
     ACTORS_CREATED_FIELD_NUMBER: _ClassVar[int]
     WATERMARKS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
     actor_id: bytes
     seq: int
     creation: _common_pb2.ActorCreation
@@ -29,7 +30,18 @@ class ActorCheckpoint(_message.Message):
     counters: _containers.RepeatedCompositeFieldContainer[SubmitCounter]
     actors_created: int
     watermarks: _containers.RepeatedCompositeFieldContainer[Watermark]
-    def __init__(self, actor_id: _Optional[bytes] = ..., seq: _Optional[int] = ..., creation: _Optional[_Union[_common_pb2.ActorCreation, _Mapping]] = ..., state: _Optional[bytes] = ..., last_executed: _Optional[bytes] = ..., executed: _Optional[int] = ..., senders: _Optional[_Iterable[_Union[SenderProgress, _Mapping]]] = ..., counters: _Optional[_Iterable[_Union[SubmitCounter, _Mapping]]] = ..., actors_created: _Optional[int] = ..., watermarks: _Optional[_Iterable[_Union[Watermark, _Mapping]]] = ...) -> None: ...
+    pending: _containers.RepeatedCompositeFieldContainer[PendingTask]
+    def __init__(self, actor_id: _Optional[bytes] = ..., seq: _Optional[int] = ..., creation: _Optional[_Union[_common_pb2.ActorCreation, _Mapping]] = ..., state: _Optional[bytes] = ..., last_executed: _Optional[bytes] = ..., executed: _Optional[int] = ..., senders: _Optional[_Iterable[_Union[SenderProgress, _Mapping]]] = ..., counters: _Optional[_Iterable[_Union[SubmitCounter, _Mapping]]] = ..., actors_created: _Optional[int] = ..., watermarks: _Optional[_Iterable[_Union[Watermark, _Mapping]]] = ..., pending: _Optional[_Iterable[_Union[PendingTask, _Mapping]]] = ...) -> None: ...
+
+class PendingTask(_message.Message):
+    __slots__ = ("spec", "slot", "large_args")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    LARGE_ARGS_FIELD_NUMBER: _ClassVar[int]
+    spec: _common_pb2.TaskSpec
+    slot: int
+    large_args: _containers.RepeatedCompositeFieldContainer[_common_pb2.ObjectValue]
+    def __init__(self, spec: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., slot: _Optional[int] = ..., large_args: _Optional[_Iterable[_Union[_common_pb2.ObjectValue, _Mapping]]] = ...) -> None: ...
 
 class Watermark(_message.Message):
     __slots__ = ("source", "batch", "seq")
