@@ -11,6 +11,9 @@ sink's files hold twice) and stuck (counts still short when the wait ends).
 
     python scripts/chaos_soak.py --rounds 30 --seconds 8       # ~10 kills per round
     python scripts/chaos_soak.py --minutes 30                  # rounds until 30 minutes are up
+
+Every `--fresh-every` rounds (10) it starts a fresh cluster: earlier rounds' actors stay on a
+cluster, and a sink that never checkpoints replays them all whenever its node is killed.
 """
 
 from __future__ import annotations
@@ -212,16 +215,21 @@ def run_round(seed: int, seconds: float, wait_s: float, directory: Path) -> Outc
 @click.option("--seconds", default=8.0, show_default=True, help="feeding time per round")
 @click.option("--wait", "wait_s", default=120.0, show_default=True, help="how long a round may take to catch up")
 @click.option("--seed", default=1, show_default=True, help="seed of the first round (then +1 per round)")
+@click.option("--fresh-every", default=10, show_default=True, type=click.IntRange(min=1),
+              help="start a fresh cluster every this many rounds (earlier rounds' actors stay, and slow replays)")
 @click.option("--out", "out_dir", default="bench/results", show_default=True, type=click.Path(file_okay=False))
-def main(rounds: int, minutes: float, seconds: float, wait_s: float, seed: int, out_dir: str) -> None:
+def main(rounds: int, minutes: float, seconds: float, wait_s: float, seed: int, fresh_every: int,
+         out_dir: str) -> None:
     """Run the chaos pipeline round after round; print lost / duplicated / stuck per round and in all."""
-    actorrt.init(num_nodes=NUM_NODES, store_shards=2, ft="lineage_stash")
     end = time.monotonic() + minutes * 60 if minutes else None
     outcomes: list[Outcome] = []
     try:
         with tempfile.TemporaryDirectory(prefix="actorrt-chaos-") as tmp:
             i = 0
             while (end is None and i < rounds) or (end is not None and time.monotonic() < end):
+                if i % fresh_every == 0:
+                    actorrt.shutdown()
+                    actorrt.init(num_nodes=NUM_NODES, store_shards=2, ft="lineage_stash")
                 directory = Path(tmp) / f"round-{i}"
                 directory.mkdir()
                 o = run_round(seed + i, seconds, wait_s, directory)

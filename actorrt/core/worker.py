@@ -301,7 +301,9 @@ class Worker:
 
     def on_checkpointed(self, done: node_pb2.Checkpointed) -> None:
         """An actor checkpointed (here or elsewhere): stop keeping what only its replay needed."""
-        self.retention.release(done.actor, {c.actor: c.counter for c in done.received})
+        covered = {c.actor: c.counter for c in done.received}
+        self.retention.release(done.actor, covered)
+        self.ft.on_checkpointed(done.actor, covered)
         if self.host is not None:
             self.host.sender_checkpointed(done.actor, {c.actor: c.counter for c in done.sent})
 

@@ -5,8 +5,9 @@
   version bump) and writes only that change, a small delta. Every process writes what it stashes,
   asynchronously, except a submitter the task it sends to another process: its receiver writes
   it (with the lineage that came along, in one atomic batch) and tells the submitter once the
-  store has it. A submitter that hears nothing within ``UNCONFIRMED_WRITE_S`` writes the task
-  itself. Nothing waits on the store, except submission when the stash is over its bound.
+  store has it, or checkpoints past it. A submitter that hears neither within
+  ``UNCONFIRMED_WRITE_S`` writes the task itself. Nothing waits on the store, except submission
+  when the stash is over its bound.
 - ``WriteFirst``: the baseline: before a task runs its spec is written and the ack awaited; a
   nondeterministic receiver then writes and awaits its execution order too.
 """
@@ -30,9 +31,11 @@ from actorrt.store.lineage_store import LineageStore
 
 log = logging.getLogger(__name__)
 
-# A submitter writes a task it sent if its receiver has not said the store has it by then (the
-# receiver died first, or its stream broke): the notice normally comes within a few ms.
-UNCONFIRMED_WRITE_S = 2.0
+# A submitter writes a task it sent if its receiver has not said the store has it by then: a
+# backstop, since a receiver that dies makes the survivors (the submitter among them) flush what
+# they hold, and the notice normally comes within milliseconds. Long, because a late write of a
+# task its receiver has checkpointed past and collected would bring its record back.
+UNCONFIRMED_WRITE_S = 30.0
 
 
 def reordered(spec: pb.TaskSpec, predecessor: bytes) -> pb.TaskSpec:
@@ -184,6 +187,18 @@ class LineageStash(LoggedLineage):
         super()._on_acks(acks)
         for task_id, _ in acks:
             self._unconfirmed.pop(task_id, None)
+
+    def on_checkpointed(self, receiver: bytes, covered: dict[bytes, int]) -> None:
+        """A receiver's replay starts after its checkpoint, so the tasks it covers need no record
+        any more: the ones sent from here that are still unconfirmed count as committed (else a
+        late write of them would land after the collector deleted the receiver's copy)."""
+        for task_id in list(self._unconfirmed):
+            spec = self.stash.get(task_id)
+            if spec is None:
+                del self._unconfirmed[task_id]
+            elif spec.receiver == receiver and spec.task_counter <= covered.get(spec.sender, 0):
+                del self._unconfirmed[task_id]
+                super()._on_acks([(task_id, spec.version)])
 
     async def _write_unconfirmed(self) -> None:
         while True:

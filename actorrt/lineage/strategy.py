@@ -73,6 +73,9 @@ class FaultTolerance:
     def on_committed(self, acks: list[tuple[bytes, int]]) -> None:
         """A receiver says the store holds these tasks this process sent it."""
 
+    def on_checkpointed(self, receiver: bytes, covered: dict[bytes, int]) -> None:
+        """``receiver``'s checkpoint covers, per sender, its tasks up to a counter."""
+
     def on_result(self, spec: pb.TaskSpec, owner: str) -> list[pb.TaskSpec]:
         return []
 
