@@ -32,6 +32,9 @@ class Checkpointer:
         self.since = 0  # tasks run since it
         self._cut: dict[bytes, int] = {}  # the per-sender counters it covers
         self._collected: dict[bytes, int] = {}  # how far the store's copy of this actor's tasks was collected
+        # Where the collection before that started: each collection covers that interval once
+        # more, deleting a copy a slow writer (a result's owner) wrote after the first pass.
+        self._collected_before: dict[bytes, int] = {}
 
     def due(self, spec: pb.TaskSpec) -> bool:
         """Whether to checkpoint after ``spec`` ran (every ``checkpoint_every`` tasks)."""
@@ -52,8 +55,9 @@ class Checkpointer:
         if spec is not None:
             actor.ledger.keep(spec, pb.ObjectValue(object_id=ids.object_id(spec.task_id),
                                                    value=serialize(result)))
-        to_collect = checkpoints.covered_tasks(actor.actor_id, self._collected, self._cut)
-        self._collected, self._cut = dict(self._cut), dict(actor.ledger.last_counter)
+        to_collect = checkpoints.covered_tasks(actor.actor_id, self._collected_before, self._cut)
+        self._collected_before, self._collected = self._collected, dict(self._cut)
+        self._cut = dict(actor.ledger.last_counter)
         snapshot = self._snapshot()  # now, synchronously: the state between two tasks
         await asyncio.to_thread(checkpoints.write_checkpoint, directory, snapshot)
         if ft.store is not None:
@@ -96,7 +100,7 @@ class Checkpointer:
         actor.ledger.restore(checkpoint.senders)
         for progress in checkpoint.senders:
             self._cut[progress.sender] = progress.last_counter
-            self._collected[progress.sender] = progress.collected
+            self._collected[progress.sender] = self._collected_before[progress.sender] = progress.collected
         actor.context.counters = {c.receiver: c.count for c in checkpoint.counters}
         actor.context.actors_created = checkpoint.actors_created
         actor.watermarks = {w.source: (w.batch, w.seq) for w in checkpoint.watermarks}

@@ -25,9 +25,11 @@ Ack = tuple[bytes, int]  # (task id, version the store holds)
 
 
 class Flusher:
-    def __init__(self, store: LineageStore, on_acks: Callable[[list[Ack]], None], delay_s: float = 0.0) -> None:
+    def __init__(self, store: LineageStore, on_acks: Callable[[list[Ack]], None], delay_s: float = 0.0,
+                 needed: Callable[[pb.TaskSpec], bool] = lambda spec: True) -> None:
         self.store = store
         self._on_acks = on_acks
+        self._needed = needed  # False for a spec committed (or checkpointed past) since it was queued
         self.delay_s = delay_s
         self._queue: list[Write] = []
         self._wake = asyncio.Event()
@@ -77,7 +79,7 @@ class Flusher:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            batch, self._queue = self._queue, []
+            batch, self._queue = [w for w in self._queue if self._needed(w[0])], []
             if not batch:
                 continue
             acks = await self._write(batch)

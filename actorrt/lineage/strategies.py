@@ -55,7 +55,8 @@ class LoggedLineage(FaultTolerance):
         super().__init__(options)
         self.stash = Stash(options.max_forwards)
         self._store = store
-        self.flusher = Flusher(store, self._on_acks, options.store_delay_ms / 1e3)
+        self.flusher = Flusher(store, self._on_acks, options.store_delay_ms / 1e3,
+                               lambda spec: self.stash.committed_version(spec.task_id) < spec.version)
         self._below_limit = asyncio.Event()
         self._below_limit.set()
 
@@ -190,15 +191,16 @@ class LineageStash(LoggedLineage):
 
     def on_checkpointed(self, receiver: bytes, covered: dict[bytes, int]) -> None:
         """A receiver's replay starts after its checkpoint, so the tasks it covers need no record
-        any more: the ones sent from here that are still unconfirmed count as committed (else a
-        late write of them would land after the collector deleted the receiver's copy)."""
-        for task_id in list(self._unconfirmed):
-            spec = self.stash.get(task_id)
-            if spec is None:
-                del self._unconfirmed[task_id]
-            elif spec.receiver == receiver and spec.task_counter <= covered.get(spec.sender, 0):
-                del self._unconfirmed[task_id]
-                super()._on_acks([(task_id, spec.version)])
+        any more: those stashed here count as committed, and writes of them still queued are
+        dropped. (A late write would land in this process's slot group after the collector
+        deleted the other copies, and bring the record back for good.)"""
+        covered_here = [(s.task_id, s.version) for s in self.stash.specs()
+                        if s.receiver == receiver and s.task_counter <= covered.get(s.sender, 0)
+                        and not self.stash.is_committed(s.task_id)]
+        for task_id, _ in covered_here:
+            self._unconfirmed.pop(task_id, None)
+        if covered_here:
+            super()._on_acks(covered_here)
 
     async def _write_unconfirmed(self) -> None:
         while True:
