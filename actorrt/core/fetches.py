@@ -54,7 +54,6 @@ class Fetches:
         self._needed_by: dict[bytes, NeededBy] = {}  # object id -> the task a fetch is for
         self._asked: dict[bytes, str] = {}  # object id -> the process asked ("" = waiting)
         self._borrowed: dict[bytes, int] = {}  # fetched object id -> tasks using it
-        self._pushed: set[bytes] = set()  # borrowed copies that came beside their task (kept by their sender)
 
     # ---- borrowing --------------------------------------------------------------------------
 
@@ -66,9 +65,11 @@ class Fetches:
             return lost(object_id, f"object {ids.short(object_id)} was released by its owner")
         if object_id not in self._objects:
             self._fetch(ref, needed_by)
-        elif (needed_by is not None and object_id in self._borrowed and object_id not in self._pushed
-              and self._needed_by.get(object_id) != needed_by):
-            self._keep_for(ref, needed_by)  # a copy fetched for another task: its owner keeps it for this one too
+        elif (needed_by is not None and object_id in self._borrowed and self._needed_by.get(object_id) != needed_by
+              and ids.producer_task(object_id) != ids.task_id(*needed_by)):
+            # A copy fetched for another task: its owner keeps it for this one too. (Not an argument
+            # that came beside this very task: its sender keeps that one for it.)
+            self._keep_for(ref, needed_by)
         fut = self._objects.expect(object_id)
         if object_id in self._borrowed:
             self._borrowed[object_id] += 1
@@ -104,7 +105,6 @@ class Fetches:
             return
         if n <= 1:
             del self._borrowed[object_id]
-            self._pushed.discard(object_id)
             self._objects.release(object_id)
         else:
             self._borrowed[object_id] = n - 1
@@ -122,7 +122,6 @@ class Fetches:
         if not fut.done():
             fut.set_result(value)
             self._borrowed.setdefault(value.object_id, 0)
-            self._pushed.add(value.object_id)
 
     def drop_unused(self, spec: pb.TaskSpec) -> None:
         """``spec`` will not run (a re-send, a dead or unknown actor): drop the copies of its
@@ -130,7 +129,6 @@ class Fetches:
         for arg in spec.args:
             if arg.HasField("ref") and self._borrowed.get(arg.ref.object_id) == 0:
                 del self._borrowed[arg.ref.object_id]
-                self._pushed.discard(arg.ref.object_id)
                 self._objects.release(arg.ref.object_id)
 
     def reroute(self) -> None:
@@ -165,7 +163,6 @@ class Fetches:
             self._asked[object_id] = owner
             if owner == self.address:
                 self._borrowed.pop(object_id, None)  # this process owns it again: not a borrowed copy
-                self._pushed.discard(object_id)
                 self._spawn(self._answer_local(object_id))
             elif owner:
                 receiver, sender, counter = self._needed_by.get(object_id, (b"", b"", 0))

@@ -181,17 +181,12 @@ class Worker:
         if not spec.HasField("actor_creation"):
             self.objects.expect(object_id)
             self.retention.referenced(object_id)  # by the ref submit_task returned
-        for value in large:  # owned here: the receiver's replay fetches them from here
-            self.objects.expect(value.object_id)
-            self.objects.put(value)
+        self._hold_large_args(large)
         if not self.membership.accepts(slot):
             self.objects.put(self._died(object_id, slot))
             self._drop_large_args(large)
             return
-        task = self._inflight[spec.task_id] = _Inflight(spec, slot, "", refs, large, push_large)
-        self._pin_arguments(spec)
-        if self.membership.serving(slot).state == head_pb2.ALIVE:
-            self._resend(task)
+        self._dispatch(_Inflight(spec, slot, "", refs, large, push_large))
 
     def pending_sent(self, sender: bytes) -> list[checkpoint_pb2.PendingTask]:
         """The tasks ``sender`` (an actor here) sent that have no result yet."""
@@ -205,19 +200,24 @@ class Worker:
         spec.CopyFrom(pending.spec)
         spec.owner_address = self.address
         large = list(pending.large_args)
-        for value in large:  # owned here now: a receiver's replay fetches them from here
+        self._hold_large_args(large)
+        self._dispatch(_Inflight(spec, pending.slot, "", [], large))
+
+    def _hold_large_args(self, large: list[pb.ObjectValue]) -> None:
+        for value in large:  # owned here: the receiver's replay fetches them from here
             self.objects.expect(value.object_id)
             self.objects.put(value)
-        task = self._inflight[spec.task_id] = _Inflight(spec, pending.slot, "", [], large)
-        self._pin_arguments(spec)
-        if self.membership.serving(pending.slot).state == head_pb2.ALIVE:
-            self._resend(task)
 
-    def _pin_arguments(self, spec: pb.TaskSpec) -> None:
+    def _dispatch(self, task: _Inflight) -> None:
+        """Track ``task`` until its result comes back; send it now if its slot is served."""
+        spec = task.spec
+        self._inflight[spec.task_id] = task
         if self.ft.logs_lineage:  # kept until the receiver's checkpoint covers the task
             for arg in spec.args:
                 if arg.HasField("ref") and arg.ref.owner_address == self.address:
                     self.retention.pin(arg.ref.object_id, spec.receiver, spec.sender, spec.task_counter)
+        if self.membership.serving(task.slot).state == head_pb2.ALIVE:
+            self._resend(task)
 
     def _pin(self, object_id: bytes, receiver: bytes, sender: bytes, counter: int) -> None:
         """A receiver fetched ``object_id`` for a task: keep it for the task's replays, if any."""

@@ -185,9 +185,14 @@ class LineageStash(LoggedLineage):
             self._notify(source, committed)
 
     def on_committed(self, acks: list[Ack]) -> None:
-        super()._on_acks(acks)
+        self._committed_elsewhere(acks)
+
+    def _committed_elsewhere(self, acks: list[Ack]) -> None:
+        """Tasks this process did not write are committed (a receiver wrote them, or checkpointed
+        past them): no notice to send for them, and no backstop write."""
         for task_id, _ in acks:
             self._unconfirmed.pop(task_id, None)
+        super()._on_acks(acks)
 
     def on_checkpointed(self, receiver: bytes, covered: dict[bytes, int]) -> None:
         """A receiver's replay starts after its checkpoint, so the tasks it covers need no record
@@ -197,10 +202,7 @@ class LineageStash(LoggedLineage):
         covered_here = [(s.task_id, s.version) for s in self.stash.specs()
                         if s.receiver == receiver and s.task_counter <= covered.get(s.sender, 0)
                         and not self.stash.is_committed(s.task_id)]
-        for task_id, _ in covered_here:
-            self._unconfirmed.pop(task_id, None)
-        if covered_here:
-            super()._on_acks(covered_here)
+        self._committed_elsewhere(covered_here)
 
     async def _write_unconfirmed(self) -> None:
         while True:

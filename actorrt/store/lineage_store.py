@@ -106,6 +106,10 @@ def _index_key(group: int, receiver: bytes) -> bytes:
     return b"rx:" + _tag(group) + receiver  # in the slot of the records it indexes
 
 
+def task_id_of(key: bytes) -> bytes:
+    return key[len(record_key(0, b"")):]  # after the prefix and the {tag}
+
+
 def _actors_key(slot: int) -> bytes:
     return b"actors:{slot-%d}" % slot
 
@@ -201,7 +205,7 @@ class LineageStore:
         async def write_group(client: Client, _: list[bytes]) -> list[int]:
             return await self._script(client, _WRITE_IF_NEWER)(keys=keys, args=[*args, TOMBSTONE_VERSION])
 
-        (held,) = await self.store.per_shard(keys[:1], write_group)
+        (held,) = await self.store.per_shard(keys[:1], write_group)  # every key is in this group
         self.bytes_written += sum(len(a) for a in args[2::4])
         return [(task_id, int(v)) for task_id, v in zip(latest, held, strict=True)]
 
@@ -217,7 +221,7 @@ class LineageStore:
         copies: dict[bytes, list[tuple[bytes | None, bytes | None]]] = {}
         for part in await self.store.per_shard(keys, read_shard):
             for key, (blob, delta) in part:
-                copies.setdefault(key[len(KEY_PREFIX) + 4:], []).append((blob, delta))
+                copies.setdefault(task_id_of(key), []).append((blob, delta))
         found = {task_id: newest(c) for task_id, c in copies.items()}
         return {task_id: spec for task_id, spec in found.items() if spec is not None}
 
