@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from actorrt.cluster import session
 from actorrt.cluster.driver import Driver
-from actorrt.cluster.head_options import HeadOptions
+from actorrt.cluster.head_options import HEARTBEAT_TIMEOUT_S, HeadOptions
 from actorrt.cluster.launch import start_head
 from actorrt.core import context
 from actorrt.core.object_ref import ObjectRef
@@ -49,6 +49,7 @@ def init(
     checkpoint_dir: str | Path | None = None,
     inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
     pinned_budget_bytes: int = DEFAULT_PINNED_BUDGET_BYTES,
+    heartbeat_timeout: float = HEARTBEAT_TIMEOUT_S,
 ) -> dict[str, Any]:
     """Start an embedded cluster, or connect to a running one.
 
@@ -76,6 +77,8 @@ def init(
             its task's spec: it travels beside the task, and its sender keeps it for replays.
         pinned_budget_bytes: what each process keeps in memory for other actors' replays (the
             arguments of tasks it sent, until their receivers checkpoint); past it, on local disk.
+        heartbeat_timeout: seconds without heartbeats before the embedded cluster declares a node
+            dead (a hung node; a crash is seen at once). A node that resumes after it is fenced off.
 
     Returns:
         ``{"address": head address, "nodes": [...]}``.
@@ -90,7 +93,7 @@ def init(
                                                str(Path(checkpoint_dir).absolute()) if checkpoint_dir else "",
                                                inline_max_bytes, pinned_budget_bytes)
             options = HeadOptions(host=host, nodes=num_nodes, store_shards=store_shards, fault_tolerance=ft_options,
-                                  store_url=store_url or "")
+                                  store_url=store_url or "", heartbeat_timeout=heartbeat_timeout)
             session_dir = Path(tempfile.mkdtemp(prefix="actorrt-"))
             try:
                 head = start_head(session_dir, options)

@@ -12,6 +12,7 @@ The tree::
     ├── GetTimeoutError        also a TimeoutError: ``get`` ran out of time
     ├── NotInitializedError    the API was used before ``init()`` (or after ``shutdown()``)
     ├── ClusterError           starting, reaching or authenticating with a cluster failed
+    │   └── StaleIncarnationError  this node process was declared dead and replaced: it stops
     ├── ActorMethodError       also an AttributeError: the actor class has no such method
     └── SinkConflictError      an exactly-once sink found different bytes where it wrote before
 """
@@ -77,6 +78,12 @@ class NotInitializedError(ActorRTError):
 
 class ClusterError(ActorRTError):
     """Starting, reaching or authenticating with the cluster failed."""
+
+
+class StaleIncarnationError(ClusterError):
+    """Raised inside a node process that the cluster declared dead (it hung past the heartbeat
+    timeout) and whose slot a newer incarnation serves: the lineage store refuses its writes, and
+    the process exits without acting any further."""
 
 
 class ActorMethodError(ActorRTError, AttributeError):

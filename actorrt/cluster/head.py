@@ -42,6 +42,9 @@ log = logging.getLogger("actorrt.head")
 MAX_RESTART_DELAY_S = 30.0
 # Addresses of disconnected drivers the view names (a bound: an address is rarely asked for long after).
 DEPARTED_DRIVERS_KEPT = 1000
+# A heartbeat grants its node a lease this fraction of the heartbeat timeout long: the lease runs
+# out well before the head could declare the node dead (a margin for a slow head, and clock rates).
+LEASE_FRACTION = 0.5
 
 
 @dataclass
@@ -255,7 +258,7 @@ class Head:
         self.revision += 1
         view = self.view()
         for queue in self._subscribers:
-            queue.put_nowait(view)
+            queue.put_nowait(head_pb2.HeadUpdate(view=view))
 
     # ---- what the RPCs ask ----------------------------------------------------------------------
 
@@ -282,22 +285,27 @@ class Head:
         self.publish()
         restart_ms = (s.last_heartbeat - s.failed_at) * 1e3 if s.info.epoch > 1 else 0.0
         return head_pb2.RegisterNodeReply(slot=slot, epoch=s.info.epoch, view=self.view(),
-                                          detection_ms=s.detection_ms, restart_ms=restart_ms)
+                                          detection_ms=s.detection_ms, restart_ms=restart_ms, lease_s=self.lease_s)
 
-    def subscribe(self) -> asyncio.Queue[head_pb2.ClusterView]:
+    def subscribe(self) -> asyncio.Queue[head_pb2.HeadUpdate]:
         """A queue that gets the current view now and every view after it."""
-        queue: asyncio.Queue[head_pb2.ClusterView] = asyncio.Queue()
-        queue.put_nowait(self.view())
+        queue: asyncio.Queue[head_pb2.HeadUpdate] = asyncio.Queue()
+        queue.put_nowait(head_pb2.HeadUpdate(view=self.view()))
         self._subscribers.add(queue)
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue[head_pb2.ClusterView]) -> None:
+    def unsubscribe(self, queue: asyncio.Queue[head_pb2.HeadUpdate]) -> None:
         self._subscribers.discard(queue)
 
+    @property
+    def lease_s(self) -> float:
+        """What each accepted heartbeat grants its node (see ``actorrt.util.lease``)."""
+        return self.options.heartbeat_timeout * LEASE_FRACTION
+
     def heartbeat(self, beat: head_pb2.Heartbeat) -> bool:
-        """A node's heartbeat; False if it names no current incarnation."""
+        """A node's heartbeat; False if it names no live incarnation (it gets no lease then)."""
         s = self.slots.get(beat.slot)
-        if s is None or s.info.epoch != beat.epoch:
+        if s is None or s.info.epoch != beat.epoch or s.info.state != head_pb2.ALIVE:
             return False
         s.last_heartbeat = asyncio.get_running_loop().time()
         s.stats = beat.stats

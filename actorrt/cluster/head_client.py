@@ -56,8 +56,9 @@ class HeadClient:
         on_view: Callable[[head_pb2.ClusterView], None],
         heartbeat: Callable[[], head_pb2.Heartbeat],
         first_view: asyncio.Future | None = None,
+        on_lease: Callable[[head_pb2.LeaseGrant], None] = lambda grant: None,
     ) -> None:
-        """Send heartbeats and apply views until the stream ends; raises ClusterError then."""
+        """Send heartbeats and apply views and leases until the stream ends; raises ClusterError then."""
 
         async def beats():
             while True:
@@ -66,10 +67,13 @@ class HeadClient:
 
         call = self._stub.Subscribe(beats(), metadata=self._metadata)
         try:
-            async for view in call:
-                on_view(view)
+            async for update in call:
+                if update.HasField("lease"):
+                    on_lease(update.lease)
+                    continue
+                on_view(update.view)
                 if first_view is not None and not first_view.done():
-                    first_view.set_result(view)
+                    first_view.set_result(update.view)
         except aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
                 raise ClusterError(f"the head at {self.address} rejected the cluster token") from None
@@ -84,6 +88,7 @@ class HeadClient:
         heartbeat: Callable[[], head_pb2.Heartbeat],
         grace: float,
         first_view: asyncio.Future | None = None,
+        on_lease: Callable[[head_pb2.LeaseGrant], None] = lambda grant: None,
     ) -> str:
         """Keep the heartbeat/view stream up, reconnecting; return why once the head has been
         unreachable for ``grace`` seconds. A failure before the first view goes to ``first_view``."""
@@ -97,7 +102,7 @@ class HeadClient:
 
         while True:
             try:
-                await self.subscribe(seen, heartbeat, first_view)
+                await self.subscribe(seen, heartbeat, first_view, on_lease)
             except ClusterError as exc:
                 if first_view is not None and not first_view.done():
                     first_view.set_exception(exc)

@@ -25,8 +25,8 @@ class HeadServicer:
 
     async def Subscribe(self, requests: AsyncIterator[head_pb2.Heartbeat],  # noqa: N802
                         context: aio.ServicerContext) -> None:
-        """Views out, heartbeats in. A node's stream that closes is the node failing; a driver's
-        stream marks it present while open (its objects are fetchable)."""
+        """Views and leases out, heartbeats in. A node's stream that closes is the node failing; a
+        driver's stream marks it present while open (its objects are fetchable)."""
         queue = self.head.subscribe()
         member: tuple[int, int] | None = None
         driver = ""
@@ -38,6 +38,8 @@ class HeadServicer:
                 if beat.slot >= 0:
                     if self.head.heartbeat(beat):
                         member = (beat.slot, beat.epoch)
+                        grant = head_pb2.LeaseGrant(heartbeat=beat.seq, seconds=self.head.lease_s)
+                        queue.put_nowait(head_pb2.HeadUpdate(lease=grant))
                 elif beat.address and not driver:
                     driver = beat.address
                     self.head.driver_joined(driver)

@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import sys
+import time
 
 import click
 import uvloop
@@ -60,9 +61,14 @@ class NodeProcess:
         self.worker.bind(address)
         context.set_current(self)
         self._main_task = asyncio.current_task()
+        lease = self.worker.lease
+        lease.on_revoked = self._revoked
+        asked_at = time.monotonic()
         reply = await self.head.register(self.requested_slot, address, os.getpid(), socket.gethostname())
+        lease.limit(asked_at, reply.lease_s)
         self.servicer.slot, self.servicer.epoch = reply.slot, reply.epoch
-        self.worker.slot = reply.slot
+        self.worker.slot, self.worker.epoch = reply.slot, reply.epoch
+        self.worker.router.set_epoch(reply.epoch)
         # A restarted slot rebuilds its actors, and those of the dead slots the view says it inherits.
         self._inherited = self._slots_inherited_in(reply.view)
         if reply.epoch > 1:  # heartbeats and views go on during the recovery
@@ -86,7 +92,9 @@ class NodeProcess:
         return {n.slot for n in view.nodes if n.HasField("heir") and n.heir == self.servicer.slot}
 
     async def _follow_head(self) -> None:
-        why = await self.head.follow(self._apply_view, self._heartbeat, HEAD_LOSS_GRACE_S)
+        lease = self.worker.lease
+        why = await self.head.follow(self._apply_view, self._heartbeat, HEAD_LOSS_GRACE_S,
+                                     on_lease=lambda grant: lease.granted(grant.heartbeat, grant.seconds))
         log.error("%s; exiting", why)
 
     def _apply_view(self, view: head_pb2.ClusterView) -> None:
@@ -96,15 +104,20 @@ class NodeProcess:
             self._inherited |= inherited
             self.recoveries.start(inherited)
         self.worker.apply_view(view)
-        me = self.worker.membership.node(self.servicer.slot)
-        if me is None or me.epoch != self.servicer.epoch or me.state != head_pb2.ALIVE:
+        if not self.worker.membership.incarnation_alive(self.servicer.slot, self.servicer.epoch):
             # Fail-stop: the cluster has declared this incarnation dead and told its callers so;
             # running their tasks any further would contradict that.
-            log.error("the head declared node %d (epoch %d) dead; exiting", self.servicer.slot, self.servicer.epoch)
-            asyncio.get_running_loop().call_soon(self._main_task.cancel)
+            self.worker.lease.revoke(f"the head declared node {self.servicer.slot} (epoch {self.servicer.epoch}) dead")
+
+    def _revoked(self, why: str) -> None:
+        """This incarnation was replaced (the view says so, or the store fenced it): it sends,
+        writes and runs nothing more, and exits."""
+        log.error("%s; exiting", why)
+        asyncio.get_running_loop().call_soon(self._main_task.cancel)
 
     def _heartbeat(self) -> head_pb2.Heartbeat:
-        return head_pb2.Heartbeat(slot=self.servicer.slot, epoch=self.servicer.epoch, stats=self.servicer.stats())
+        return head_pb2.Heartbeat(slot=self.servicer.slot, epoch=self.servicer.epoch, stats=self.servicer.stats(),
+                                  seq=self.worker.lease.heartbeat())
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -11,15 +11,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 from google.protobuf.message import DecodeError
 from grpc import aio
 
 from actorrt.cluster.node_service import NodeServicer
 from actorrt.core.worker import Worker
-from actorrt.exceptions import ActorRTError
+from actorrt.exceptions import ActorRTError, ClusterError, StaleIncarnationError
 from actorrt.lineage import ids
 from actorrt.lineage.checkpoints import latest_manifest, read_checkpoint
 from actorrt.lineage.replay import replay_order
@@ -31,8 +31,27 @@ from actorrt.store.lineage_store import LineageStore
 
 log = logging.getLogger(__name__)
 
-# How long a survivor has to flush its stash before the recovery goes on without it.
+# How long one FlushStash call may take; a survivor still alive after it is asked again.
 SURVIVOR_FLUSH_TIMEOUT_S = 10.0
+# A recovery whose store reads fail (a shard down or restarting) retries them, backing off to this.
+STORE_RETRY_MAX_S = 2.0
+
+T = TypeVar("T")
+
+
+async def _retrying(what: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """``await fn(*args)``, again and again while the lineage store is unreachable: a recovery
+    waits for the store instead of giving its actors up."""
+    backoff = 0.05
+    while True:
+        try:
+            return await fn(*args)
+        except StaleIncarnationError:
+            raise
+        except ClusterError as exc:
+            log.warning("recovery: %s failed (%s); retrying in %.2f s", what, exc, backoff)
+        await asyncio.sleep(backoff)
+        backoff = min(2 * backoff, STORE_RETRY_MAX_S)
 
 
 class NodeRecoveries:
@@ -87,11 +106,15 @@ class NodeRecoveries:
         re-executes its recorded tasks after it. Senders re-send what they still wait for."""
         store, host = self.worker.ft.store, self.worker.host
         started = time.perf_counter()
-        listed = [actor_id for slot in sorted(slots) for actor_id in await store.actors_on(slot)]
+        for slot in sorted(slots):  # the slot's earlier incarnations write nothing from now on
+            await _retrying(f"fencing node slot {slot}", store.fence, slot, self._fence_epoch(slot))
+        listed = [actor_id for slot in sorted(slots)
+                  for actor_id in await _retrying(f"listing the actors of node {slot}", store.actors_on, slot)]
         actor_ids = [a for a in dict.fromkeys(listed) if a not in host.actors]  # each once, and not twice
         await self._flush_survivors()
         flushed = time.perf_counter()
-        plans = [await self._replay_plan(store, actor_id) for actor_id in actor_ids]
+        plans = [await _retrying(f"reading the lineage of actor {ids.short(actor_id)}", self._replay_plan, store,
+                                 actor_id) for actor_id in actor_ids]
         stats.flush_ms, stats.fetch_ms = (flushed - started) * 1e3, (time.perf_counter() - flushed) * 1e3
         actors = []
         for actor_id, plan in zip(actor_ids, plans, strict=True):
@@ -124,6 +147,14 @@ class NodeRecoveries:
         log.info("node %d: restored %d actors from global checkpoint %d", self.worker.slot, len(actors), manifest["id"])
         return actors
 
+    def _fence_epoch(self, slot: int) -> int:
+        """The first incarnation of ``slot`` allowed to write: this one, for its own slot; past
+        the dead one, for a slot it inherits."""
+        if slot == self.worker.slot:
+            return self.worker.epoch
+        info = self.worker.membership.node(slot)
+        return (info.epoch if info is not None else 0) + 1
+
     @staticmethod
     async def _replay_plan(store: LineageStore, actor_id: bytes) -> tuple[ActorCheckpoint | None, list] | str:
         """``(checkpoint, tasks to re-execute after it)`` for ``actor_id``, or why it cannot be rebuilt."""
@@ -145,15 +176,27 @@ class NodeRecoveries:
         view = self.worker.membership.view
         peers = [n.address for n in view.nodes if n.state == head_pb2.ALIVE and n.address != self.worker.address]
         request = node_pb2.FlushStashRequest(slot=self.worker.slot, epoch=self.servicer.epoch)
+        membership = self.worker.membership
 
         async def flush(address: str) -> None:
-            try:
-                async with channel(address) as chan:
-                    await node_pb2_grpc.NodeStub(chan).FlushStash(request, metadata=metadata(self.token),
-                                                                   timeout=SURVIVOR_FLUSH_TIMEOUT_S)
-            except aio.AioRpcError as exc:
-                # Gone too: its own recovery rebuilds what it held (up to f failures at once).
-                log.warning("survivor %s did not flush its stash: %s", address, exc.details())
+            backoff = 0.1
+            async with channel(address) as chan:
+                while True:
+                    try:
+                        await node_pb2_grpc.NodeStub(chan).FlushStash(request, metadata=metadata(self.token),
+                                                                       timeout=SURVIVOR_FLUSH_TIMEOUT_S)
+                        return
+                    except aio.AioRpcError as exc:
+                        if membership.current_owner(address) != address:
+                            # Gone too: its own recovery rebuilds what it held (up to f failures at once).
+                            log.warning("survivor %s did not flush its stash: %s", address, exc.details())
+                            return
+                        # Alive, but its flush did not finish (the store is down?): its stash is
+                        # not in the store, so the replay cannot start yet.
+                        log.warning("survivor %s has not flushed its stash yet (%s); asking again in %.1f s",
+                                    address, exc.code().name, backoff)
+                    await asyncio.sleep(backoff)
+                    backoff = min(2 * backoff, STORE_RETRY_MAX_S)
 
         # This process's own stash too: it survived, if it inherits a dead slot's actors (the
         # flusher retries until the store answers: a replay cannot go on without it).

@@ -26,8 +26,9 @@ from actorrt.core.task_spec import CHECKPOINT_METHOD, ONCE_METHOD, SenderContext
 from actorrt.lineage import ids
 from actorrt.lineage.application_log import RunningTask
 from actorrt.lineage.strategy import FaultTolerance
-from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import checkpoint_pb2, node_pb2
+from actorrt.rpc import common_pb2 as pb
+from actorrt.util.lease import Lease
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class ActorServices(Protocol):
     address: str
     ft: FaultTolerance
     fetches: Fetches
+    lease: Lease
 
     def send_result(self, owner_address: str, value: pb.ObjectValue, task: pb.TaskSpec | None = None) -> None: ...
 
@@ -123,6 +125,8 @@ class ActorInstance:
                 continue
             if ft.over_limit:  # back-pressure: the tasks this one submits would grow the stash
                 await ft.wait_below_limit()
+            if not self.services.lease.valid():  # a node that hung may have been replaced meanwhile
+                await self.services.lease.held()
             if spec.task_id in self.replay:
                 self.replay.discard(spec.task_id)  # runs as recorded: its order is in the store
                 replay_done = not self.replay
@@ -141,6 +145,7 @@ class ActorInstance:
             self.checkpointer.since += 1
             self.ledger.keep(spec, value)
             if self.checkpointer.due(spec):
+                await self.services.lease.held()
                 await self.checkpointer.take_or_log()
             # A replayed task's owner has its result already, or re-sends the task, which is then
             # answered from the ledger: sending it again would only load the streams.

@@ -63,6 +63,12 @@ class Membership:
         info = self._nodes.get(slot)
         return info is not None and info.epoch == epoch and info.state == head_pb2.ALIVE
 
+    def stale(self, address: str, epoch: int) -> bool:
+        """Whether the node process at ``address``, incarnation ``epoch`` of its slot, is one this
+        view has declared dead or replaced."""
+        slot = self._incarnations.get(address)
+        return slot is not None and not self.incarnation_alive(slot, epoch)
+
     def serving(self, slot: int) -> head_pb2.NodeInfo | None:
         """The node serving ``slot``'s actors: the slot itself, or, for a slot that will not come
         back, the live slot that inherited them (following inheritances of inheritances)."""

@@ -11,6 +11,7 @@ what it keeps for replays in ``retention``, and what fault tolerance does at eac
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import zlib
 from collections.abc import Sequence
@@ -32,14 +33,17 @@ from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceO
 from actorrt.lineage.strategies import create_strategy
 from actorrt.lineage.strategy import FaultTolerance
 from actorrt.net.peer_streams import CHECKPOINTED, COMMITTED, LINEAGE, PUSH, RESULT, SUBMIT, Router
-from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import checkpoint_pb2, head_pb2, node_pb2
+from actorrt.rpc import common_pb2 as pb
 from actorrt.store.clients import open_store
 from actorrt.store.lineage_store import LineageStore
 from actorrt.util.background import BackgroundTasks
+from actorrt.util.lease import Lease
 
 if TYPE_CHECKING:
     from actorrt.core.actor_host import ActorHost
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -60,6 +64,8 @@ class Worker:
         self.loop = loop
         self.address = ""
         self.slot = -1  # the node slot this process serves (-1: a driver)
+        self.epoch = 0  # and which incarnation of it this process is
+        self.lease = Lease()  # a node acts only under it (see actorrt.util.lease); a driver's never ends
         self.objects = ObjectStore()
         self.retention = Retention(self.objects, DEFAULT_PINNED_BUDGET_BYTES)
         self.host: ActorHost | None = None
@@ -88,7 +94,7 @@ class Worker:
         self.address = self.fetches.address = self.submitter.address = address
         self._loop_thread = threading.get_ident()
         self.router = Router(address, self.token, self.on_batch, self.fetches.on_peer_lost,
-                             lambda: self.membership.revision)
+                             lambda: self.membership.revision, self.lease)
 
     def spawn(self, coro: Any) -> asyncio.Task:
         """Run ``coro`` in the background of this process (logged if it fails)."""
@@ -147,7 +153,7 @@ class Worker:
             # Nodes write into groups by slot (spread over the shards); drivers anywhere.
             writer = self.slot if self.slot >= 0 else zlib.crc32(self.address.encode())
             return LineageStore(open_store(view.store_url, [s.address for s in view.store_shards],
-                                           view.store_password), writer)
+                                           view.store_password), writer, self.epoch, self.lease)
 
         options = FaultToleranceOptions.from_proto(view.fault_tolerance)
         self.ft = self.submitter.ft = create_strategy(options, store)
@@ -279,6 +285,9 @@ class Worker:
         if self._ahead_of_view or self.ft is None or batch.view_revision > self.membership.revision:
             self._ahead_of_view.append((peer, batch))
             return
+        if batch.sender_epoch and self.membership.stale(peer, batch.sender_epoch):
+            self._refuse_stale(peer, batch.sender_epoch)
+            return
         for message in batch.messages:
             kind = message.WhichOneof("kind")
             if kind == "submit":
@@ -298,6 +307,12 @@ class Worker:
                 self.on_checkpointed(message.checkpointed)
             elif kind == "committed":
                 self.ft.on_committed(list(zip(message.committed.task_ids, message.committed.versions, strict=False)))
+
+    def _refuse_stale(self, peer: str, epoch: int) -> None:
+        """A node incarnation the cluster declared dead sent a batch (it hung and resumed before
+        learning so): nothing it sends takes effect, and its stream is closed."""
+        log.warning("dropped a batch from %s: its node (epoch %d) was declared dead", peer, epoch)
+        self.router.forget(peer)
 
     def on_checkpointed(self, done: node_pb2.Checkpointed) -> None:
         """An actor checkpointed (here or elsewhere): stop keeping what only its replay needed."""

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from actorrt.exceptions import ClusterError
+from actorrt.exceptions import ClusterError, StaleIncarnationError
 from actorrt.rpc import common_pb2 as pb
 from actorrt.store.lineage_store import LineageStore, Write
 
@@ -56,6 +56,8 @@ class Flusher:
             start = time.perf_counter()  # loop.time() has 1 ms resolution under uvloop
             try:
                 acks = await self.store.write(writes)
+            except StaleIncarnationError:
+                raise  # this process was replaced: it writes nothing more
             except ClusterError as exc:
                 log.warning("lineage store write failed (%s); retrying in %.2f s", exc, backoff)
                 await asyncio.sleep(backoff)

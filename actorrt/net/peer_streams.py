@@ -21,6 +21,7 @@ from actorrt.net.auth import PEER_METADATA, metadata
 from actorrt.net.server import InvalidRequestError, as_bytes, channel, check_message
 from actorrt.rpc import node_pb2
 from actorrt.util.background import BackgroundTasks
+from actorrt.util.lease import Lease
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ CHECKPOINTED = node_pb2.PeerMessage.CHECKPOINTED_FIELD_NUMBER
 COMMITTED = node_pb2.PeerMessage.COMMITTED_FIELD_NUMBER
 _BATCH_ENTRY_TAG = bytes([node_pb2.PeerBatch.MESSAGES_FIELD_NUMBER << 3 | 2])
 _VIEW_REVISION_TAG = bytes([node_pb2.PeerBatch.VIEW_REVISION_FIELD_NUMBER << 3 | 0])
+_SENDER_EPOCH_TAG = bytes([node_pb2.PeerBatch.SENDER_EPOCH_FIELD_NUMBER << 3 | 0])
 
 
 def _varint(n: int) -> bytes:
@@ -74,15 +76,17 @@ class PeerLink:
     """The sending half of a stream to one peer.
 
     ``send`` never blocks: messages queue up while the previous batch is being written and go
-    out together as one ``PeerBatch``, so a burst of small tasks costs one write.
+    out together as one ``PeerBatch``, so a burst of small tasks costs one write. Nothing is
+    written while the process's lease is over.
     """
 
     def __init__(self, address: str, write: Callable[[bytes], Awaitable[None]], counters: SendCounters,
-                 view_revision: Callable[[], int]) -> None:
+                 trailer: Callable[[], bytes], lease: Lease) -> None:
         self.address = address
         self.counters = counters
         self._write = write
-        self._view_revision = view_revision
+        self._trailer = trailer
+        self._lease = lease
         self._queue: list[bytes] = []  # frames
         self._wake = asyncio.Event()
 
@@ -93,12 +97,13 @@ class PeerLink:
     async def run(self) -> None:
         while True:
             await self._wake.wait()
+            if not self._lease.valid():
+                await self._lease.held()
             self._wake.clear()
             batch, self._queue = self._queue, []
             self.counters.messages += len(batch)
             self.counters.batches += 1
-            # Stamped when written: never older than the view the messages were queued under.
-            batch.append(_VIEW_REVISION_TAG + _varint(self._view_revision()))
+            batch.append(self._trailer())
             await self._write(b"".join(batch))
 
 
@@ -110,9 +115,11 @@ class Router:
     """
 
     def __init__(self, own_address: str, token: str, on_batch: OnBatch, on_peer_lost: OnPeerLost,
-                 view_revision: Callable[[], int]):
+                 view_revision: Callable[[], int], lease: Lease):
         self.own_address = own_address
         self._view_revision = view_revision
+        self._lease = lease
+        self._epoch_field = b""  # this node's incarnation, once it has one
         self._token = token
         self._on_batch = on_batch
         self._on_peer_lost = on_peer_lost
@@ -120,6 +127,19 @@ class Router:
         self._channels: dict[str, aio.Channel] = {}
         self._background = BackgroundTasks(f"router {own_address}")
         self.sent = SendCounters()
+
+    def set_epoch(self, epoch: int) -> None:
+        """Stamp every batch with this node incarnation from now on."""
+        self._epoch_field = _SENDER_EPOCH_TAG + _varint(epoch)
+
+    def _trailer(self) -> bytes:
+        # The view revision is stamped when written: never older than the view the messages were
+        # queued under.
+        return _VIEW_REVISION_TAG + _varint(self._view_revision()) + self._epoch_field
+
+    def _link(self, address: str, write: Callable[[bytes], Awaitable[None]]) -> PeerLink:
+        link = self._links[address] = PeerLink(address, write, self.sent, self._trailer, self._lease)
+        return link
 
     def send(self, address: str, kind: int, message: Message) -> None:
         """Queue ``message`` as PeerMessage field ``kind`` (SUBMIT, RESULT, FETCH, OBJECT)."""
@@ -136,8 +156,7 @@ class Router:
             "/actorrt.Node/Connect", request_serializer=as_bytes, response_deserializer=node_pb2.PeerBatch.FromString
         )
         call = connect(metadata=metadata(self._token, x_actorrt_peer=self.own_address))
-        link = PeerLink(address, call.write, self.sent, self._view_revision)
-        self._links[address] = link
+        link = self._link(address, call.write)
         self._background.spawn(self._pump(link, call, self._read_client(address, call)))
         return link
 
@@ -153,7 +172,7 @@ class Router:
             raise InvalidRequestError(f"Connect needs the {PEER_METADATA} metadata")
         link = None
         if address not in self._links:
-            link = self._links[address] = PeerLink(address, context.write, self.sent, self._view_revision)
+            link = self._link(address, context.write)
 
         async def read() -> None:
             async for batch in requests:

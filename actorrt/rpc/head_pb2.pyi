@@ -104,30 +104,50 @@ class RegisterNodeRequest(_message.Message):
     def __init__(self, slot: _Optional[int] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., hostname: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeReply(_message.Message):
-    __slots__ = ("slot", "epoch", "view", "detection_ms", "restart_ms")
+    __slots__ = ("slot", "epoch", "view", "detection_ms", "restart_ms", "lease_s")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     VIEW_FIELD_NUMBER: _ClassVar[int]
     DETECTION_MS_FIELD_NUMBER: _ClassVar[int]
     RESTART_MS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_S_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     view: ClusterView
     detection_ms: float
     restart_ms: float
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., view: _Optional[_Union[ClusterView, _Mapping]] = ..., detection_ms: _Optional[float] = ..., restart_ms: _Optional[float] = ...) -> None: ...
+    lease_s: float
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., view: _Optional[_Union[ClusterView, _Mapping]] = ..., detection_ms: _Optional[float] = ..., restart_ms: _Optional[float] = ..., lease_s: _Optional[float] = ...) -> None: ...
+
+class HeadUpdate(_message.Message):
+    __slots__ = ("view", "lease")
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    view: ClusterView
+    lease: LeaseGrant
+    def __init__(self, view: _Optional[_Union[ClusterView, _Mapping]] = ..., lease: _Optional[_Union[LeaseGrant, _Mapping]] = ...) -> None: ...
+
+class LeaseGrant(_message.Message):
+    __slots__ = ("heartbeat", "seconds")
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    heartbeat: int
+    seconds: float
+    def __init__(self, heartbeat: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("slot", "epoch", "stats", "address")
+    __slots__ = ("slot", "epoch", "stats", "address", "seq")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     stats: _node_pb2.NodeStatsReply
     address: str
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., stats: _Optional[_Union[_node_pb2.NodeStatsReply, _Mapping]] = ..., address: _Optional[str] = ...) -> None: ...
+    seq: int
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., stats: _Optional[_Union[_node_pb2.NodeStatsReply, _Mapping]] = ..., address: _Optional[str] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class KillNodeRequest(_message.Message):
     __slots__ = ("slot",)

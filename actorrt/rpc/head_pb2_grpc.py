@@ -42,7 +42,7 @@ class HeadStub:
         self.Subscribe = channel.stream_stream(
                 '/actorrt.Head/Subscribe',
                 request_serializer=actorrt_dot_head__pb2.Heartbeat.SerializeToString,
-                response_deserializer=actorrt_dot_head__pb2.ClusterView.FromString,
+                response_deserializer=actorrt_dot_head__pb2.HeadUpdate.FromString,
                 _registered_method=True)
         self.KillNode = channel.unary_unary(
                 '/actorrt.Head/KillNode',
@@ -74,7 +74,7 @@ class HeadServicer:
     def Subscribe(self, request_iterator, context):
         """Liveness both ways: members send heartbeats, the head sends the cluster view whenever it
         changes (and right away). A node whose stream breaks or whose heartbeats stop for
-        `failure_timeout` is declared dead.
+        `heartbeat_timeout` is declared dead; each heartbeat of a live node is answered with a lease.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -110,7 +110,7 @@ def add_HeadServicer_to_server(servicer, server):
             'Subscribe': grpc.stream_stream_rpc_method_handler(
                     servicer.Subscribe,
                     request_deserializer=actorrt_dot_head__pb2.Heartbeat.FromString,
-                    response_serializer=actorrt_dot_head__pb2.ClusterView.SerializeToString,
+                    response_serializer=actorrt_dot_head__pb2.HeadUpdate.SerializeToString,
             ),
             'KillNode': grpc.unary_unary_rpc_method_handler(
                     servicer.KillNode,
@@ -181,7 +181,7 @@ class Head:
             target,
             '/actorrt.Head/Subscribe',
             actorrt_dot_head__pb2.Heartbeat.SerializeToString,
-            actorrt_dot_head__pb2.ClusterView.FromString,
+            actorrt_dot_head__pb2.HeadUpdate.FromString,
             options,
             channel_credentials,
             insecure,

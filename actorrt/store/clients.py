@@ -12,8 +12,8 @@ and runs one function per group, groups in parallel, so a batch costs one round 
 from __future__ import annotations
 
 import asyncio
-from itertools import zip_longest
 from collections.abc import Awaitable, Callable, Sequence
+from itertools import zip_longest
 from typing import TypeVar
 from urllib.parse import urlsplit
 

@@ -17,8 +17,14 @@ that several processes write has a record in each of their groups; a read takes 
 
 For recovery the script also indexes each task under its receiver (``rx:{tag}<receiver>``, in the
 group of the record), so a recovering actor finds every task sent to it; each node slot's actors
-are listed under ``actors:{slot-N}``; and ``ckpt:<actor>`` points at an actor's newest checkpoint,
-whose covered tasks the collector deletes (``forget``).
+are listed under ``actors:{slot-N}``; and ``ckpt:{tag}<actor>`` points at an actor's newest
+checkpoint, whose covered tasks the collector deletes (``forget``).
+
+A node writes as one incarnation (epoch) of its slot. The incarnation that takes a slot over (its
+restart, or the heir of a slot that will not come back) raises the slot's fence before it reads
+what the slot wrote, and the scripts refuse writes from earlier epochs: a node that hung, was
+declared dead and then resumed cannot add lineage or move a checkpoint pointer after its
+replacement has read them.
 """
 
 from __future__ import annotations
@@ -26,47 +32,78 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 
+from redis.exceptions import ResponseError
+
+from actorrt.exceptions import StaleIncarnationError
 from actorrt.rpc import common_pb2 as pb
 from actorrt.store.clients import Client, Store
+from actorrt.util.lease import Lease
 
 KEY_PREFIX = b"task:"
 
-# KEYS = record_1, index_1, record_2, index_2, ...; ARGV = version_1, kind_1, payload_1, task_id_1, ...
-# with kind "s" (the whole spec) or "d" (a TaskVersion). Applies each write whose version is newer
-# than the one held, keeps a spec that arrives after a newer delta (unless the record was
-# collected: a tombstone), and indexes the task under its receiver; returns the version held after
-# the call, per record (-1 while the record has a delta but no spec: nothing is committed yet).
-# One call per shard (or slot group) and batch: the per-command cost of a pipeline dominated the
-# per-task cost, and Redis fsyncs once for the whole call. The last ARGV is the tombstone version.
-_WRITE_IF_NEWER = """
+# A node's writes carry its incarnation (epoch); KEYS[1] is its slot's fence, the first epoch
+# allowed to write for the slot, which the incarnation that takes over sets before it reads (and
+# ARGV[2] is the writer's epoch; 0 for a driver, which no one fences).
+_FENCE_CHECK = """
+local fence = tonumber(redis.call('GET', KEYS[1]))
+if fence and tonumber(ARGV[2]) > 0 and fence > tonumber(ARGV[2]) then
+  return redis.error_reply('FENCED: epoch ' .. ARGV[2] .. ' of this node slot was replaced by epoch ' .. fence)
+end
+"""
+
+# KEYS = fence, record_1, index_1, record_2, index_2, ...; ARGV = tombstone version, writer epoch,
+# then version_i, kind_i, payload_i, task_id_i per record, with kind "s" (the whole spec) or "d" (a
+# TaskVersion). Refuses the whole call if the writer's fence is past its epoch (a newer incarnation
+# of its node slot took over). Applies each write whose version is newer than the one held, keeps a
+# spec that arrives after a newer delta (unless the record was collected: a tombstone), and indexes
+# the task under its receiver; returns the version held after the call, per record (-1 while the
+# record has a delta but no spec: nothing is committed yet). One call per batch: the per-command
+# cost of a pipeline dominated the per-task cost, and Redis fsyncs once for the whole call.
+_WRITE_IF_NEWER = _FENCE_CHECK + """
+local tombstone = tonumber(ARGV[1])
 local held_after = {}
-for i = 1, #KEYS / 2 do
-  local key = KEYS[2 * i - 1]
-  local version = tonumber(ARGV[4 * i - 3])
-  local kind = ARGV[4 * i - 2]
+for i = 1, (#KEYS - 1) / 2 do
+  local key = KEYS[2 * i]
+  local version = tonumber(ARGV[4 * i - 1])
+  local kind = ARGV[4 * i]
   local held = tonumber(redis.call('HGET', key, 'v'))
   if held and held >= version then
-    if kind == 's' and held < tonumber(ARGV[#ARGV]) then
-      redis.call('HSETNX', key, 's', ARGV[4 * i - 1])
+    if kind == 's' and held < tombstone then
+      redis.call('HSETNX', key, 's', ARGV[4 * i + 1])
     end
     held_after[i] = held
   else
     if kind == 's' then
-      redis.call('HSET', key, 'v', version, 's', ARGV[4 * i - 1])
+      redis.call('HSET', key, 'v', version, 's', ARGV[4 * i + 1])
       redis.call('HDEL', key, 'd')
     else
-      redis.call('HSET', key, 'v', version, 'd', ARGV[4 * i - 1])
+      redis.call('HSET', key, 'v', version, 'd', ARGV[4 * i + 1])
     end
-    redis.call('SADD', KEYS[2 * i], ARGV[4 * i])
+    redis.call('SADD', KEYS[2 * i + 1], ARGV[4 * i + 2])
     held_after[i] = version
   end
-  if held_after[i] < tonumber(ARGV[#ARGV]) and redis.call('HEXISTS', key, 's') == 0 then
+  if held_after[i] < tombstone and redis.call('HEXISTS', key, 's') == 0 then
     held_after[i] = -1  -- a delta without its spec: nothing a replay could run is committed yet
   end
 end
 return held_after
 """
 
+
+# KEYS = fence; ARGV = epoch: from now on writes of earlier epochs of the fence's slot are refused.
+_RAISE_FENCE = """
+local fence = tonumber(redis.call('GET', KEYS[1]))
+if not fence or fence < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+return 0
+"""
+
+# KEYS = fence, checkpoint pointer (both in the writer's group); ARGV = seq, epoch, path.
+_SET_CHECKPOINT = _FENCE_CHECK + """
+redis.call('HSET', KEYS[2], 'seq', ARGV[1], 'path', ARGV[3])
+return 0
+"""
 
 # Deletes the records of ARGV[1..n] that the receiver index KEYS[1] lists (KEYS[2..n+1] are their
 # records, in the index's group), leaving tombstones; ARGV[n+1], ARGV[n+2]: tombstone version, TTL.
@@ -114,8 +151,12 @@ def _actors_key(slot: int) -> bytes:
     return b"actors:{slot-%d}" % slot
 
 
-def _checkpoint_key(actor_id: bytes) -> bytes:
-    return b"ckpt:" + actor_id
+def _checkpoint_key(group: int, actor_id: bytes) -> bytes:
+    return b"ckpt:" + _tag(group) + actor_id  # with the fence of the slot that writes it
+
+
+def _fence_key(group: int, writer: int) -> bytes:
+    return b"fence:" + _tag(group) + b"%d" % writer
 
 
 async def writer_groups(store: Store) -> list[int]:
@@ -162,14 +203,54 @@ def newest(copies: Iterable[tuple[bytes | None, bytes | None]]) -> pb.TaskSpec |
 
 class LineageStore:
     """The lineage store as one process uses it: ``writer`` (a node's slot; any number for a
-    driver) picks the slot group it writes into."""
+    driver) picks the slot group it writes into. A node writes as incarnation ``epoch`` of its
+    slot, under ``lease``: the store refuses the writes of an incarnation that another one has
+    fenced off, and a process writes nothing while its lease is over."""
 
-    def __init__(self, store: Store, writer: int = 0) -> None:
+    def __init__(self, store: Store, writer: int = 0, epoch: int = 0, lease: Lease | None = None) -> None:
         self.store = store
         self._writer = writer
+        self._epoch = epoch
+        self._lease = lease if lease is not None else Lease()
         self.group = -1  # known at the first write (a Redis Cluster is asked where slots live)
+        self._groups: list[int] = []
         self._scripts: dict[tuple[int, str], object] = {}
         self.bytes_written = 0  # payloads of the writes the store applied or acked
+
+    async def _group_of(self, writer: int) -> int:
+        if not self._groups:
+            self._groups = await writer_groups(self.store)
+        return self._groups[writer % len(self._groups)]
+
+    async def _fenced_call(self, source: str, keys: list[bytes], args: list) -> list:
+        """Run a script that starts with the fence check, as this writer, in its group."""
+        await self._lease.held()
+        if self.group < 0:
+            self.group = await self._group_of(self._writer)
+
+        async def call(client: Client, _: list[bytes]):
+            return await self._script(client, source)(keys=keys, args=args)
+
+        try:
+            (result,) = await self.store.per_shard(keys[:1], call)  # every key is in this group
+        except ResponseError as exc:
+            if not str(exc).startswith("FENCED"):
+                raise
+            why = f"the lineage store refused a write of node slot {self._writer} (epoch {self._epoch}): {exc}"
+            self._lease.revoke(why)
+            raise StaleIncarnationError(why) from None
+        return result
+
+    async def fence(self, slot: int, epoch: int) -> None:
+        """From now on, refuse the writes of node slot ``slot``'s incarnations before ``epoch``
+        (the incarnation that takes over, or the heir of a slot that will not come back, calls
+        this before it reads what the slot wrote)."""
+        key = _fence_key(await self._group_of(slot), slot)
+
+        async def raise_fence(client: Client, _: list[bytes]) -> None:
+            await self._script(client, _RAISE_FENCE)(keys=[key], args=[epoch])
+
+        await self.store.per_shard([key], raise_fence)
 
     def _script(self, client: Client, source: str):
         script = self._scripts.get((id(client), source))
@@ -191,22 +272,17 @@ class LineageStore:
         if not latest:
             return []
         if self.group < 0:
-            groups = await writer_groups(self.store)
-            self.group = groups[self._writer % len(groups)]
-        keys: list[bytes] = []
-        args: list[int | bytes] = []
+            self.group = await self._group_of(self._writer)
+        keys: list[bytes] = [_fence_key(self.group, self._writer)]
+        args: list[int | bytes] = [TOMBSTONE_VERSION, self._epoch]
         for spec in latest.values():
             keys += [record_key(self.group, spec.task_id), _index_key(self.group, spec.receiver)]
             if spec.task_id in whole or spec.version == 0:
                 args += [spec.version, b"s", spec.SerializeToString(), spec.task_id]
             else:
                 args += [spec.version, b"d", version_of(spec).SerializeToString(), spec.task_id]
-
-        async def write_group(client: Client, _: list[bytes]) -> list[int]:
-            return await self._script(client, _WRITE_IF_NEWER)(keys=keys, args=[*args, TOMBSTONE_VERSION])
-
-        (held,) = await self.store.per_shard(keys[:1], write_group)  # every key is in this group
-        self.bytes_written += sum(len(a) for a in args[2::4])
+        held = await self._fenced_call(_WRITE_IF_NEWER, keys, args)
+        self.bytes_written += sum(len(a) for a in args[4::4])
         return [(task_id, int(v)) for task_id, v in zip(latest, held, strict=True)]
 
     async def _read_records(self, keys: Sequence[bytes]) -> dict[bytes, pb.TaskSpec]:
@@ -252,6 +328,7 @@ class LineageStore:
         """Record that ``actor_id`` lives on node slot ``slot`` (awaited: a restarted slot must
         find every actor that ever ran there)."""
         key = _actors_key(slot)
+        await self._lease.held()
 
         async def add(client: Client, _: list[bytes]) -> None:
             await client.sadd(key, actor_id)
@@ -267,23 +344,26 @@ class LineageStore:
         return (await self.store.per_shard([key], members))[0]
 
     async def set_checkpoint(self, actor_id: bytes, seq: int, path: str) -> None:
-        """``actor_id``'s newest checkpoint is number ``seq``, in file ``path``."""
-        key = _checkpoint_key(actor_id)
-
-        async def put(client: Client, _: list[bytes]) -> None:
-            await client.hset(key, mapping={"seq": seq, "path": path})
-
-        await self.store.per_shard([key], put)
+        """``actor_id``'s newest checkpoint is number ``seq``, in file ``path`` (in this writer's
+        group, under its fence: a stale incarnation cannot point a recovery at its state)."""
+        if self.group < 0:
+            self.group = await self._group_of(self._writer)
+        keys = [_fence_key(self.group, self._writer), _checkpoint_key(self.group, actor_id)]
+        await self._fenced_call(_SET_CHECKPOINT, keys, [seq, self._epoch, path])
 
     async def checkpoint_of(self, actor_id: bytes) -> tuple[int, str] | None:
-        """``(seq, path)`` of ``actor_id``'s newest checkpoint, or None if it has none."""
-        key = _checkpoint_key(actor_id)
+        """``(seq, path)`` of ``actor_id``'s newest checkpoint, or None if it has none (whichever
+        group holds it: an actor rebuilt on an heir checkpoints in the heir's group)."""
+        keys = [_checkpoint_key(g, actor_id) for g in range(SLOT_GROUPS)]
 
-        async def get(client: Client, _: list[bytes]) -> tuple[int, str] | None:
-            found = await client.hgetall(key)
-            return (int(found[b"seq"]), found[b"path"].decode()) if found else None
+        async def get(client: Client, ks: list[bytes]) -> list[tuple[int, str]]:
+            async with client.pipeline(transaction=False) as pipe:
+                for key in ks:
+                    pipe.hgetall(key)
+                return [(int(f[b"seq"]), f[b"path"].decode()) for f in await pipe.execute() if f]
 
-        return (await self.store.per_shard([key], get))[0]
+        found = [pointer for part in await self.store.per_shard(keys, get) for pointer in part]
+        return max(found, default=None)
 
     async def forget(self, receiver: bytes, task_ids: Sequence[bytes]) -> None:
         """Collect the records of ``task_ids`` (all sent to ``receiver``) in every group that holds

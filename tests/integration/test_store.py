@@ -6,12 +6,13 @@ import redis.exceptions
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from actorrt.exceptions import ClusterError
+from actorrt.exceptions import ClusterError, StaleIncarnationError
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
 from actorrt.store.clients import ShardedStore
 from actorrt.store.lineage_store import TOMBSTONE_VERSION, LineageStore, record_key
 from actorrt.store.redis_server import RedisShard
+from actorrt.util.lease import Lease
 
 
 def whole(specs):
@@ -202,3 +203,33 @@ async def test_a_new_version_is_written_as_a_delta_beside_the_one_whole_spec_in_
     await store.forget(b"a", [big.task_id])
     assert await store.write([(big, True)]) == [(big.task_id, TOMBSTONE_VERSION)]  # not resurrected
     assert await store.read([big.task_id]) == {}
+
+
+async def test_a_fenced_incarnation_can_write_neither_lineage_nor_checkpoint_pointers(shards):
+    def node_store(slot: int, epoch: int, lease: Lease | None = None) -> LineageStore:
+        return LineageStore(ShardedStore([s.address for s in shards], "pw"), slot, epoch, lease)
+
+    old_lease = Lease()
+    old, new, heir, driver = node_store(3, 1, old_lease), node_store(3, 2), node_store(5, 1), node_store(77, 0)
+    try:
+        await old.write(whole([spec(1)]))
+        await old.set_checkpoint(b"actor", 4, "/ckpt/4")
+        await new.fence(3, 2)  # epoch 2 takes slot 3 over before it reads
+        with pytest.raises(StaleIncarnationError, match="epoch 1 of this node slot was replaced by epoch 2"):
+            await old.write(whole([spec(2)]))
+        assert old_lease.revoked and not old_lease.valid()  # and it acts no more
+        with pytest.raises(StaleIncarnationError):
+            await node_store(3, 1).set_checkpoint(b"actor", 5, "/ckpt/stale")
+        assert await new.read([spec(1).task_id, spec(2).task_id]) == {spec(1).task_id: spec(1)}
+        assert await new.checkpoint_of(b"actor") == (4, "/ckpt/4")
+        # The new incarnation, other slots and drivers write on; an heir's pointer is found too.
+        assert await new.write(whole([spec(3)])) == [(spec(3).task_id, 0)]
+        assert await driver.write(whole([spec(4)])) == [(spec(4).task_id, 0)]
+        await heir.set_checkpoint(b"actor", 6, "/ckpt/6")
+        assert await new.checkpoint_of(b"actor") == (6, "/ckpt/6")
+        await new.fence(3, 1)  # a fence never moves back
+        with pytest.raises(StaleIncarnationError):
+            await node_store(3, 1).write(whole([spec(5)]))
+    finally:
+        for store in (old, new, heir, driver):
+            await store.aclose()
