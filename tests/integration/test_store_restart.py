@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from pathlib import Path
 
 import actorrt
@@ -77,3 +78,28 @@ def test_a_killed_store_shard_comes_back_with_every_acked_write(cluster_with):
         # Every spec of the workload reached the store in the end: the stashes drain.
         eventually(lambda: all(n["lineage"]["stash_size"] == 0 for n in actorrt.stats()["nodes"])
                    and actorrt.stats()["driver"]["lineage"]["stash_size"] == 0, what="the stashes to drain")
+
+
+def test_a_recovery_waits_for_a_store_that_is_down_and_rebuilds_its_actors_exactly(cluster_with):
+    """The store's only shard and a node die together, and the shard keeps dying for a while after:
+    the restarted node's recovery retries its reads (and the survivors' flushes) until the store
+    answers, instead of giving its actors up."""
+    with cluster_with(num_nodes=2, store_shards=1):
+        counter = Counter.options(node=1).remote()
+        assert actorrt.get([counter.add.remote(k) for k in range(1, 51)], timeout=60)[-1] == 1275
+        node = next(n for n in actorrt.nodes() if n["node"] == 1)
+        os.kill(node["pid"], signal.SIGKILL)
+        os.kill(_shard(0).pid, signal.SIGKILL)
+        outage_ends = None  # the store stays down until 2 s after the node's restart registered
+        while outage_ends is None or time.monotonic() < outage_ends:
+            try:
+                os.kill(_shard(0).pid, signal.SIGKILL)  # every restart of the shard is killed at once
+            except ProcessLookupError:
+                pass
+            if outage_ends is None and any(n["node"] == 1 and n["epoch"] > node["epoch"] and n["state"] == "ALIVE"
+                                           for n in actorrt.nodes()):
+                outage_ends = time.monotonic() + 2.0
+            time.sleep(0.05)
+        assert actorrt.get(counter.add.remote(1000), timeout=120) == 2275  # its 50 calls replayed, once each
+        restarted = next(n for n in actorrt.stats()["nodes"] if n["node"] == 1)
+        assert [(r["actors"], r["tasks_replayed"]) for r in restarted["recoveries"]] == [(1, 51)]
