@@ -11,15 +11,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from google.protobuf.message import DecodeError
 from grpc import aio
 
 from actorrt.cluster.node_service import NodeServicer
 from actorrt.core.worker import Worker
-from actorrt.exceptions import ActorRTError, ClusterError, StaleIncarnationError
+from actorrt.exceptions import ActorRTError
 from actorrt.lineage import ids
 from actorrt.lineage.checkpoints import latest_manifest, read_checkpoint
 from actorrt.lineage.replay import replay_order
@@ -27,31 +27,15 @@ from actorrt.net.auth import metadata
 from actorrt.net.server import channel
 from actorrt.rpc import head_pb2, node_pb2, node_pb2_grpc
 from actorrt.rpc.checkpoint_pb2 import ActorCheckpoint
+from actorrt.store.clients import until_reachable
 from actorrt.store.lineage_store import LineageStore
 
 log = logging.getLogger(__name__)
 
 # How long one FlushStash call may take; a survivor still alive after it is asked again.
 SURVIVOR_FLUSH_TIMEOUT_S = 10.0
-# A recovery whose store reads fail (a shard down or restarting) retries them, backing off to this.
-STORE_RETRY_MAX_S = 2.0
-
-T = TypeVar("T")
-
-
-async def _retrying(what: str, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """``await fn(*args)``, again and again while the lineage store is unreachable: a recovery
-    waits for the store instead of giving its actors up."""
-    backoff = 0.05
-    while True:
-        try:
-            return await fn(*args)
-        except StaleIncarnationError:
-            raise
-        except ClusterError as exc:
-            log.warning("recovery: %s failed (%s); retrying in %.2f s", what, exc, backoff)
-        await asyncio.sleep(backoff)
-        backoff = min(2 * backoff, STORE_RETRY_MAX_S)
+# A survivor that is alive but has not flushed is asked again, backing off to this.
+FLUSH_RETRY_MAX_S = 2.0
 
 
 class NodeRecoveries:
@@ -107,14 +91,15 @@ class NodeRecoveries:
         store, host = self.worker.ft.store, self.worker.host
         started = time.perf_counter()
         for slot in sorted(slots):  # the slot's earlier incarnations write nothing from now on
-            await _retrying(f"fencing node slot {slot}", store.fence, slot, self._fence_epoch(slot))
+            await until_reachable(f"recovery: fencing node slot {slot}", store.fence, slot, self._fence_epoch(slot))
         listed = [actor_id for slot in sorted(slots)
-                  for actor_id in await _retrying(f"listing the actors of node {slot}", store.actors_on, slot)]
+                  for actor_id in await until_reachable(f"recovery: listing the actors of node {slot}",
+                                                        store.actors_on, slot)]
         actor_ids = [a for a in dict.fromkeys(listed) if a not in host.actors]  # each once, and not twice
         await self._flush_survivors()
         flushed = time.perf_counter()
-        plans = [await _retrying(f"reading the lineage of actor {ids.short(actor_id)}", self._replay_plan, store,
-                                 actor_id) for actor_id in actor_ids]
+        plans = [await until_reachable(f"recovery: reading the lineage of actor {ids.short(actor_id)}",
+                                       self._replay_plan, store, actor_id) for actor_id in actor_ids]
         stats.flush_ms, stats.fetch_ms = (flushed - started) * 1e3, (time.perf_counter() - flushed) * 1e3
         actors = []
         for actor_id, plan in zip(actor_ids, plans, strict=True):
@@ -196,7 +181,7 @@ class NodeRecoveries:
                         log.warning("survivor %s has not flushed its stash yet (%s); asking again in %.1f s",
                                     address, exc.code().name, backoff)
                     await asyncio.sleep(backoff)
-                    backoff = min(2 * backoff, STORE_RETRY_MAX_S)
+                    backoff = min(2 * backoff, FLUSH_RETRY_MAX_S)
 
         # This process's own stash too: it survived, if it inherits a dead slot's actors (the
         # flusher retries until the store answers: a replay cannot go on without it).

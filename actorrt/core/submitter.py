@@ -21,6 +21,9 @@ from actorrt.lineage.options import DEFAULT_INLINE_MAX_BYTES
 from actorrt.lineage.strategy import FaultTolerance
 from actorrt.rpc import common_pb2 as pb
 
+# How long a driver's submission waits for room in a full stash before it raises.
+STASH_FULL_TIMEOUT_S = 60.0
+
 # Runs on the loop: (spec, slot, ref arguments, large arguments, whether to push those beside it).
 HandOff = Callable[[pb.TaskSpec, int, list[ObjectRef], list[pb.ObjectValue], bool], None]
 
@@ -87,7 +90,16 @@ class Submitter:
         ft = self.ft
         if ft is None or self._on_loop_thread():
             return
+        deadline = None
         while not ft.has_room(self.built - self.handled):
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + STASH_FULL_TIMEOUT_S
+            elif now > deadline:
+                raise ClusterError(
+                    f"the lineage stash of this process is full ({ft.options.stash_limit} specs, stash_limit) and the "
+                    f"lineage store has not committed any of them for {STASH_FULL_TIMEOUT_S:.0f} s: is the store "
+                    f"reachable? Nothing was submitted; call again once it is (or raise stash_limit)")
             time.sleep(0.002)
 
     def _place(self, node: int | None, counter: int) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.serialization import serialize_sized
 from actorrt.lineage import ids
+from actorrt.lineage.options import MAX_SPEC_BYTES
 from actorrt.rpc import common_pb2 as pb
 
 # The task that checkpoints an actor (``actorrt.checkpoint(handles)``): a barrier in its mailbox.
@@ -90,6 +91,7 @@ def encode_args(args: Iterable[Any], kwargs: Mapping[str, Any], inline_max_bytes
     is left out of the spec: ``attach_large_args`` names it there by id once the task has one."""
     out = EncodedArgs([], [], [])
     items = [("", a) for a in args] + list(kwargs.items())
+    inline = 0
     for keyword, value in items:
         if isinstance(value, ObjectRef):
             out.refs.append(value)
@@ -101,6 +103,12 @@ def encode_args(args: Iterable[Any], kwargs: Mapping[str, Any], inline_max_bytes
             out.args.append(pb.Arg(keyword=keyword, ref=pb.ObjectRefProto()))
         else:
             out.args.append(pb.Arg(keyword=keyword, value=serialized))
+            inline += size
+    if inline > MAX_SPEC_BYTES:
+        raise ValueError(f"this call's arguments put {inline} bytes into its task spec, over the limit of "
+                         f"{MAX_SPEC_BYTES} (MAX_SPEC_BYTES: a spec is written to the lineage store whole); "
+                         f"each argument over inline_max_bytes ({inline_max_bytes}) travels beside the task "
+                         f"instead: pass fewer, larger arguments, or lower inline_max_bytes")
     return out
 
 

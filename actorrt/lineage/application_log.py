@@ -16,9 +16,13 @@ from typing import TypeVar
 
 import cloudpickle
 
+from actorrt.lineage.options import MAX_SPEC_BYTES
 from actorrt.rpc import common_pb2 as pb
 
 T = TypeVar("T")
+
+# The largest value ``record`` logs: the task's log goes with each of its versions.
+MAX_RECORD_BYTES = MAX_SPEC_BYTES // 8
 
 
 def with_entry(spec: pb.TaskSpec, entry: bytes) -> pb.TaskSpec:
@@ -45,7 +49,13 @@ class RunningTask:
             value = cloudpickle.loads(self.spec.application_log[self.position])
         else:
             value = fn()
-            self.spec = with_entry(self.spec, cloudpickle.dumps(value))
+            entry = cloudpickle.dumps(value)
+            if len(entry) > MAX_RECORD_BYTES:
+                raise ValueError(f"actorrt.record() got a value of {len(entry)} bytes, over the limit of "
+                                 f"{MAX_RECORD_BYTES}: a recorded value is written to the lineage store with "
+                                 f"every later version of the task; record a small value (a seed, a key, a "
+                                 f"timestamp) and derive the data from it")
+            self.spec = with_entry(self.spec, entry)
             on_new_version(self.spec)
         self.position += 1
         return value

@@ -16,8 +16,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from actorrt.exceptions import ClusterError, StaleIncarnationError
+from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store.lineage_store import LineageStore, Write
+from actorrt.store.lineage_store import LineageStore, StoreRefusedError, Write
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ class Flusher:
         self._queue: list[Write] = []
         self._wake = asyncio.Event()
         self.flushed = 0
+        self.refused = 0  # writes the store refused for good
         self.committed = 0  # writes the store acked at (at least) the version written
         self.latencies_ms: deque[float] = deque(maxlen=10_000)
 
@@ -58,6 +60,8 @@ class Flusher:
                 acks = await self.store.write(writes)
             except StaleIncarnationError:
                 raise  # this process was replaced: it writes nothing more
+            except StoreRefusedError as exc:
+                return await self._write_apart(writes, exc)
             except ClusterError as exc:
                 log.warning("lineage store write failed (%s); retrying in %.2f s", exc, backoff)
                 await asyncio.sleep(backoff)
@@ -75,6 +79,19 @@ class Flusher:
             self.committed += sum(1 for task_id, held in acks if held >= written[task_id])
             self.latencies_ms.append((time.perf_counter() - start + self.delay_s) * 1e3)
             return acks
+
+    async def _write_apart(self, writes: Sequence[Write], exc: StoreRefusedError) -> list[Ack]:
+        """The store refuses ``writes`` for good: write them in halves, so that every write it
+        takes goes in and the one it refuses is logged and left out, instead of stalling every
+        later write of this process for ever."""
+        if len(writes) == 1:
+            spec, _ = writes[0]
+            self.refused += 1
+            log.error("the lineage store refuses task %s (%s, %d bytes): %s; it is not logged, so a replay "
+                      "cannot run it", ids.short(spec.task_id), spec.method, spec.ByteSize(), exc)
+            return []
+        half = len(writes) // 2
+        return await self._write(writes[:half]) + await self._write(writes[half:])
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()

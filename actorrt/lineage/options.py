@@ -14,6 +14,10 @@ DEFAULT_STASH_LIMIT = 200_000
 DEFAULT_INLINE_MAX_BYTES = 64 * 1024
 # Objects a process keeps for other actors' replays: past this many bytes in memory, on local disk.
 DEFAULT_PINNED_BUDGET_BYTES = 1 << 30
+# The largest task spec a process submits: a spec is written to the lineage store whole and sent
+# again as lineage, so its arguments travel in it only up to this; larger values travel beside it
+# (``inline_max_bytes``). Far below what Redis takes in one argument (512 MiB by default).
+MAX_SPEC_BYTES = 32 << 20
 
 
 class FaultToleranceMode(enum.StrEnum):
@@ -60,8 +64,9 @@ class FaultToleranceOptions:
             raise ValueError(f"max_forwards must be an int >= 0 or None, not {self.max_forwards!r}")
         if not isinstance(self.stash_limit, int) or self.stash_limit < 1:
             raise ValueError(f"stash_limit must be an int >= 1, not {self.stash_limit!r}")
-        if not isinstance(self.inline_max_bytes, int) or self.inline_max_bytes < 0:
-            raise ValueError(f"inline_max_bytes must be an int >= 0, not {self.inline_max_bytes!r}")
+        if not isinstance(self.inline_max_bytes, int) or not 0 <= self.inline_max_bytes <= MAX_SPEC_BYTES // 2:
+            raise ValueError(f"inline_max_bytes must be an int from 0 to {MAX_SPEC_BYTES // 2} (half the largest "
+                             f"task spec), not {self.inline_max_bytes!r}")
         if not isinstance(self.pinned_budget_bytes, int) or self.pinned_budget_bytes < 0:
             raise ValueError(f"pinned_budget_bytes must be an int >= 0, not {self.pinned_budget_bytes!r}")
 

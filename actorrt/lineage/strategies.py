@@ -20,13 +20,13 @@ import statistics
 import time
 from collections.abc import Callable
 
-from actorrt.exceptions import ClusterError
 from actorrt.lineage.flusher import Ack, Flusher
 from actorrt.lineage.options import FaultToleranceMode, FaultToleranceOptions
 from actorrt.lineage.stash import Stash
 from actorrt.lineage.strategy import FaultTolerance, GlobalRollback, NoLogging, Notify, Spawn
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import node_pb2
+from actorrt.store.clients import until_reachable
 from actorrt.store.lineage_store import LineageStore
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 # they hold, and the notice normally comes within milliseconds. Long, because a late write of a
 # task its receiver has checkpointed past and collected would bring its record back.
 UNCONFIRMED_WRITE_S = 30.0
+# An actor waiting for room in a full stash says so this often.
+STASH_FULL_WARNING_S = 10.0
 
 
 def reordered(spec: pb.TaskSpec, predecessor: bytes) -> pb.TaskSpec:
@@ -100,17 +102,23 @@ class LoggedLineage(FaultTolerance):
         return len(specs)
 
     async def register_actor(self, slot: int, actor_id: bytes) -> None:
-        try:
-            await self._store.register_actor(slot, actor_id)
-        except ClusterError as exc:
-            log.error("actor %s runs unregistered and cannot be recovered: %s", actor_id.hex()[:8], exc)
+        # The actor waits for the store: unregistered, a restart of its slot would not rebuild it.
+        await until_reachable(f"registering actor {actor_id.hex()[:8]}", self._store.register_actor, slot, actor_id)
 
     @property
     def over_limit(self) -> bool:
         return not self._below_limit.is_set()
 
     async def wait_below_limit(self) -> None:
-        await self._below_limit.wait()
+        while True:
+            try:
+                async with asyncio.timeout(STASH_FULL_WARNING_S):
+                    await self._below_limit.wait()
+                    return
+            except TimeoutError:
+                log.warning("the lineage stash is full (%d specs, stash_limit %d) and the lineage store has not "
+                            "committed enough of it for %.0f s: actors here wait to run tasks; is the store reachable?",
+                            len(self.stash), self.options.stash_limit, STASH_FULL_WARNING_S)
 
     def stats(self) -> node_pb2.LineageStats:
         sizes = self.stash.forwarded_sizes
@@ -125,6 +133,7 @@ class LoggedLineage(FaultTolerance):
             store_latency_ms_p50=f.latency_p50_ms(),
             store_latency_ms_mean=f.latency_mean_ms(),
             store_bytes_written=self._store.bytes_written,
+            refused=f.refused,
         )
 
 

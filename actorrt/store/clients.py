@@ -12,6 +12,7 @@ and runs one function per group, groups in parallel, so a batch costs one round 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from itertools import zip_longest
 from typing import TypeVar
@@ -24,7 +25,9 @@ from redis.backoff import ExponentialBackoff
 from redis.crc import key_slot
 from redis.exceptions import RedisClusterException
 
-from actorrt.exceptions import ClusterError
+from actorrt.exceptions import ClusterError, StaleIncarnationError
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Client = aioredis.Redis | RedisCluster
@@ -32,6 +35,21 @@ ShardFn = Callable[[Client, list[bytes]], Awaitable[T]]
 
 CLUSTER_SCHEME = "redis+cluster"
 STORE_URL_ENV = "ACTORRT_STORE_URL"  # how a store URL reaches the head: it may hold a password
+
+
+async def until_reachable(what: str, fn: Callable[..., Awaitable[T]], *args, max_backoff: float = 2.0) -> T:
+    """``await fn(*args)``, again and again while the store is unreachable (a shard down or
+    restarting), backing off: for what must not go on without the store (a recovery's reads)."""
+    backoff = 0.05
+    while True:
+        try:
+            return await fn(*args)
+        except StaleIncarnationError:
+            raise  # not the store's state: this process's
+        except ClusterError as exc:
+            log.warning("%s failed (%s); retrying in %.2f s", what, exc, backoff)
+        await asyncio.sleep(backoff)
+        backoff = min(2 * backoff, max_backoff)
 
 
 def _retry(retries: int) -> Retry:

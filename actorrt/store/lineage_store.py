@@ -9,11 +9,12 @@ first, whatever its version) and the newest delta (``d``) when that is newer tha
 is written whole once, however many versions it has.
 
 Each process writes into its own slot group (``{tag}`` in every key it writes), spread over the
-shards, so a batch is one atomic script call: a process that dies leaves each batch whole or
-absent, and a spec never reaches the store without the producers this process wrote before it
-(paper §4.2.2: a task commits after its lineage). Ordering a batch's writes across shards instead
-took one round trip per link of a chain, which fell behind a fast chain of tasks for good. A task
-that several processes write has a record in each of their groups; a read takes the newest.
+shards, so a batch is one atomic script call (or a few in order, past ``MAX_CALL_BYTES``): a
+process that dies leaves each call whole or absent, and a spec never reaches the store without
+the producers this process wrote before it (paper §4.2.2: a task commits after its lineage).
+Ordering a batch's writes across shards instead took one round trip per link of a chain, which
+fell behind a fast chain of tasks for good. A task that several processes write has a record in
+each of their groups; a read takes the newest.
 
 For recovery the script also indexes each task under its receiver (``rx:{tag}<receiver>``, in the
 group of the record), so a recovering actor finds every task sent to it; each node slot's actors
@@ -34,7 +35,7 @@ from collections.abc import Iterable, Sequence
 
 from redis.exceptions import ResponseError
 
-from actorrt.exceptions import StaleIncarnationError
+from actorrt.exceptions import ClusterError, StaleIncarnationError
 from actorrt.rpc import common_pb2 as pb
 from actorrt.store.clients import Client, Store
 from actorrt.util.lease import Lease
@@ -126,6 +127,10 @@ return 0
 TOMBSTONE_VERSION = 2**62
 TOMBSTONE_TTL_S = 600
 
+# A batch is split into script calls of about this many payload bytes (Redis takes at most 1 GiB in
+# one command, and a long script blocks the shard).
+MAX_CALL_BYTES = 64 << 20
+
 # The keys of one script call must share a hash slot (Redis Cluster) or shard. A writer's records
 # all carry its group's {tag}; there are SLOT_GROUPS groups, spread over the shards or slots.
 SLOT_GROUPS = 64
@@ -201,6 +206,15 @@ def newest(copies: Iterable[tuple[bytes | None, bytes | None]]) -> pb.TaskSpec |
     return best
 
 
+class StoreRefusedError(Exception):
+    """The store refused a write for a reason that retrying does not change (it is too large, or
+    malformed): unlike an unreachable store, which is a ``ClusterError``."""
+
+
+# Error replies that go away by themselves: the flusher retries these like an unreachable store.
+_TRANSIENT = ("OOM", "BUSY", "LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "NOSCRIPT")
+
+
 class LineageStore:
     """The lineage store as one process uses it: ``writer`` (a node's slot; any number for a
     driver) picks the slot group it writes into. A node writes as incarnation ``epoch`` of its
@@ -234,11 +248,13 @@ class LineageStore:
         try:
             (result,) = await self.store.per_shard(keys[:1], call)  # every key is in this group
         except ResponseError as exc:
-            if not str(exc).startswith("FENCED"):
-                raise
-            why = f"the lineage store refused a write of node slot {self._writer} (epoch {self._epoch}): {exc}"
-            self._lease.revoke(why)
-            raise StaleIncarnationError(why) from None
+            if str(exc).startswith("FENCED"):
+                why = f"the lineage store refused a write of node slot {self._writer} (epoch {self._epoch}): {exc}"
+                self._lease.revoke(why)
+                raise StaleIncarnationError(why) from None
+            if str(exc).startswith(_TRANSIENT):
+                raise ClusterError(f"the lineage store cannot take writes now: {exc}") from exc
+            raise StoreRefusedError(f"the lineage store refused the write: {exc}") from exc
         return result
 
     async def fence(self, slot: int, epoch: int) -> None:
@@ -259,9 +275,9 @@ class LineageStore:
         return script
 
     async def write(self, writes: Sequence[Write]) -> list[tuple[bytes, int]]:
-        """Write specs, whole or as the delta of their version, in one atomic script call; returns
-        ``(task_id, version held)`` acks. Of two versions of one task the newer is written, whole
-        if either write was."""
+        """Write specs, whole or as the delta of their version, in one atomic script call (in order,
+        in several past ``MAX_CALL_BYTES``); returns ``(task_id, version held)`` acks. Of two
+        versions of one task the newer is written, whole if either write was."""
         latest: dict[bytes, pb.TaskSpec] = {}
         whole: set[bytes] = set()
         for spec, is_whole in writes:
@@ -273,16 +289,30 @@ class LineageStore:
             return []
         if self.group < 0:
             self.group = await self._group_of(self._writer)
-        keys: list[bytes] = [_fence_key(self.group, self._writer)]
-        args: list[int | bytes] = [TOMBSTONE_VERSION, self._epoch]
+        held: list[int] = []
+        keys: list[bytes] = []
+        args: list[int | bytes] = []
+        size = 0
+
+        async def call() -> None:
+            nonlocal keys, args, size
+            fenced = [_fence_key(self.group, self._writer), *keys]
+            held.extend(await self._fenced_call(_WRITE_IF_NEWER, fenced, [TOMBSTONE_VERSION, self._epoch, *args]))
+            self.bytes_written += size
+            keys, args, size = [], [], 0
+
         for spec in latest.values():
             keys += [record_key(self.group, spec.task_id), _index_key(self.group, spec.receiver)]
             if spec.task_id in whole or spec.version == 0:
-                args += [spec.version, b"s", spec.SerializeToString(), spec.task_id]
+                payload, kind = spec.SerializeToString(), b"s"
             else:
-                args += [spec.version, b"d", version_of(spec).SerializeToString(), spec.task_id]
-        held = await self._fenced_call(_WRITE_IF_NEWER, keys, args)
-        self.bytes_written += sum(len(a) for a in args[4::4])
+                payload, kind = version_of(spec).SerializeToString(), b"d"
+            args += [spec.version, kind, payload, spec.task_id]
+            size += len(payload)
+            if size >= MAX_CALL_BYTES:  # in order: what a later call holds depends on earlier ones only
+                await call()
+        if keys:
+            await call()
         return [(task_id, int(v)) for task_id, v in zip(latest, held, strict=True)]
 
     async def _read_records(self, keys: Sequence[bytes]) -> dict[bytes, pb.TaskSpec]:

@@ -1,5 +1,7 @@
 """The lineage store against real redis-server shards: sharding, versions, acks, errors."""
 
+import asyncio
+
 import pytest
 import redis.asyncio as aioredis
 import redis.exceptions
@@ -8,6 +10,7 @@ from redis.backoff import NoBackoff
 
 from actorrt.exceptions import ClusterError, StaleIncarnationError
 from actorrt.lineage import ids
+from actorrt.lineage.flusher import Flusher
 from actorrt.rpc import common_pb2 as pb
 from actorrt.store.clients import ShardedStore
 from actorrt.store.lineage_store import TOMBSTONE_VERSION, LineageStore, record_key
@@ -233,3 +236,24 @@ async def test_a_fenced_incarnation_can_write_neither_lineage_nor_checkpoint_poi
     finally:
         for store in (old, new, heir, driver):
             await store.aclose()
+
+
+async def test_a_write_the_store_refuses_for_good_is_left_out_and_the_flusher_goes_on(shards):
+    for shard in shards:  # the smallest bulk limit Redis allows: a 2 MiB spec is over it
+        client = aioredis.Redis(host=shard.host, port=shard.port, password="pw")
+        await client.config_set("proto-max-bulk-len", "1mb")
+        await client.aclose()
+    acked: list[tuple[bytes, int]] = []
+    store = LineageStore(ShardedStore([s.address for s in shards], "pw"), 1, 1)
+    flusher = Flusher(store, acked.extend)
+    try:
+        big = pb.TaskSpec(task_id=ids.task_id(b"r", b"s", 99), method="m", args=[pb.Arg(value=pb.SerializedObject(
+            data=b"x" * (2 << 20)))])
+        writes = [*whole([spec(i) for i in range(10)]), (big, True), *whole([spec(i) for i in range(10, 20)])]
+        acks = await asyncio.wait_for(flusher.write_now([s for s, _ in writes]), 30)
+        assert sorted(acks) == sorted((spec(i).task_id, 0) for i in range(20))
+        assert flusher.refused == 1
+        assert await store.read([spec(25).task_id]) == {}
+        assert await flusher.write_now([spec(25)]) == [(spec(25).task_id, 0)]  # and later writes go in
+    finally:
+        await store.aclose()
