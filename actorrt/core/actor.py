@@ -86,6 +86,7 @@ class ActorInstance:
         self.death: pb.RemoteError | None = None
         self.executed = 0
         self.last_executed = b""  # the predecessor of the next task, for AssignTask
+        self.last_sender = b""  # its sender: a deterministic actor records where the sender changes
         self.ledger = SenderLedger(actor_id, self.who, senders_replay=services.ft.logs_lineage)
         self.checkpointer = Checkpointer(self)
         self.watermarks: dict[str, tuple[int, int]] = {}  # ONCE_METHOD marks applied, per source
@@ -135,10 +136,11 @@ class ActorInstance:
             else:
                 replay_done = False
                 self.replaying = b""
-                spec = await ft.on_assign(spec, self.last_executed, self.nondeterministic)  # AssignTask
+                record_order = self.nondeterministic or spec.sender != self.last_sender
+                spec = await ft.on_assign(spec, self.last_executed, record_order)  # AssignTask
             if spec.method == "__init__":
                 await ft.register_actor(self.services.slot, self.actor_id)  # a restarted slot finds it
-            self.last_executed = spec.task_id
+            self.last_executed, self.last_sender = spec.task_id, spec.sender
             self.ledger.ran(spec)
             value = await self._execute(spec)
             self.executed += 1

@@ -83,7 +83,7 @@ class Checkpointer:
         return checkpoint_pb2.ActorCheckpoint(
             actor_id=actor.actor_id, seq=self.seq, creation=actor.creation,
             state=checkpoints.snapshot_state(actor.instance), last_executed=actor.last_executed,
-            executed=actor.executed, senders=actor.ledger.progress(self._collected),
+            last_sender=actor.last_sender, executed=actor.executed, senders=actor.ledger.progress(self._collected),
             counters=[checkpoint_pb2.SubmitCounter(receiver=r, count=n) for r, n in actor.context.counters.items()],
             actors_created=actor.context.actors_created,
             watermarks=[checkpoint_pb2.Watermark(source=k, batch=b, seq=q) for k, (b, q) in actor.watermarks.items()],
@@ -95,7 +95,7 @@ class Checkpointer:
         actor = self._actor
         actor.instance = checkpoints.restore_state(checkpoint.creation, checkpoint.state)
         self.seq = checkpoint.seq
-        actor.last_executed = checkpoint.last_executed
+        actor.last_executed, actor.last_sender = checkpoint.last_executed, checkpoint.last_sender
         actor.executed = checkpoint.executed
         actor.ledger.restore(checkpoint.senders)
         for progress in checkpoint.senders:

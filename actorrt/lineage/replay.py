@@ -8,9 +8,11 @@ checkpoint (or at the constructor if there is none):
   version names the task before it as ``predecessor_id``): replay follows that chain from the last
   task before the checkpoint and stops where the record ends; tasks after that were seen by
   nobody, and their senders send them again;
-- a deterministic actor runs each sender's tasks in counter order, so replay runs, per sender,
-  the unbroken run of counters after the checkpoint's (a gap means a task the store never got: it
-  and everything after it from that sender come again from the sender).
+- a deterministic actor runs each sender's tasks in counter order, and recorded only where it
+  went from one sender's task to another's (that task's newest version names the task before
+  it): replay goes on with the same sender's next counter unless such a record says otherwise,
+  and stops, like the chain above, at the first task whose order the store lacks. With one sender nothing is
+  recorded at all; with several, their interleaving comes back exactly.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def replay_order(actor_id: bytes, specs: Mapping[bytes, pb.TaskSpec],
     """The tasks to re-execute on ``actor_id`` restored from ``checkpoint``; with no checkpoint,
     on a fresh instance, constructor first."""
     if checkpoint is not None:
-        start = checkpoint.last_executed
+        start, start_sender = checkpoint.last_executed, checkpoint.last_sender
         done = {p.sender: p.last_counter for p in checkpoint.senders}
         nondeterministic = checkpoint.creation.nondeterministic
         order: list[pb.TaskSpec] = []
@@ -36,12 +38,13 @@ def replay_order(actor_id: bytes, specs: Mapping[bytes, pb.TaskSpec],
         creation = next((s for s in specs.values() if s.HasField("actor_creation")), None)
         if creation is None:
             raise ActorRTError(f"the lineage store has no constructor for actor {ids.short(actor_id)}")
-        start, done = creation.task_id, {creation.sender: creation.task_counter}
+        start, start_sender = creation.task_id, creation.sender
+        done = {creation.sender: creation.task_counter}
         nondeterministic = creation.actor_creation.nondeterministic
         order = [creation]
     if nondeterministic:
         return order + _recorded_chain(start, specs)
-    return order + _per_sender_runs(done, specs)
+    return order + _sender_runs(start, start_sender, done, specs)
 
 
 def _recorded_chain(start: bytes, specs: Mapping[bytes, pb.TaskSpec]) -> list[pb.TaskSpec]:
@@ -52,16 +55,19 @@ def _recorded_chain(start: bytes, specs: Mapping[bytes, pb.TaskSpec]) -> list[pb
     return order
 
 
-def _per_sender_runs(done: Mapping[bytes, int], specs: Mapping[bytes, pb.TaskSpec]) -> list[pb.TaskSpec]:
-    by_sender: dict[bytes, dict[int, pb.TaskSpec]] = {}
-    for spec in specs.values():
-        by_sender.setdefault(spec.sender, {})[spec.task_counter] = spec
-    runs = []
-    for sender, tasks in by_sender.items():
-        counter = done.get(sender, 0) + 1
-        while counter in tasks:
-            runs.append(tasks[counter])
-            counter += 1
-    # Senders interleave in counter order; a deterministic actor does not depend on how.
-    runs.sort(key=lambda s: (s.task_counter, s.sender))
-    return runs
+def _sender_runs(start: bytes, start_sender: bytes, done: Mapping[bytes, int],
+                 specs: Mapping[bytes, pb.TaskSpec]) -> list[pb.TaskSpec]:
+    switches = {s.predecessor_id: s for s in specs.values() if s.version >= 1 and not s.HasField("actor_creation")}
+    by_counter = {(s.sender, s.task_counter): s for s in specs.values()}
+    ran = dict(done)  # per sender, the last counter run so far
+    order: list[pb.TaskSpec] = []
+    last, sender = start, start_sender
+    while True:
+        nxt = switches.get(last) or by_counter.get((sender, ran.get(sender, 0) + 1))
+        # The next task of the same sender names ``last`` as its predecessor too, unless it ran
+        # after another sender's task (a record says so) and the record of what ran here is lost.
+        if nxt is None or nxt.predecessor_id != last or nxt.task_counter != ran.get(nxt.sender, 0) + 1:
+            return order
+        order.append(nxt)
+        ran[nxt.sender] = nxt.task_counter
+        last, sender = nxt.task_id, nxt.sender

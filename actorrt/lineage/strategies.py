@@ -1,15 +1,16 @@
 """The strategies that log lineage, and the choice of a strategy for a mode.
 
 - ``LineageStash``: stash on submit; forward the uncommitted lineage a receiver has not been sent;
-  on assign, a nondeterministic receiver records its execution order (new ``predecessor_id``,
-  version bump) and writes only that change, a small delta. Every process writes what it stashes,
+  on assign, a receiver records its execution order (new ``predecessor_id``, version bump) and
+  writes only that change, a small delta: a nondeterministic receiver for every task, a
+  deterministic one where its senders interleave. Every process writes what it stashes,
   asynchronously, except a submitter the task it sends to another process: its receiver writes
   it (with the lineage that came along, in one atomic batch) and tells the submitter once the
   store has it, or checkpoints past it. A submitter that hears neither within
   ``UNCONFIRMED_WRITE_S`` writes the task itself. Nothing waits on the store, except submission
   when the stash is over its bound.
 - ``WriteFirst``: the baseline: before a task runs its spec is written and the ack awaited; a
-  nondeterministic receiver then writes and awaits its execution order too.
+  receiver then writes and awaits its execution order too, where it records one.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ STASH_FULL_WARNING_S = 10.0
 
 
 def reordered(spec: pb.TaskSpec, predecessor: bytes) -> pb.TaskSpec:
-    """``spec`` as executed right after ``predecessor`` (AssignTask at a nondeterministic receiver)."""
+    """``spec`` as executed right after ``predecessor`` (AssignTask, where the order is recorded)."""
     out = pb.TaskSpec()
     out.CopyFrom(spec)
     out.predecessor_id = predecessor
@@ -239,11 +240,11 @@ class LineageStash(LoggedLineage):
         spec = self.stash.get(task_id)
         return self.on_result(spec, destination) if spec is not None else []
 
-    async def on_assign(self, spec: pb.TaskSpec, predecessor: bytes, nondeterministic: bool) -> pb.TaskSpec:
-        # Every execution of a nondeterministic receiver records its order, reordered or not:
-        # replay follows this chain, so a task without a new version is one whose order nobody
-        # can depend on.
-        if nondeterministic and predecessor:
+    async def on_assign(self, spec: pb.TaskSpec, predecessor: bytes, record_order: bool) -> pb.TaskSpec:
+        # A nondeterministic receiver records the order of every execution, a deterministic one
+        # where it goes from one sender's task to another's: replay follows these records, so a
+        # task whose order was to be recorded and was not is one nobody can depend on.
+        if record_order and predecessor:
             spec = reordered(spec, predecessor)
             self._stash(spec, whole=False)  # a new version (the spec is written already): the change only
         elif spec.task_id not in self.stash:
@@ -270,8 +271,8 @@ class WriteFirst(LoggedLineage):
 
     mode = FaultToleranceMode.WRITE_FIRST
 
-    async def on_assign(self, spec: pb.TaskSpec, predecessor: bytes, nondeterministic: bool) -> pb.TaskSpec:
-        if nondeterministic and predecessor:
+    async def on_assign(self, spec: pb.TaskSpec, predecessor: bytes, record_order: bool) -> pb.TaskSpec:
+        if record_order and predecessor:
             first, spec = spec, reordered(spec, predecessor)
             await self.flusher.write_now([first])
             await self.flusher.write_now([spec], whole=False)  # only what the new version changes

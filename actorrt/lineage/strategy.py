@@ -83,7 +83,7 @@ class FaultTolerance:
         """An object ``task_id`` made goes to ``destination``: the lineage to send ahead of it."""
         return []
 
-    async def on_assign(self, spec: pb.TaskSpec, predecessor: bytes, nondeterministic: bool) -> pb.TaskSpec:
+    async def on_assign(self, spec: pb.TaskSpec, predecessor: bytes, record_order: bool) -> pb.TaskSpec:
         return spec
 
     def on_record(self, spec: pb.TaskSpec) -> None:

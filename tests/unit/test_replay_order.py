@@ -35,17 +35,31 @@ def test_a_nondeterministic_actor_replays_its_recorded_order_and_stops_where_the
     assert [t.task_id for t in replay_order(ACTOR, stored)] == [t.task_id for t in ran[:-1]]
 
 
-def test_a_deterministic_actor_replays_each_senders_unbroken_run():
+def _executed_deterministically(ran: list[pb.TaskSpec]) -> list[pb.TaskSpec]:
+    """What a deterministic actor's AssignTask records for ``ran``: a new version naming the task
+    before it wherever the sender changes."""
+    out = [ran[0]]
+    for before, task in zip(ran, ran[1:], strict=False):
+        out.append(reordered(task, before.task_id) if task.sender != before.sender else task)
+    return out
+
+
+def test_a_deterministic_actor_replays_its_senders_interleaving_and_stops_at_a_gap():
     driver, s1 = SenderContext(ids.actor_id(b"x", 0)), SenderContext(ids.actor_id(b"x", 1))
     creation = _creation(driver, nondeterministic=False)
-    from_driver, from_s1 = _send(driver, 3), _send(s1, 4)
-    missing = from_s1[1]  # never reached the store: it and what follows come again from s1
-    stored = {t.task_id: t for t in [creation, *from_driver, *from_s1] if t is not missing}
-    order = replay_order(ACTOR, stored)
-    assert order[0] is stored[creation.task_id]
-    assert {t.task_id for t in order[1:]} == {t.task_id for t in [*from_driver, from_s1[0]]}
-    driver_counters = [t.task_counter for t in order if t.sender == driver.sender_id]
-    assert driver_counters == sorted(driver_counters) == [1, 2, 3, 4]
+    d, a = _send(driver, 3), _send(s1, 4)
+    ran = [creation, a[0], a[1], d[0], a[2], d[1], d[2], a[3]]  # not (counter, sender) order
+    executed = _executed_deterministically(ran)
+    assert sum(t.version for t in executed) == 5  # only the five changes of sender are recorded
+    stored = {t.task_id: t for t in executed}
+    assert [t.task_id for t in replay_order(ACTOR, stored)] == [t.task_id for t in ran]
+    # d[1] never reached the store: it and what ran after it come again from their senders.
+    del stored[d[1].task_id]
+    assert [t.task_id for t in replay_order(ACTOR, stored)] == [t.task_id for t in ran[:5]]
+    # A single sender records nothing: its counters are its order.
+    alone = [creation, *d]
+    assert _executed_deterministically(alone) == alone
+    assert replay_order(ACTOR, {t.task_id: t for t in alone}) == alone
 
 
 def test_an_actor_without_a_stored_constructor_is_a_clear_error():
@@ -74,13 +88,14 @@ def test_a_nondeterministic_actor_restored_from_a_checkpoint_replays_the_chain_a
     assert replay_order(ACTOR, {}, ckpt) == []
 
 
-def test_a_deterministic_actor_restored_from_a_checkpoint_replays_each_sender_after_its_cut():
+def test_a_deterministic_actor_restored_from_a_checkpoint_replays_the_interleaving_after_its_cut():
     driver, s1 = SenderContext(ids.actor_id(b"x", 0)), SenderContext(ids.actor_id(b"x", 1))
     creation = _creation(driver, nondeterministic=False)
-    from_driver, from_s1 = _send(driver, 3), _send(s1, 4)
-    ckpt = _checkpoint(creation, from_s1[1], {driver.sender_id: 2, s1.sender_id: 2})
-    # Records the checkpoint covers may still be in the store (collected one checkpoint later).
-    stored = {t.task_id: t for t in [creation, *from_driver, *from_s1]}
-    order = replay_order(ACTOR, stored, ckpt)
-    assert {(t.sender, t.task_counter) for t in order} == {
-        (driver.sender_id, 3), (driver.sender_id, 4), (s1.sender_id, 3), (s1.sender_id, 4)}
+    d, a = _send(driver, 3), _send(s1, 4)
+    ran = [creation, a[0], d[0], a[1], a[2], d[1], a[3], d[2]]
+    executed = _executed_deterministically(ran)
+    # Checkpointed after a[1]; records the checkpoint covers may still be in the store.
+    ckpt = _checkpoint(creation, a[1], {driver.sender_id: 2, s1.sender_id: 2})
+    ckpt.last_sender = s1.sender_id
+    stored = {t.task_id: t for t in executed}
+    assert [t.task_id for t in replay_order(ACTOR, stored, ckpt)] == [t.task_id for t in ran[4:]]
