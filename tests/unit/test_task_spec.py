@@ -1,9 +1,12 @@
 import numpy as np
+import pytest
 
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.serialization import deserialize
 from actorrt.core.task_spec import SenderContext, attach_large_args, build_task, call_digest, encode_args
 from actorrt.lineage import ids
+from actorrt.lineage.application_log import MAX_RECORD_BYTES, RunningTask
+from actorrt.lineage.options import MAX_SPEC_BYTES
 from actorrt.lineage.strategies import reordered
 
 
@@ -85,3 +88,20 @@ def test_a_call_digest_leaves_out_values_whose_bytes_another_process_may_pickle_
     assert call_digest(before) == call_digest(after)
     other = ObjectRef(ids.object_id(ids.task_id(b"x", b"y", 5)), "10.0.0.1:5000")  # another ref passed
     assert call_digest(before) != call_digest(call("f", other, [], np.zeros(9)))
+
+
+def test_arguments_that_would_make_a_spec_too_large_are_refused_naming_the_limit():
+    half = b"x" * (MAX_SPEC_BYTES // 2)
+    encoded = encode_args([half, half, half], {}, inline_max_bytes=1024)  # beside the task: fine
+    assert len(encoded.large) == 3
+    with pytest.raises(ValueError, match=f"over the limit of {MAX_SPEC_BYTES}"):
+        encode_args([half, half, half], {}, inline_max_bytes=MAX_SPEC_BYTES // 2 + 100)
+
+
+def test_a_recorded_value_over_the_limit_is_refused_and_logs_nothing():
+    spec = build_task(SenderContext(b"s" * 16), b"r" * 16, "m", [], [], "driver")
+    task, versions = RunningTask(spec), []
+    with pytest.raises(ValueError, match=f"over the limit of {MAX_RECORD_BYTES}"):
+        task.record(lambda: b"x" * (MAX_RECORD_BYTES + 1), versions.append)
+    assert versions == [] and task.spec.version == 0
+    assert task.record(lambda: 7, versions.append) == 7 and len(versions) == 1
