@@ -1,15 +1,18 @@
-"""Chaos soak: a streaming pipeline whose nodes are SIGKILLed at random, checked against an oracle.
+"""Chaos soak: a streaming pipeline under random faults, checked against an oracle.
 
 Deterministic mappers (nodes 0 and 1) feed nondeterministic reducers (nodes 1 and 2, a checkpoint
 every 25 tasks); every 10th batch a reducer tells a nondeterministic sink actor (node 3) with a
-fire-and-forget ``emit``, and the sink writes each emit exactly once with a ``FileSink``. A thread
-SIGKILLs a random node every 0.4-1.5 s, two at once a quarter of the time, while the driver feeds.
+fire-and-forget ``emit``, and the sink writes each emit exactly once with a ``FileSink``. While the
+driver feeds, a thread injects a fault every 0.4-1.5 s (``Chaos``): a node SIGKILLed (two at once a
+quarter of the time), a node hung with SIGSTOP and resumed (past the heartbeat timeout, it is
+replaced and must not act when it resumes), or a store shard SIGKILLed. Once per round the driver
+makes a call too large for a task spec, which must fail at ``.remote()`` alone.
 
 The oracle is plain Python over the same lines: the words each reducer must count, and the emits
 it must send. Each round prints what was lost (expected, never arrived), duplicated (a record the
 sink's files hold twice) and stuck (counts still short when the wait ends).
 
-    python scripts/chaos_soak.py --rounds 30 --seconds 8       # ~10 kills per round
+    python scripts/chaos_soak.py --rounds 30 --seconds 8       # ~10 faults per round
     python scripts/chaos_soak.py --minutes 30                  # rounds until 30 minutes are up
 
 Every `--fresh-every` rounds (10) it starts a fresh cluster: earlier rounds' actors stay on a
@@ -34,12 +37,14 @@ from pathlib import Path
 import click
 
 import actorrt
+from actorrt.lineage.options import DEFAULT_INLINE_MAX_BYTES, MAX_SPEC_BYTES
 from actorrt.sinks import FileSink, read_parts
 
 NUM_NODES = 4
 MAPPER_NODES = (0, 1, 0)
 REDUCER_NODES = (1, 2, 1)
 SINK_NODE = 3
+HEARTBEAT_TIMEOUT_S = 2.0  # a hang longer than this gets a node declared dead
 EMIT_EVERY = 10  # batches per emit
 BATCH_LINES = 20
 
@@ -130,20 +135,31 @@ class Outcome:
     lost: int  # emits expected that never reached the sink's files, plus words missing
     duplicated: int  # sink records written more than once, plus words counted too often
     stuck: bool  # still short when the wait ended
-    kills: int
+    faults: dict[str, int]  # injected, by kind
     seconds: float
     detail: str = ""
 
 
 class Chaos:
-    """SIGKILLs random live node processes until stopped; two at once a quarter of the time."""
+    """Injects a random fault every ``pause`` seconds until stopped:
 
-    def __init__(self, rng: random.Random, slots: range, pause: tuple[float, float] = (0.4, 1.5)):
+    - ``kill``: SIGKILL a node, two at once a quarter of the time;
+    - ``hang``: SIGSTOP a node, SIGCONT it 0.3 s to twice the heartbeat timeout later (a long hang
+      gets it declared dead and replaced; it must not act when it resumes);
+    - ``shard``: SIGKILL a lineage-store shard (the head restarts it from its append-only file).
+    """
+
+    KINDS = {"kill": 0.5, "hang": 0.25, "shard": 0.25}
+
+    def __init__(self, rng: random.Random, slots: range, pause: tuple[float, float] = (0.4, 1.5),
+                 kinds: dict[str, float] | None = None):
         self.rng, self.slots, self.pause = rng, slots, pause
-        self.kills = 0
+        self.kinds = kinds or self.KINDS
+        self.faults: collections.Counter = collections.Counter()
         self.errors: list[BaseException] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._hung: list[threading.Timer] = []
 
     def __enter__(self) -> Chaos:
         self._thread.start()
@@ -152,18 +168,57 @@ class Chaos:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+        for timer in self._hung:  # every hung node resumes
+            timer.join()
 
     def _run(self) -> None:
         try:
             while not self._stop.wait(self.rng.uniform(*self.pause)):
-                victims = self.rng.sample(list(self.slots), 2 if self.rng.random() < 0.25 else 1)
-                alive = {n["node"]: n for n in actorrt.nodes() if n["state"] == "ALIVE" and n["pid"]}
-                for slot in victims:
-                    if slot in alive:
-                        os.kill(alive[slot]["pid"], signal.SIGKILL)
-                        self.kills += 1
+                kind = self.rng.choices(list(self.kinds), weights=list(self.kinds.values()))[0]
+                getattr(self, f"_{kind}")()
         except BaseException as exc:  # noqa: BLE001 - reported by the caller
             self.errors.append(exc)
+
+    def _alive(self) -> dict[int, dict]:
+        return {n["node"]: n for n in actorrt.nodes() if n["state"] == "ALIVE" and n["pid"]}
+
+    def _signal(self, pid: int, sig: int) -> bool:
+        try:
+            os.kill(pid, sig)
+            return True
+        except ProcessLookupError:  # it died meanwhile
+            return False
+
+    def _kill(self) -> None:
+        alive = self._alive()
+        for slot in self.rng.sample(list(self.slots), 2 if self.rng.random() < 0.25 else 1):
+            if slot in alive and self._signal(alive[slot]["pid"], signal.SIGKILL):
+                self.faults["kill"] += 1
+
+    def _hang(self) -> None:
+        alive = self._alive()
+        slot = self.rng.choice(list(self.slots))
+        if slot not in alive or not self._signal(alive[slot]["pid"], signal.SIGSTOP):
+            return
+        seconds = self.rng.uniform(0.3, 2 * HEARTBEAT_TIMEOUT_S)
+        self.faults["long hang" if seconds > HEARTBEAT_TIMEOUT_S else "short hang"] += 1
+        timer = threading.Timer(seconds, self._signal, (alive[slot]["pid"], signal.SIGCONT))
+        timer.start()
+        self._hung.append(timer)
+
+    def _shard(self) -> None:
+        shards = [s for s in actorrt.stats()["store_shards"] if s["pid"]]
+        if shards and self._signal(self.rng.choice(shards)["pid"], signal.SIGKILL):
+            self.faults["shard"] += 1
+
+
+def oversized_call_is_refused(mapper) -> bool:
+    """A call whose spec would be over the size limit fails at ``.remote()`` and sends nothing."""
+    try:
+        mapper.map.remote(*[b"x" * (DEFAULT_INLINE_MAX_BYTES - 100)] * (MAX_SPEC_BYTES // DEFAULT_INLINE_MAX_BYTES + 2))
+    except ValueError:
+        return True
+    return False
 
 
 def run_round(seed: int, seconds: float, wait_s: float, directory: Path) -> Outcome:
@@ -181,6 +236,10 @@ def run_round(seed: int, seconds: float, wait_s: float, directory: Path) -> Outc
     with Chaos(rng, range(NUM_NODES)) as chaos:
         for i, batch in enumerate(batches):
             mappers[i % len(mappers)].map.remote(batch)
+            if i == len(batches) // 2:
+                chaos.faults["oversized call"] += 1
+                if not oversized_call_is_refused(mappers[0]):
+                    chaos.errors.append(AssertionError("an oversized call was not refused at .remote()"))
             time.sleep(pause)
     if chaos.errors:
         raise chaos.errors[0]
@@ -206,7 +265,7 @@ def run_round(seed: int, seconds: float, wait_s: float, directory: Path) -> Outc
     if lost or duplicated:
         detail = (f"lost emits {sorted(lost_emits)[:8]}, words short {words_short}, over {words_over}; "
                   f"reducer batches {[b for b, _ in states]} (expected {expected.adds})")
-    return Outcome(lost, duplicated, not done, chaos.kills, time.monotonic() - started, detail)
+    return Outcome(lost, duplicated, not done, dict(chaos.faults), time.monotonic() - started, detail)
 
 
 @click.command()
@@ -224,26 +283,29 @@ def main(rounds: int, minutes: float, seconds: float, wait_s: float, seed: int, 
     end = time.monotonic() + minutes * 60 if minutes else None
     outcomes: list[Outcome] = []
     try:
-        with tempfile.TemporaryDirectory(prefix="actorrt-chaos-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="actorrt-chaos-", ignore_cleanup_errors=True) as tmp:
             i = 0
             while (end is None and i < rounds) or (end is not None and time.monotonic() < end):
                 if i % fresh_every == 0:
                     actorrt.shutdown()
-                    actorrt.init(num_nodes=NUM_NODES, store_shards=2, ft="lineage_stash")
+                    actorrt.init(num_nodes=NUM_NODES, store_shards=2, ft="lineage_stash",
+                                 heartbeat_timeout=HEARTBEAT_TIMEOUT_S)
                 directory = Path(tmp) / f"round-{i}"
                 directory.mkdir()
                 o = run_round(seed + i, seconds, wait_s, directory)
                 outcomes.append(o)
-                click.echo(f"round {i + 1} (seed {seed + i}): {o.kills} kills, lost {o.lost}, duplicated "
+                faults = ", ".join(f"{n} {kind}" for kind, n in sorted(o.faults.items()))
+                click.echo(f"round {i + 1} (seed {seed + i}): {faults}; lost {o.lost}, duplicated "
                            f"{o.duplicated}, stuck {o.stuck}, {o.seconds:.1f} s {o.detail}")
                 i += 1
     finally:
         actorrt.shutdown()
-    totals = {"rounds": len(outcomes), "kills": sum(o.kills for o in outcomes),
+    faults = sum((collections.Counter(o.faults) for o in outcomes), collections.Counter())
+    totals = {"rounds": len(outcomes), "faults": dict(faults),
               "lost": sum(o.lost for o in outcomes), "duplicated": sum(o.duplicated for o in outcomes),
               "stuck": sum(o.stuck for o in outcomes), "bad_rounds": sum(bool(o.lost or o.duplicated or o.stuck)
                                                                           for o in outcomes)}
-    click.echo(f"{totals['rounds']} rounds, {totals['kills']} kills: lost {totals['lost']}, duplicated "
+    click.echo(f"{totals['rounds']} rounds, faults {dict(sorted(faults.items()))}: lost {totals['lost']}, duplicated "
                f"{totals['duplicated']}, stuck {totals['stuck']} ({totals['bad_rounds']} rounds not exact)")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,7 @@
 """The chaos soak's pipeline, short and seeded: mappers, nondeterministic reducers with checkpoints,
-and an exactly-once file sink fed by fire-and-forget emits, while random nodes are SIGKILLed (two at
-once a quarter of the time). The oracle is plain Python over the same lines (``Expected``)."""
+and an exactly-once file sink fed by fire-and-forget emits, while random faults hit it: nodes
+SIGKILLed (two at once a quarter of the time) or hung and resumed, store shards SIGKILLed, and an
+oversized call. The oracle is plain Python over the same lines (``Expected``)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ cloudpickle.register_pickle_by_value(chaos_soak)  # node processes cannot import
 
 
 @pytest.mark.parametrize("seed", [11, 12, 13])
-def test_the_pipeline_loses_and_duplicates_nothing_under_random_kills(cluster_with, tmp_path, seed):
-    with cluster_with(num_nodes=chaos_soak.NUM_NODES, store_shards=2):
+def test_the_pipeline_loses_and_duplicates_nothing_under_random_faults(cluster_with, tmp_path, seed):
+    with cluster_with(num_nodes=chaos_soak.NUM_NODES, store_shards=2, heartbeat_timeout=chaos_soak.HEARTBEAT_TIMEOUT_S):
         outcome = chaos_soak.run_round(seed, seconds=3.0, wait_s=90.0, directory=tmp_path)
-    assert outcome.kills >= 1
+    assert sum(outcome.faults.values()) >= 2
     assert (outcome.lost, outcome.duplicated, outcome.stuck) == (0, 0, False), outcome.detail
