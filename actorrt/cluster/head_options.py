@@ -29,6 +29,7 @@ from actorrt.store.clients import STORE_URL_ENV, parse_store_url
 # once (process exit, stream close); this bound is for a node that hangs or is cut off. It is
 # generous because a node running a long synchronous method also stops sending heartbeats.
 HEARTBEAT_TIMEOUT_S = 10.0
+MIN_HEARTBEAT_TIMEOUT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,10 @@ class HeadOptions:
             raise ValueError(f"store_shards must be an int >= 1, not {self.store_shards!r}")
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
             raise ValueError(f"port must be an int from 0 to 65535, not {self.port!r}")
-        if not isinstance(self.heartbeat_timeout, int | float) or self.heartbeat_timeout <= 0:
-            raise ValueError(f"heartbeat_timeout must be a number > 0, not {self.heartbeat_timeout!r}")
+        if not isinstance(self.heartbeat_timeout, int | float) or self.heartbeat_timeout < MIN_HEARTBEAT_TIMEOUT_S:
+            raise ValueError(f"heartbeat_timeout must be a number >= {MIN_HEARTBEAT_TIMEOUT_S} (seconds; a node's "
+                             f"lease is half of it, renewed at every heartbeat), "
+                             f"not {self.heartbeat_timeout!r}")
 
     def check_store_url(self) -> None:
         """Raise ValueError naming what is wrong with ``store_url`` (a head checks it before it

@@ -68,7 +68,7 @@ class NodeProcess:
         lease.limit(asked_at, reply.lease_s)
         self.servicer.slot, self.servicer.epoch = reply.slot, reply.epoch
         self.worker.slot, self.worker.epoch = reply.slot, reply.epoch
-        self.worker.router.set_epoch(reply.epoch)
+        self.worker.router.set_incarnation(reply.slot, reply.epoch)
         # A restarted slot rebuilds its actors, and those of the dead slots the view says it inherits.
         self._inherited = self._slots_inherited_in(reply.view)
         if reply.epoch > 1:  # heartbeats and views go on during the recovery

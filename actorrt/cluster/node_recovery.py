@@ -152,8 +152,9 @@ class NodeRecoveries:
             except (OSError, DecodeError) as exc:
                 return (f"actor {ids.short(actor_id)} cannot be rebuilt: its checkpoint {seq} ({path}) is unreadable "
                         f"here ({exc}); the checkpoint directory must be reachable from every node")
+        sent = await store.sent_to(actor_id)  # an unreachable store raises: the caller retries
         try:
-            return checkpoint, replay_order(actor_id, await store.sent_to(actor_id), checkpoint)
+            return checkpoint, replay_order(actor_id, sent, checkpoint)
         except ActorRTError as exc:
             return f"actor {ids.short(actor_id)} cannot be rebuilt: {exc}"
 

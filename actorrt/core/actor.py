@@ -40,6 +40,7 @@ class ActorServices(Protocol):
     """What an actor needs of the process hosting it (the ``Worker`` provides it)."""
 
     slot: int
+    epoch: int
     address: str
     ft: FaultTolerance
     fetches: Fetches

@@ -50,7 +50,8 @@ class Checkpointer:
         self.seq += 1
         self.since = 0
         directory = ft.options.checkpoint_dir
-        path = checkpoints.checkpoint_path(directory, actor.actor_id, self.seq)
+        path = checkpoints.checkpoint_path(directory, actor.actor_id, self.seq,
+                                           f"{actor.services.slot}.{actor.services.epoch}")
         result = {"actor_id": actor.actor_id.hex(), "seq": self.seq, "path": str(path)}
         if spec is not None:
             actor.ledger.keep(spec, pb.ObjectValue(object_id=ids.object_id(spec.task_id),
@@ -59,9 +60,11 @@ class Checkpointer:
         self._collected_before, self._collected = self._collected, dict(self._cut)
         self._cut = dict(actor.ledger.last_counter)
         snapshot = self._snapshot()  # now, synchronously: the state between two tasks
-        await asyncio.to_thread(checkpoints.write_checkpoint, directory, snapshot)
+        await asyncio.to_thread(checkpoints.write_checkpoint, path, snapshot)
         if ft.store is not None:
             await ft.store.set_checkpoint(actor.actor_id, self.seq, str(path))
+        await asyncio.to_thread(checkpoints.drop_older, path)
+        if ft.store is not None:
             if to_collect:
                 actor.services.spawn(ft.store.forget(actor.actor_id, to_collect))
             # From now on a replay starts here: what only an earlier start needed can go.

@@ -33,7 +33,9 @@ class Membership:
         old = self._nodes
         self.view = view
         self._nodes = {n.slot: n for n in view.nodes}
-        self._incarnations.update((a, n.slot) for n in view.nodes for a in [n.address, *n.former_addresses] if a)
+        # Former addresses first: a port a dead process used may serve another slot's process now.
+        self._incarnations.update((a, n.slot) for n in view.nodes for a in n.former_addresses)
+        self._incarnations.update((n.address, n.slot) for n in view.nodes if n.address)
         self._drivers_seen.update(view.drivers)
         gone = []
         for slot, info in old.items():
@@ -62,12 +64,6 @@ class Membership:
     def incarnation_alive(self, slot: int, epoch: int) -> bool:
         info = self._nodes.get(slot)
         return info is not None and info.epoch == epoch and info.state == head_pb2.ALIVE
-
-    def stale(self, address: str, epoch: int) -> bool:
-        """Whether the node process at ``address``, incarnation ``epoch`` of its slot, is one this
-        view has declared dead or replaced."""
-        slot = self._incarnations.get(address)
-        return slot is not None and not self.incarnation_alive(slot, epoch)
 
     def serving(self, slot: int) -> head_pb2.NodeInfo | None:
         """The node serving ``slot``'s actors: the slot itself, or, for a slot that will not come

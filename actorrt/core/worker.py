@@ -285,8 +285,8 @@ class Worker:
         if self._ahead_of_view or self.ft is None or batch.view_revision > self.membership.revision:
             self._ahead_of_view.append((peer, batch))
             return
-        if batch.sender_epoch and self.membership.stale(peer, batch.sender_epoch):
-            self._refuse_stale(peer, batch.sender_epoch)
+        if batch.sender_epoch and not self.membership.incarnation_alive(batch.sender_slot, batch.sender_epoch):
+            self._refuse_stale(peer, batch)
             return
         for message in batch.messages:
             kind = message.WhichOneof("kind")
@@ -308,10 +308,11 @@ class Worker:
             elif kind == "committed":
                 self.ft.on_committed(list(zip(message.committed.task_ids, message.committed.versions, strict=False)))
 
-    def _refuse_stale(self, peer: str, epoch: int) -> None:
+    def _refuse_stale(self, peer: str, batch: node_pb2.PeerBatch) -> None:
         """A node incarnation the cluster declared dead sent a batch (it hung and resumed before
-        learning so): nothing it sends takes effect, and its stream is closed."""
-        log.warning("dropped a batch from %s: its node (epoch %d) was declared dead", peer, epoch)
+        learning so): nothing it sends takes effect."""
+        log.warning("dropped a batch from %s: node %d (epoch %d) was declared dead", peer, batch.sender_slot,
+                    batch.sender_epoch)
         self.router.forget(peer)
 
     def on_checkpointed(self, done: node_pb2.Checkpointed) -> None:

@@ -21,7 +21,7 @@ from actorrt.rpc import common_pb2 as pb
 
 T = TypeVar("T")
 
-# The largest value ``record`` logs: the task's log goes with each of its versions.
+# The most ``record`` logs for one task: the task's log goes with each of its versions.
 MAX_RECORD_BYTES = MAX_SPEC_BYTES // 8
 
 
@@ -50,11 +50,12 @@ class RunningTask:
         else:
             value = fn()
             entry = cloudpickle.dumps(value)
-            if len(entry) > MAX_RECORD_BYTES:
-                raise ValueError(f"actorrt.record() got a value of {len(entry)} bytes, over the limit of "
-                                 f"{MAX_RECORD_BYTES}: a recorded value is written to the lineage store with "
-                                 f"every later version of the task; record a small value (a seed, a key, a "
-                                 f"timestamp) and derive the data from it")
+            logged = sum(map(len, self.spec.application_log)) + len(entry)
+            if logged > MAX_RECORD_BYTES:
+                raise ValueError(f"actorrt.record() would log {logged} bytes for this task, over the limit of "
+                                 f"{MAX_RECORD_BYTES}: what a task records is written to the lineage store with "
+                                 f"each of its later versions; record small values (a seed, a key, a "
+                                 f"timestamp) and derive the data from them")
             self.spec = with_entry(self.spec, entry)
             on_new_version(self.spec)
         self.position += 1

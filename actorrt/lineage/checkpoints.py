@@ -31,18 +31,22 @@ def actor_directory(directory: str | Path, actor_id: bytes) -> Path:
     return Path(directory) / actor_id.hex()
 
 
-def checkpoint_path(directory: str | Path, actor_id: bytes, seq: int) -> Path:
-    return actor_directory(directory, actor_id) / f"{seq:010d}.ckpt"
+def checkpoint_path(directory: str | Path, actor_id: bytes, seq: int, writer: str) -> Path:
+    """Where checkpoint ``seq`` of ``actor_id`` goes, as written by node incarnation ``writer``:
+    a replaced incarnation that resumes mid-checkpoint cannot overwrite its successor's file."""
+    return actor_directory(directory, actor_id) / f"{seq:010d}-{writer}.ckpt"
 
 
-def write_checkpoint(directory: str | Path, checkpoint: checkpoint_pb2.ActorCheckpoint) -> Path:
-    """Write ``checkpoint`` and drop this actor's files older than the ``FILES_KEPT`` newest."""
-    path = checkpoint_path(directory, checkpoint.actor_id, checkpoint.seq)
+def write_checkpoint(path: Path, checkpoint: checkpoint_pb2.ActorCheckpoint) -> None:
     write_atomically(path, checkpoint.SerializeToString())
+
+
+def drop_older(path: Path) -> None:
+    """Drop the files of ``path``'s actor older than the ``FILES_KEPT`` newest (once the store
+    points at ``path``: a process whose pointer write is refused must delete nothing)."""
     for old in sorted(path.parent.glob("*.ckpt"))[:-FILES_KEPT]:
         if old != path:
             old.unlink(missing_ok=True)
-    return path
 
 
 def read_checkpoint(path: str | Path) -> checkpoint_pb2.ActorCheckpoint:

@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from actorrt.exceptions import ClusterError, StaleIncarnationError
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store.lineage_store import LineageStore, StoreRefusedError, Write
+from actorrt.store.clients import StoreRefusedError
+from actorrt.store.lineage_store import LineageStore, Write
 
 log = logging.getLogger(__name__)
 

@@ -37,6 +37,7 @@ COMMITTED = node_pb2.PeerMessage.COMMITTED_FIELD_NUMBER
 _BATCH_ENTRY_TAG = bytes([node_pb2.PeerBatch.MESSAGES_FIELD_NUMBER << 3 | 2])
 _VIEW_REVISION_TAG = bytes([node_pb2.PeerBatch.VIEW_REVISION_FIELD_NUMBER << 3 | 0])
 _SENDER_EPOCH_TAG = bytes([node_pb2.PeerBatch.SENDER_EPOCH_FIELD_NUMBER << 3 | 0])
+_SENDER_SLOT_TAG = bytes([node_pb2.PeerBatch.SENDER_SLOT_FIELD_NUMBER << 3 | 0])
 
 
 def _varint(n: int) -> bytes:
@@ -119,7 +120,7 @@ class Router:
         self.own_address = own_address
         self._view_revision = view_revision
         self._lease = lease
-        self._epoch_field = b""  # this node's incarnation, once it has one
+        self._incarnation = b""  # this node's slot and epoch fields, once it has them
         self._token = token
         self._on_batch = on_batch
         self._on_peer_lost = on_peer_lost
@@ -128,14 +129,14 @@ class Router:
         self._background = BackgroundTasks(f"router {own_address}")
         self.sent = SendCounters()
 
-    def set_epoch(self, epoch: int) -> None:
+    def set_incarnation(self, slot: int, epoch: int) -> None:
         """Stamp every batch with this node incarnation from now on."""
-        self._epoch_field = _SENDER_EPOCH_TAG + _varint(epoch)
+        self._incarnation = _SENDER_SLOT_TAG + _varint(slot) + _SENDER_EPOCH_TAG + _varint(epoch)
 
     def _trailer(self) -> bytes:
         # The view revision is stamped when written: never older than the view the messages were
         # queued under.
-        return _VIEW_REVISION_TAG + _varint(self._view_revision()) + self._epoch_field
+        return _VIEW_REVISION_TAG + _varint(self._view_revision()) + self._incarnation
 
     def _link(self, address: str, write: Callable[[bytes], Awaitable[None]]) -> PeerLink:
         link = self._links[address] = PeerLink(address, write, self.sent, self._trailer, self._lease)

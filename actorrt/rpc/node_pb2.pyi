@@ -22,14 +22,16 @@ class FlushStashReply(_message.Message):
     def __init__(self, written: _Optional[int] = ...) -> None: ...
 
 class PeerBatch(_message.Message):
-    __slots__ = ("messages", "view_revision", "sender_epoch")
+    __slots__ = ("messages", "view_revision", "sender_epoch", "sender_slot")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     VIEW_REVISION_FIELD_NUMBER: _ClassVar[int]
     SENDER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SENDER_SLOT_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[PeerMessage]
     view_revision: int
     sender_epoch: int
-    def __init__(self, messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ..., view_revision: _Optional[int] = ..., sender_epoch: _Optional[int] = ...) -> None: ...
+    sender_slot: int
+    def __init__(self, messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ..., view_revision: _Optional[int] = ..., sender_epoch: _Optional[int] = ..., sender_slot: _Optional[int] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
     __slots__ = ("submit", "result", "fetch", "object", "lineage", "push", "checkpointed", "committed")

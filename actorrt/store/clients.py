@@ -37,6 +37,11 @@ CLUSTER_SCHEME = "redis+cluster"
 STORE_URL_ENV = "ACTORRT_STORE_URL"  # how a store URL reaches the head: it may hold a password
 
 
+class StoreRefusedError(ClusterError):
+    """The store refused a write for a reason that retrying does not change (it is too large, or
+    malformed), unlike an unreachable store or a full one."""
+
+
 async def until_reachable(what: str, fn: Callable[..., Awaitable[T]], *args, max_backoff: float = 2.0) -> T:
     """``await fn(*args)``, again and again while the store is unreachable (a shard down or
     restarting), backing off: for what must not go on without the store (a recovery's reads)."""
@@ -44,8 +49,8 @@ async def until_reachable(what: str, fn: Callable[..., Awaitable[T]], *args, max
     while True:
         try:
             return await fn(*args)
-        except StaleIncarnationError:
-            raise  # not the store's state: this process's
+        except (StaleIncarnationError, StoreRefusedError):
+            raise  # this process is replaced, or the store refuses this for good: waiting changes nothing
         except ClusterError as exc:
             log.warning("%s failed (%s); retrying in %.2f s", what, exc, backoff)
         await asyncio.sleep(backoff)
@@ -84,6 +89,12 @@ class _Store:
         except aioredis.AuthenticationError as exc:
             raise ClusterError(f"the lineage store refused the password: {exc}") from exc
         except (aioredis.ConnectionError, aioredis.TimeoutError, RedisClusterException, OSError) as exc:
+            raise ClusterError(f"lineage store unreachable ({self.description}): {exc}") from exc
+        except RuntimeError as exc:
+            # uvloop's answer to a write on a connection the server closed as the client opened it
+            # (a shard dying just then), which redis-py lets through.
+            if "handler is closed" not in str(exc):
+                raise
             raise ClusterError(f"lineage store unreachable ({self.description}): {exc}") from exc
 
 

@@ -31,13 +31,14 @@ replacement has read them.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterable, Sequence
 
 from redis.exceptions import ResponseError
 
 from actorrt.exceptions import ClusterError, StaleIncarnationError
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store.clients import Client, Store
+from actorrt.store.clients import Client, Store, StoreRefusedError
 from actorrt.util.lease import Lease
 
 KEY_PREFIX = b"task:"
@@ -206,13 +207,10 @@ def newest(copies: Iterable[tuple[bytes | None, bytes | None]]) -> pb.TaskSpec |
     return best
 
 
-class StoreRefusedError(Exception):
-    """The store refused a write for a reason that retrying does not change (it is too large, or
-    malformed): unlike an unreachable store, which is a ``ClusterError``."""
-
-
 # Error replies that go away by themselves: the flusher retries these like an unreachable store.
-_TRANSIENT = ("OOM", "BUSY", "LOADING", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "NOSCRIPT")
+# Redis wraps an error raised inside a script ("Error running script ...: -OOM command not
+# allowed ..."), so the code is looked for anywhere in the message.
+_TRANSIENT = re.compile(r"\b(OOM|BUSY|LOADING|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY|NOREPLICAS|NOSCRIPT)\b")
 
 
 class LineageStore:
@@ -252,7 +250,7 @@ class LineageStore:
                 why = f"the lineage store refused a write of node slot {self._writer} (epoch {self._epoch}): {exc}"
                 self._lease.revoke(why)
                 raise StaleIncarnationError(why) from None
-            if str(exc).startswith(_TRANSIENT):
+            if _TRANSIENT.search(str(exc)):
                 raise ClusterError(f"the lineage store cannot take writes now: {exc}") from exc
             raise StoreRefusedError(f"the lineage store refused the write: {exc}") from exc
         return result
@@ -261,12 +259,14 @@ class LineageStore:
         """From now on, refuse the writes of node slot ``slot``'s incarnations before ``epoch``
         (the incarnation that takes over, or the heir of a slot that will not come back, calls
         this before it reads what the slot wrote)."""
-        key = _fence_key(await self._group_of(slot), slot)
+        # In every group: the one a writer took depends on where the groups lived when it started.
+        keys = [_fence_key(g, slot) for g in range(SLOT_GROUPS)]
 
-        async def raise_fence(client: Client, _: list[bytes]) -> None:
-            await self._script(client, _RAISE_FENCE)(keys=[key], args=[epoch])
+        async def raise_fence(client: Client, ks: list[bytes]) -> None:
+            script = self._script(client, _RAISE_FENCE)
+            await asyncio.gather(*(script(keys=[key], args=[epoch]) for key in ks))
 
-        await self.store.per_shard([key], raise_fence)
+        await self.store.per_shard(keys, raise_fence)
 
     def _script(self, client: Client, source: str):
         script = self._scripts.get((id(client), source))

@@ -8,13 +8,14 @@ import redis.exceptions
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from actorrt.cluster.node_recovery import NodeRecoveries
 from actorrt.exceptions import ClusterError, StaleIncarnationError
 from actorrt.lineage import ids
 from actorrt.lineage.flusher import Flusher
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store.clients import ShardedStore
+from actorrt.store.clients import ShardedStore, StoreRefusedError, until_reachable
 from actorrt.store.lineage_store import TOMBSTONE_VERSION, LineageStore, record_key
-from actorrt.store.redis_server import RedisShard
+from actorrt.store.redis_server import RedisShard, _free_port
 from actorrt.util.lease import Lease
 
 
@@ -257,3 +258,49 @@ async def test_a_write_the_store_refuses_for_good_is_left_out_and_the_flusher_go
         assert await flusher.write_now([spec(25)]) == [(spec(25).task_id, 0)]  # and later writes go in
     finally:
         await store.aclose()
+
+
+async def test_a_recovery_read_waits_for_a_store_that_is_not_up_yet(tmp_path):
+    """A replay plan read from an unreachable store raises (it is not "cannot be rebuilt"), and
+    ``until_reachable`` retries it until a shard comes up on that address."""
+    port = _free_port("127.0.0.1")
+    store = LineageStore(ShardedStore([f"127.0.0.1:{port}"], "pw", retries=0))
+    shard = None
+    try:
+        with pytest.raises(ClusterError, match="unreachable"):
+            await NodeRecoveries._replay_plan(store, b"actor")
+
+        async def start_later():
+            nonlocal shard
+            await asyncio.sleep(1.0)
+            shard = await RedisShard.start(tmp_path / "late", "pw", port=port)
+
+        starting = asyncio.ensure_future(start_later())
+        plan = await asyncio.wait_for(until_reachable("a read", NodeRecoveries._replay_plan, store, b"actor"), 30)
+        await starting
+        assert "no constructor" in plan  # the store answered: it holds nothing for this actor
+    finally:
+        await store.aclose()
+        if shard is not None:
+            await shard.stop()
+
+
+async def test_a_full_store_is_a_passing_condition_not_a_refusal(shards):
+    """Redis out of memory answers writes with OOM, wrapped in the script's error: the writer
+    retries it like an unreachable store (``ClusterError``), and does not drop the write."""
+    clients = [aioredis.Redis(host=s.host, port=s.port, password="pw") for s in shards]
+    store = LineageStore(ShardedStore([s.address for s in shards], "pw"), 1, 1)
+    try:
+        for client in clients:
+            await client.config_set("maxmemory-policy", "noeviction")
+            await client.config_set("maxmemory", "1")
+        with pytest.raises(ClusterError, match="OOM") as raised:
+            await store.write(whole([spec(1)]))
+        assert not isinstance(raised.value, StoreRefusedError)
+        for client in clients:
+            await client.config_set("maxmemory", "0")
+        assert await store.write(whole([spec(1)])) == [(spec(1).task_id, 0)]
+    finally:
+        await store.aclose()
+        for client in clients:
+            await client.aclose()
