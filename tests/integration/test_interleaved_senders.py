@@ -8,29 +8,7 @@ from __future__ import annotations
 import pytest
 
 import actorrt
-
-
-@actorrt.remote
-class Log:
-    def __init__(self):
-        self.entries = []
-
-    def append(self, entry):
-        self.entries.append(entry)
-        return len(self.entries)
-
-    def state(self):
-        return self.entries
-
-
-@actorrt.remote
-class Producer:
-    def __init__(self, name, log):
-        self.name, self.log, self.produced = name, log, 0
-
-    async def produce(self):
-        self.produced += 1
-        return await self.log.append.remote((self.name, self.produced))
+from tests.integration.test_heir import Log, Producer  # a log, and actors that append to it
 
 
 @pytest.mark.parametrize("checkpoint_every", [None, 7])
