@@ -3,7 +3,8 @@
 The tree::
 
     ActorRTError
-    ├── TaskError              a remote method raised; carries the remote type, message, traceback
+    ├── TaskError              a remote method raised; carries the remote type, message, traceback,
+    │                          and is an instance of the remote exception's type too
     ├── ActorDiedError         the actor's node died or its constructor failed
     ├── RolledBackError        ft="checkpoint": a failure rolled the cluster back to its last checkpoint
     ├── ReplayDivergedError    a replayed actor re-sent a task other than the one its receiver ran
@@ -27,20 +28,65 @@ class ActorRTError(Exception):
 class TaskError(ActorRTError):
     """A remote method raised.
 
+    The error ``get`` raises is also an instance of the remote exception's type when that type
+    reaches the caller (``except ValueError`` catches a method's ``ValueError``), as in Ray: its
+    class derives from both (``TaskError(ValueError)``), and attributes of the remote exception
+    are readable on it.
+
     Attributes:
         type_name: qualified name of the remote exception's type.
         remote_message: ``str()`` of the remote exception.
-        remote_traceback: the formatted traceback from the remote process.
+        remote_traceback: the formatted traceback from the remote process (the method's frames).
+        cause: the remote exception itself, if it could be sent, else None.
     """
 
-    def __init__(self, type_name: str, remote_message: str, remote_traceback: str) -> None:
+    def __init__(self, type_name: str, remote_message: str, remote_traceback: str,
+                 cause: BaseException | None = None) -> None:
         self.type_name = type_name
         self.remote_message = remote_message
         self.remote_traceback = remote_traceback
-        super().__init__(f"{type_name}: {remote_message}\n\nRemote traceback:\n{remote_traceback}")
+        self.cause = cause
+        # Not super().__init__: in a class that also derives from the remote type, that would be
+        # the remote type's constructor, whose arguments are its own.
+        Exception.__init__(self, f"{type_name}: {remote_message}\n\nRemote traceback:\n{remote_traceback}")
+
+    def __str__(self) -> str:  # not the remote type's (KeyError's quotes its argument)
+        return str(self.args[0]) if self.args else ""
+
+    def __getattr__(self, name: str):
+        cause = self.__dict__.get("cause")
+        if cause is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(cause, name)
 
     def __reduce__(self):
-        return (type(self), (self.type_name, self.remote_message, self.remote_traceback))
+        return (task_error, (self.type_name, self.remote_message, self.remote_traceback, self.cause))
+
+
+_dual_classes: dict[type, type] = {}
+
+
+def task_error(type_name: str, remote_message: str, remote_traceback: str,
+               cause: BaseException | type | None = None) -> TaskError:
+    """The ``TaskError`` for a remote exception: an instance of its type too when ``cause`` (the
+    exception or its class) is an ``Exception`` type that can be combined with ``TaskError``."""
+    if isinstance(cause, TaskError):  # re-raised by a task that awaited it: the original counts
+        bases = type(cause).__bases__
+        cause = cause.cause if cause.cause is not None else bases[1] if bases[0] is TaskError else None
+    cause_type = cause if isinstance(cause, type) else type(cause) if cause is not None else None
+    instance = cause if isinstance(cause, BaseException) else None
+    if cause_type is None or not issubclass(cause_type, Exception) or issubclass(cause_type, TaskError):
+        return TaskError(type_name, remote_message, remote_traceback, instance)
+    cls = _dual_classes.get(cause_type)
+    if cls is None:
+        try:
+            cls = type(f"TaskError({cause_type.__name__})", (TaskError, cause_type), {"__module__": __name__})
+        except TypeError:  # a type that cannot be a base (final, or a conflicting layout)
+            return TaskError(type_name, remote_message, remote_traceback, instance)
+        _dual_classes[cause_type] = cls
+    error = cls.__new__(cls)
+    TaskError.__init__(error, type_name, remote_message, remote_traceback, instance)
+    return error
 
 
 class ActorDiedError(ActorRTError):

@@ -8,8 +8,10 @@ its bytes, as in Ray.
 
 from __future__ import annotations
 
+import os
 import pickle
 import traceback
+from pathlib import Path
 from typing import Any
 
 import cloudpickle
@@ -21,8 +23,8 @@ from actorrt.exceptions import (
     ObjectLostError,
     ReplayDivergedError,
     RolledBackError,
-    TaskError,
     UnknownActorError,
+    task_error,
 )
 from actorrt.rpc import common_pb2 as pb
 
@@ -63,15 +65,53 @@ def deserialize(obj: pb.SerializedObject) -> Any:
 
 
 def error_from_exception(exc: BaseException, actor_id: bytes = b"") -> pb.RemoteError:
-    """The wire form of an exception a method raised."""
+    """The wire form of an exception a method raised: its traceback without the runtime's frames,
+    and the exception itself (or its class) for the caller to raise an instance of its type."""
     cls = type(exc)
     return pb.RemoteError(
         kind=pb.TASK_ERROR,
         type_name=f"{cls.__module__}.{cls.__qualname__}",
         message=str(exc),
-        traceback="".join(traceback.format_exception(exc)),
+        traceback=_user_traceback(exc),
         actor_id=actor_id,
+        cause=_pickled_cause(exc),
     )
+
+
+# The runtime's own frames are left out of a method's traceback: the user wrote none of them.
+_RUNTIME_DIR = str(Path(__file__).resolve().parents[1]) + os.sep
+_CAUSE_MAX_BYTES = 64 * 1024
+
+
+def _user_traceback(exc: BaseException) -> str:
+    error = traceback.TracebackException.from_exception(exc)
+    for te in [error, *_chained(error)]:
+        te.stack = traceback.StackSummary.from_list(
+            [frame for frame in te.stack if not frame.filename.startswith(_RUNTIME_DIR)])
+    return "".join(error.format())
+
+
+def _chained(te: traceback.TracebackException) -> list[traceback.TracebackException]:
+    out, seen = [], {id(te)}
+    while (te := te.__cause__ or te.__context__) is not None and id(te) not in seen:
+        seen.add(id(te))
+        out.append(te)
+    return out
+
+
+def _pickled_cause(exc: BaseException) -> bytes:
+    """The exception cloudpickled, if it comes back from its pickle (one whose constructor takes
+    other arguments than ``args`` does not) and is small; else its class; else nothing."""
+    for cause in (exc, type(exc)):
+        try:
+            blob = cloudpickle.dumps(cause)
+            if cause is exc:
+                pickle.loads(blob)
+        except Exception:  # noqa: BLE001 - whatever fails, the caller gets less (a plain TaskError at worst)
+            continue
+        if len(blob) <= _CAUSE_MAX_BYTES:
+            return blob
+    return b""
 
 
 def runtime_error(kind: int, message: str, actor_id: bytes = b"") -> pb.RemoteError:
@@ -92,5 +132,11 @@ _KIND_TO_EXCEPTION: dict[int, type[ActorRTError]] = {
 
 def exception_from_error(err: pb.RemoteError) -> ActorRTError:
     if err.kind == pb.TASK_ERROR:
-        return TaskError(err.type_name, err.message, err.traceback)
+        cause = None
+        if err.cause:
+            try:
+                cause = pickle.loads(err.cause)
+            except Exception:  # noqa: BLE001 - its type does not exist here: a plain TaskError
+                cause = None
+        return task_error(err.type_name, err.message, err.traceback, cause)
     return _KIND_TO_EXCEPTION.get(err.kind, ActorRTError)(err.message)

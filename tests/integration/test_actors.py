@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import sys
 import threading
 import time
 
+import cloudpickle
 import numpy as np
 import pytest
 
 import actorrt
 from actorrt.handles import ActorHandle
 from actorrt.lineage import ids
+
+# Node processes cannot import this module: what its actors use of it travels by value, as what a
+# script defines in __main__ does.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 @actorrt.remote
@@ -138,6 +144,42 @@ def test_task_error_carries_remote_details_and_actor_keeps_serving(cluster):
     assert err.remote_message == "bad input"
     assert "in fail" in err.remote_traceback and "raise ValueError(msg)" in err.remote_traceback
     assert actorrt.get(a.add.remote(1), timeout=30) == 1
+
+
+class Overdrawn(Exception):
+    """An exception whose constructor takes other arguments than its message."""
+
+    def __init__(self, account, amount):
+        super().__init__(f"account {account} is short of {amount}")
+        self.account = account
+
+
+@actorrt.remote
+class Bank:
+    def withdraw(self, account, amount):
+        raise Overdrawn(account, amount)
+
+    def lookup(self, key):
+        return {}[key]
+
+    async def relay_lookup(self, other, key):
+        return await other.lookup.remote(key)
+
+
+def test_a_task_error_is_also_an_instance_of_the_remote_type_with_the_users_frames(cluster):
+    bank, front = Bank.options(node=1).remote(), Bank.options(node=0).remote()
+    with pytest.raises(KeyError) as info:  # caught as the type the method raised
+        actorrt.get(bank.lookup.remote("k"), timeout=30)
+    err = info.value
+    assert isinstance(err, actorrt.TaskError) and isinstance(err, actorrt.ActorRTError)
+    assert err.type_name == "builtins.KeyError" and "'k'" in str(err)
+    assert "in lookup" in err.remote_traceback and "return {}[key]" in err.remote_traceback
+    assert "actorrt/core" not in err.remote_traceback  # the runtime's frames are left out
+    with pytest.raises(Overdrawn) as info:  # a constructor of its own: the class still comes across
+        actorrt.get(bank.withdraw.remote("A-1", 5), timeout=30)
+    assert isinstance(info.value, actorrt.TaskError) and "account A-1 is short of 5" in str(info.value)
+    with pytest.raises(KeyError):  # re-raised by an actor that awaited it: still the original type
+        actorrt.get(front.relay_lookup.remote(bank, "k"), timeout=30)
 
 
 def test_base_exceptions_in_methods_are_task_errors_too(cluster):
