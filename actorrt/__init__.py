@@ -8,11 +8,13 @@ from actorrt.api import (
     is_initialized,
     kill_node,
     nodes,
+    put,
     record,
     remote,
     rollbacks,
     shutdown,
     stats,
+    wait,
 )
 from actorrt.core.object_ref import ObjectRef
 from actorrt.exceptions import (
@@ -56,9 +58,11 @@ __all__ = [
     "is_initialized",
     "kill_node",
     "nodes",
+    "put",
     "record",
     "remote",
     "rollbacks",
     "shutdown",
     "stats",
+    "wait",
 ]

@@ -7,6 +7,7 @@ and makes one call into it.
 from __future__ import annotations
 
 import atexit
+import pickle
 import shutil
 import tempfile
 import threading
@@ -18,7 +19,7 @@ from actorrt.cluster import session
 from actorrt.cluster.driver import Driver
 from actorrt.cluster.head_options import HEARTBEAT_TIMEOUT_S, HeadOptions
 from actorrt.cluster.launch import start_head
-from actorrt.core import context
+from actorrt.core import context, values
 from actorrt.core.object_ref import ObjectRef
 from actorrt.exceptions import ActorRTError
 from actorrt.handles import ActorClass, ActorHandle
@@ -160,6 +161,48 @@ def get(refs: ObjectRef | Sequence[ObjectRef], *, timeout: float | None = None) 
     if timeout is not None and timeout < 0:
         raise ValueError(f"timeout must be >= 0 or None, not {timeout!r}")
     return context.current().get(refs, timeout)
+
+
+def wait(refs: Sequence[ObjectRef], *, num_returns: int = 1,
+         timeout: float | None = None) -> tuple[list[ObjectRef], list[ObjectRef]]:
+    """Wait until ``num_returns`` of ``refs`` are ready (hold a value or an error), or ``timeout``.
+
+    Args:
+        refs: a list of distinct ``ObjectRef`` s.
+        num_returns: how many ready refs to wait for (1 to ``len(refs)``).
+        timeout: seconds to wait at most (None: until ``num_returns`` are ready; 0: what is ready now).
+
+    Returns:
+        ``(ready, not_ready)``: at most ``num_returns`` ready refs, and the others, each list in the
+        order of ``refs``. ``get`` on a ready ref returns at once (or raises its error).
+
+    Raises:
+        TypeError: ``refs`` is not a list of refs. ValueError: ``num_returns`` is out of range, a ref
+        is there twice, or ``timeout`` is negative. ActorRTError: called inside an actor task.
+    """
+    if timeout is not None and timeout < 0:
+        raise ValueError(f"timeout must be >= 0 or None, not {timeout!r}")
+    return context.current().wait(refs, num_returns, timeout)
+
+
+def put(value: Any) -> ObjectRef:
+    """Store ``value`` in this process and return a ref to it, as if a task had returned it.
+
+    Pass the ref to many tasks and the value is serialized once here, and sent once to each
+    process that needs it, instead of with every call. Its lineage: the value is owned by the
+    process that put it, and kept (like any argument passed by ref) until the checkpoints of the
+    actors that received it cover those tasks, so their replays find it. A ``put`` inside an actor
+    task is made again by the replay that rebuilds that actor; a driver's lives as long as the
+    driver.
+
+    Raises:
+        TypeError: ``value`` cannot be pickled (the message names its type).
+    """
+    rt = context.current()
+    try:
+        return values.put(rt.worker, value)
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        raise TypeError(f"put() cannot serialize a {type(value).__name__}: {exc}") from exc
 
 
 def checkpoint(handles: Sequence[ActorHandle], *, timeout: float | None = None) -> dict[str, Any]:

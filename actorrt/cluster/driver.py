@@ -19,6 +19,7 @@ from grpc import aio
 from actorrt.cluster.head_client import HEAD_LOSS_GRACE_S, HeadClient
 from actorrt.cluster.launch import HeadProcess
 from actorrt.cluster.node_service import NodeServicer
+from actorrt.core import values
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.task_spec import CHECKPOINT_METHOD
 from actorrt.core.worker import Worker
@@ -119,13 +120,17 @@ class Driver:
     # ---- API calls ----------------------------------------------------------------------------
 
     def get(self, refs: ObjectRef | Sequence[ObjectRef], timeout: float | None) -> Any:
-        return self.worker.get(refs, timeout)
+        return values.get(self.worker, refs, timeout)
+
+    def wait(self, refs: Sequence[ObjectRef], num_returns: int,
+             timeout: float | None) -> tuple[list[ObjectRef], list[ObjectRef]]:
+        return values.wait(self.worker, refs, num_returns, timeout)
 
     def checkpoint(self, actors: Sequence[tuple[bytes, int]], timeout: float | None) -> dict[str, Any]:
         """Checkpoint ``actors`` (their ids and slots) with one barrier task each; returns the manifest."""
         submit = self.worker.submitter.submit_task
         refs = [submit(actor_id, slot, CHECKPOINT_METHOD, (), {}) for actor_id, slot in actors]
-        taken = self.worker.get(refs, timeout)
+        taken = values.get(self.worker, refs, timeout)
         return write_manifest(self.worker.membership.view.fault_tolerance.checkpoint_dir, taken)
 
     def rollbacks(self) -> int:

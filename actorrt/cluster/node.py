@@ -54,6 +54,10 @@ class NodeProcess:
     def get(self, refs, timeout=None):
         raise ActorRTError("actorrt.get() cannot block inside an actor; use `await ref` in an async method")
 
+    def wait(self, refs, num_returns=1, timeout=None):
+        raise ActorRTError("actorrt.wait() cannot block inside an actor; use `asyncio.wait` on awaited refs in an "
+                           "async method")
+
     async def run(self) -> None:
         server, address = await start_server(
             self.bind_host, 0, [(self.servicer, node_pb2.DESCRIPTOR.services_by_name["Node"])], self.token

@@ -31,6 +31,9 @@ class Runtime(Protocol):
 
     def get(self, refs: ObjectRef | Sequence[ObjectRef], timeout: float | None) -> Any: ...
 
+    def wait(self, refs: Sequence[ObjectRef], num_returns: int,
+             timeout: float | None) -> tuple[list[ObjectRef], list[ObjectRef]]: ...
+
 
 _current: Runtime | None = None
 

@@ -14,7 +14,6 @@ import asyncio
 import logging
 import threading
 import zlib
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +26,6 @@ from actorrt.core.object_store import ObjectStore
 from actorrt.core.retention import Retention
 from actorrt.core.serialization import deserialize, exception_from_error, runtime_error
 from actorrt.core.submitter import Submitter
-from actorrt.exceptions import ActorRTError, GetTimeoutError
 from actorrt.lineage import ids
 from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
 from actorrt.lineage.strategies import create_strategy
@@ -73,7 +71,7 @@ class Worker:
         self.ft: FaultTolerance | None = None  # from the first cluster view
         self.membership = Membership()
         self.submitter = Submitter(identity, self.membership, self.on_loop_thread,
-                                   lambda *task: self._call_soon(self._send_task, *task))
+                                   lambda *task: self.call_soon(self._send_task, *task))
         # Set once this process answers for the objects it owns: at once, or for a restarted node
         # once its actors have replayed (a replay submits again the tasks whose results it owned).
         self.recovered = asyncio.Event()
@@ -103,7 +101,8 @@ class Worker:
     def on_loop_thread(self) -> bool:
         return threading.get_ident() == self._loop_thread
 
-    def _call_soon(self, fn: Any, *args: Any) -> None:
+    def call_soon(self, fn: Any, *args: Any) -> None:
+        """Run ``fn(*args)`` on the loop: now if this is the loop's thread, else soon, in order."""
         if self.on_loop_thread():
             fn(*args)
         else:
@@ -337,7 +336,7 @@ class Worker:
         """An owned ref was garbage-collected (any thread)."""
         if not self.loop.is_closed():
             try:
-                self._call_soon(self.retention.unreferenced, object_id)
+                self.call_soon(self.retention.unreferenced, object_id)
             except RuntimeError:  # the loop closed meanwhile
                 pass
 
@@ -358,25 +357,11 @@ class Worker:
             return await self.get_value(ref)
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.get_value(ref), self.loop))
 
-    def get(self, refs: ObjectRef | Sequence[ObjectRef], timeout: float | None) -> Any:
-        """Blocking ``get`` for threads other than the loop's."""
-        if self.on_loop_thread():
-            raise ActorRTError("actorrt.get() would block the event loop; use `await ref` in async methods")
-        single = isinstance(refs, ObjectRef)
-        items = [refs] if single else list(refs)
-        for r in items:
-            if not isinstance(r, ObjectRef):
-                raise TypeError(f"get() takes ObjectRefs, got {type(r).__name__}")
-
-        async def gather() -> list[Any]:
-            return await asyncio.gather(*(self.get_value(r) for r in items))
-
-        fut = asyncio.run_coroutine_threadsafe(asyncio.wait_for(gather(), timeout), self.loop)
-        try:
-            values = fut.result()
-        except TimeoutError:
-            raise GetTimeoutError(f"get() timed out after {timeout} s") from None
-        return values[0] if single else values
+    def hold_put(self, value: pb.ObjectValue) -> None:
+        """Keep a value ``actorrt.put`` made here, owned by this process, while a ref names it."""
+        self.objects.expect(value.object_id)
+        self.objects.put(value)
+        self.retention.referenced(value.object_id)
 
     def pending_results(self) -> int:
         return len(self._inflight)

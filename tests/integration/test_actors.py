@@ -146,7 +146,7 @@ def test_task_error_carries_remote_details_and_actor_keeps_serving(cluster):
     assert actorrt.get(a.add.remote(1), timeout=30) == 1
 
 
-class Overdrawn(Exception):
+class OverdrawnError(Exception):
     """An exception whose constructor takes other arguments than its message."""
 
     def __init__(self, account, amount):
@@ -157,7 +157,7 @@ class Overdrawn(Exception):
 @actorrt.remote
 class Bank:
     def withdraw(self, account, amount):
-        raise Overdrawn(account, amount)
+        raise OverdrawnError(account, amount)
 
     def lookup(self, key):
         return {}[key]
@@ -175,7 +175,7 @@ def test_a_task_error_is_also_an_instance_of_the_remote_type_with_the_users_fram
     assert err.type_name == "builtins.KeyError" and "'k'" in str(err)
     assert "in lookup" in err.remote_traceback and "return {}[key]" in err.remote_traceback
     assert "actorrt/core" not in err.remote_traceback  # the runtime's frames are left out
-    with pytest.raises(Overdrawn) as info:  # a constructor of its own: the class still comes across
+    with pytest.raises(OverdrawnError) as info:  # a constructor of its own: the class still comes across
         actorrt.get(bank.withdraw.remote("A-1", 5), timeout=30)
     assert isinstance(info.value, actorrt.TaskError) and "account A-1 is short of 5" in str(info.value)
     with pytest.raises(KeyError):  # re-raised by an actor that awaited it: still the original type
@@ -228,6 +228,56 @@ def test_get_timeout(cluster):
     with pytest.raises(TimeoutError):  # GetTimeoutError is a TimeoutError
         actorrt.get(a.sleep.remote(0.5), timeout=0.05)
     assert actorrt.get(a.add.remote(1), timeout=30) == 1
+
+
+def test_get_with_timeout_zero_returns_what_is_ready_and_wait_splits_ready_from_not(cluster):
+    a, b = Counter.options(node=0).remote(), Counter.options(node=1).remote()
+    done = a.add.remote(1)
+    assert actorrt.get(done, timeout=30) == 1
+    assert actorrt.get(done, timeout=0) == 1  # a poll: ready now
+    assert actorrt.get([done, done], timeout=0) == [1, 1]
+    slow = b.sleep.remote(1.0)
+    with pytest.raises(actorrt.GetTimeoutError, match="1 of 2 values were not ready"):
+        actorrt.get([done, slow], timeout=0)
+
+    fast, failing = a.add.remote(1), a.fail.remote("no")
+    ready, not_ready = actorrt.wait([slow, fast], num_returns=1)
+    assert (ready, not_ready) == ([fast], [slow])
+    assert actorrt.wait([slow, done], num_returns=2, timeout=0) == ([done], [slow])
+    ready, _ = actorrt.wait([failing, slow], timeout=30)  # an error is ready too
+    assert ready == [failing]
+    with pytest.raises(ValueError, match="no"):
+        actorrt.get(failing, timeout=0)
+    assert actorrt.wait([slow, fast], num_returns=2, timeout=30) == ([slow, fast], [])
+    with pytest.raises(ValueError, match="num_returns must be an int from 1 to len"):
+        actorrt.wait([fast], num_returns=2)
+    with pytest.raises(TypeError, match="a list of ObjectRefs"):
+        actorrt.wait(fast)
+    with pytest.raises(ValueError, match="same ref twice"):
+        actorrt.wait([fast, fast])
+
+
+@actorrt.remote
+class Putter:
+    def make(self, k):
+        return [actorrt.put(np.full(1000, k))]  # a ref inside a result: a nested ref
+
+    def total(self, arr):
+        return float(arr.sum())
+
+
+def test_put_makes_a_ref_that_tasks_and_gets_use_like_a_result(cluster):
+    big = np.arange(200_000, dtype=np.float64)
+    ref = actorrt.put(big)
+    assert isinstance(ref, actorrt.ObjectRef)
+    assert actorrt.get(ref, timeout=0).sum() == big.sum()
+    users = [Putter.options(node=i % 2).remote() for i in range(4)]
+    assert actorrt.get([u.total.remote(ref) for u in users for _ in range(3)], timeout=30) == [big.sum()] * 12
+    [inner] = actorrt.get(users[1].make.remote(7), timeout=30)
+    assert actorrt.get(inner, timeout=30).tolist() == [7] * 1000
+    assert actorrt.get(users[0].total.remote(inner), timeout=30) == 7000.0
+    with pytest.raises(TypeError, match="put\\(\\) cannot serialize a lock"):
+        actorrt.put(threading.Lock())
 
 
 def test_get_many_and_type_errors(cluster):

@@ -277,3 +277,22 @@ def test_an_object_owned_by_a_killed_node_is_rebuilt_for_whoever_waits_for_it(cl
         assert _poll(consumer.received.remote, lambda got: len(got) >= 1) == [70]
         time.sleep(2.0)
         assert actorrt.get(consumer.received.remote(), timeout=30) == [70]  # once
+
+
+@actorrt.remote
+class Maker:
+    def __init__(self):
+        self.made = 0
+
+    def make(self):
+        self.made += 1
+        return [actorrt.put(("made", self.made))]
+
+
+def test_a_value_put_inside_an_actor_is_made_again_by_its_replay(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=1):
+        maker = Maker.options(node=1).remote()
+        inner = [actorrt.get(maker.make.remote(), timeout=30)[0] for _ in range(3)]
+        actorrt.kill_node(1)  # the owner of the put values is gone; its replay puts them again
+        assert actorrt.get(inner, timeout=60) == [("made", 1), ("made", 2), ("made", 3)]
+        assert actorrt.get(maker.make.remote(), timeout=30)[0] != inner[-1]  # a new put, a new ID

@@ -9,7 +9,7 @@ PUBLIC = {
     "GetTimeoutError", "NotInitializedError", "ObjectLostError", "ObjectRef", "ReplayDivergedError", "RolledBackError",
     "SinkConflictError", "TaskError",
     "UnknownActorError", "checkpoint", "commit_lineage", "get", "init", "is_initialized", "kill_node", "nodes",
-    "record", "remote", "rollbacks", "shutdown", "stats",
+    "put", "record", "remote", "rollbacks", "shutdown", "stats", "wait",
 }
 
 

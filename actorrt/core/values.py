@@ -1,0 +1,123 @@
+"""What a driver's threads do with refs: ``get`` and ``wait`` (blocking), and ``put``.
+
+``get`` and ``wait`` run on the worker's loop and block the calling thread, never the loop. A
+timeout of 0 means "what is here now": each ref gets one step of the loop to resolve, which a
+value this process holds (or has fetched) needs, and nothing more.
+
+``put`` stores a value in this process and returns a ref it owns, as a task's result would be:
+passed to many tasks, the value is sent once to each process that needs it, and kept for the
+replays of those tasks like any argument passed by ref. Its ID derives from the putter (an
+actor, or the driver) and a counter that is part of the putter's state, so a replayed actor that
+puts again makes the same ID, and the value is made again by the replay that rebuilds its owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from actorrt.core.object_ref import ObjectRef
+from actorrt.core.serialization import serialize
+from actorrt.exceptions import ActorRTError, GetTimeoutError
+from actorrt.lineage import ids
+from actorrt.rpc import common_pb2 as pb
+
+if TYPE_CHECKING:
+    from actorrt.core.worker import Worker
+
+# The receiver ID a process's puts are counted under (no actor has it).
+PUT_COUNTER = b"actorrt.put"
+
+
+def _as_refs(what: str, refs: Any) -> list[ObjectRef]:
+    if isinstance(refs, ObjectRef) or not isinstance(refs, Sequence | set | frozenset):
+        kind = type(refs).__name__
+        if what == "get" and isinstance(refs, ObjectRef):
+            return [refs]
+        raise TypeError(f"{what}() takes {'an ObjectRef or ' if what == 'get' else ''}a list of ObjectRefs, "
+                        f"not {kind}")
+    out = list(refs)
+    for i, r in enumerate(out):
+        if not isinstance(r, ObjectRef):
+            raise TypeError(f"{what}(): element {i} is a {type(r).__name__}, not an ObjectRef")
+    return out
+
+
+def _blocking(worker: Worker, what: str) -> None:
+    if worker.on_loop_thread():
+        raise ActorRTError(f"actorrt.{what}() would block the event loop; use `await ref` (or asyncio.wait) in "
+                           f"async methods")
+
+
+def get(worker: Worker, refs: ObjectRef | Sequence[ObjectRef], timeout: float | None) -> Any:
+    """The value of ``refs`` (one ref), or their values (a list of them), waiting ``timeout`` at most."""
+    _blocking(worker, "get")
+    items = _as_refs("get", refs)
+
+    async def gather() -> list[Any]:
+        tasks = {r: asyncio.ensure_future(worker.get_value(r)) for r in dict.fromkeys(items)}
+        if tasks:
+            await asyncio.wait(tasks.values(), timeout=timeout, return_when=asyncio.FIRST_EXCEPTION)
+        late = [t for t in tasks.values() if not t.done()]
+        for t in late:
+            t.cancel()
+        failed = [t for t in tasks.values() if t.done() and not t.cancelled() and t.exception() is not None]
+        if failed:  # an error is raised at once, whatever is still on its way
+            raise failed[0].exception()
+        if late:
+            raise GetTimeoutError(f"get() timed out after {timeout} s: {len(late)} of {len(tasks)} values were "
+                                  f"not ready")
+        return [tasks[r].result() for r in items]
+
+    values = asyncio.run_coroutine_threadsafe(gather(), worker.loop).result()
+    return values[0] if isinstance(refs, ObjectRef) else values
+
+
+def wait(worker: Worker, refs: Sequence[ObjectRef], num_returns: int,
+         timeout: float | None) -> tuple[list[ObjectRef], list[ObjectRef]]:
+    """``(ready, not_ready)``: the first ``num_returns`` of ``refs`` to be ready (a value or an
+    error), or fewer if ``timeout`` ran out; both lists keep the order of ``refs``."""
+    _blocking(worker, "wait")
+    items = _as_refs("wait", refs)
+    if len(set(items)) != len(items):
+        raise ValueError("wait() got the same ref twice")
+    if not isinstance(num_returns, int) or not 1 <= num_returns <= max(len(items), 1):
+        raise ValueError(f"num_returns must be an int from 1 to len(refs) ({len(items)}), not {num_returns!r}")
+
+    async def first_ready() -> set[ObjectRef]:
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        tasks = {asyncio.ensure_future(worker.get_value(r)): r for r in items}
+        ready: set[ObjectRef] = set()
+        pending = set(tasks)
+        try:
+            while pending and len(ready) < num_returns:
+                left = None if deadline is None else max(0.0, deadline - loop.time())
+                done, pending = await asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                ready.update(tasks[t] for t in done)
+                if not done:
+                    break
+        finally:
+            for t in pending:
+                t.cancel()
+        for t in tasks:
+            if t.done() and not t.cancelled():
+                t.exception()  # an error is an answer here: get() raises it
+        return ready
+
+    ready = asyncio.run_coroutine_threadsafe(first_ready(), worker.loop).result() if items else set()
+    chosen = [r for r in items if r in ready][:num_returns]
+    return chosen, [r for r in items if r not in chosen]
+
+
+def put(worker: Worker, value: Any) -> ObjectRef:
+    """Store ``value`` here; a ref owned by this process names it."""
+    serialized = serialize(value)
+    ctx = worker.submitter.sender()
+    with ctx.lock:
+        counter = ctx.next_counter(PUT_COUNTER)
+    object_id = ids.object_id(ids.task_id(PUT_COUNTER, ctx.sender_id, counter))
+    ref = ObjectRef(object_id, worker.address, owned=True)
+    worker.call_soon(worker.hold_put, pb.ObjectValue(object_id=object_id, value=serialized))
+    return ref
