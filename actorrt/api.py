@@ -22,7 +22,7 @@ from actorrt.cluster.launch import start_head
 from actorrt.core import context, values
 from actorrt.core.object_ref import ObjectRef
 from actorrt.exceptions import ActorRTError
-from actorrt.handles import ActorClass, ActorHandle
+from actorrt.handles import ActorClass, ActorHandle, check_options
 from actorrt.lineage.options import (
     DEFAULT_INLINE_MAX_BYTES,
     DEFAULT_PINNED_BUDGET_BYTES,
@@ -132,13 +132,19 @@ def is_initialized() -> bool:
     return context.is_initialized()
 
 
-def remote(cls: type[T]) -> ActorClass[T]:
+def remote(cls: type[T] | None = None, /, **options: Any) -> ActorClass[T] | Callable[[type[T]], ActorClass[T]]:
     """Make a class a remote actor class: ``Cls.remote(...)`` creates an actor, returns its handle.
 
+    ``@actorrt.remote`` or, with actor options (see ``ActorClass.options``),
+    ``@actorrt.remote(node=1, checkpoint_every=100)``.
+
     Raises:
-        TypeError: ``cls`` is not a class.
+        TypeError: ``cls`` is not a class, or an option is not an actor option (the message lists them).
     """
-    return ActorClass(cls)
+    check_options(options)
+    if cls is None:
+        return lambda c: ActorClass(c).options(**options)
+    return ActorClass(cls).options(**options) if options else ActorClass(cls)
 
 
 def get(refs: ObjectRef | Sequence[ObjectRef], *, timeout: float | None = None) -> Any:

@@ -44,6 +44,21 @@ class ActorOptions:
             raise ValueError(f"checkpoint_every must be an int >= 1 or None, not {self.checkpoint_every!r}")
 
 
+# Ray options a Ray user may pass, and what to use here instead.
+_RAY_ONLY = {"num_cpus": "node=", "num_gpus": "node=", "resources": "node=", "memory": "node=",
+             "max_restarts": "ft=", "max_task_retries": "ft=", "max_concurrency": "async methods"}
+
+
+def check_options(options: dict[str, Any]) -> None:
+    """Raise TypeError naming what of ``options`` is not an actor option, and what the options are."""
+    unknown = sorted(set(options) - set(ActorOptions.__dataclass_fields__))
+    if unknown:
+        hints = "; ".join(f"{name} is Ray's: here, see {_RAY_ONLY[name]}" for name in unknown if name in _RAY_ONLY)
+        raise TypeError(f"unknown actor option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: the "
+                        f"options are {', '.join(sorted(ActorOptions.__dataclass_fields__))}"
+                        + (f" ({hints})" if hints else ""))
+
+
 def _public_methods(cls: type) -> list[str]:
     return sorted(n for n, v in inspect.getmembers(cls, callable) if not n.startswith("_"))
 
@@ -53,7 +68,8 @@ class ActorClass(Generic[T]):
 
     def __init__(self, cls: type[T], options: ActorOptions = ActorOptions()) -> None:
         if not inspect.isclass(cls):
-            raise TypeError(f"@actorrt.remote takes a class, not {type(cls).__name__}")
+            raise TypeError(f"@actorrt.remote takes a class, not a {type(cls).__name__} (remote functions are not "
+                            f"supported yet: make it a method of an actor class)")
         self._cls = cls
         self._options = options
         self._methods = _public_methods(cls)
@@ -63,9 +79,7 @@ class ActorClass(Generic[T]):
 
     def options(self, **kwargs: Any) -> ActorClass[T]:
         """A copy with other ``ActorOptions`` (``node=``, ``nondeterministic=``, ``checkpoint_every=``)."""
-        unknown = set(kwargs) - set(ActorOptions.__dataclass_fields__)
-        if unknown:
-            raise TypeError(f"unknown actor options: {', '.join(sorted(unknown))}")
+        check_options(kwargs)
         copy = ActorClass(self._cls, replace(self._options, **kwargs))
         copy._blob = self._blob
         return copy

@@ -97,7 +97,12 @@ def encode_args(args: Iterable[Any], kwargs: Mapping[str, Any], inline_max_bytes
             out.refs.append(value)
             out.args.append(pb.Arg(keyword=keyword, ref=value.to_proto()))
             continue
-        serialized, size = serialize_sized(value)
+        try:
+            serialized, size = serialize_sized(value)
+        except Exception as exc:  # noqa: BLE001 - pickle raises many types; the caller needs to know which argument
+            which = f"argument {keyword!r}" if keyword else f"argument {len(out.args) + 1}"
+            raise TypeError(f"{which} (a {type(value).__name__}) cannot be pickled to go with the task: "
+                            f"{exc}") from exc
         if size > inline_max_bytes:
             out.large.append((len(out.args), serialized))
             out.args.append(pb.Arg(keyword=keyword, ref=pb.ObjectRefProto()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import pickle
 import sys
 import threading
@@ -284,8 +285,34 @@ def test_get_many_and_type_errors(cluster):
     a = Counter.options(node=0).remote()
     assert actorrt.get([a.add.remote(1), a.add.remote(1)], timeout=30) == [1, 2]
     assert actorrt.get([], timeout=30) == []
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="element 0 is a str, not an ObjectRef"):
         actorrt.get(["not a ref"], timeout=1)
+    with pytest.raises(TypeError, match="get\\(\\) takes an ObjectRef or a list of ObjectRefs, not int"):
+        actorrt.get(5)
+    with pytest.raises(TypeError, match="argument 'k' \\(a lock\\) cannot be pickled"):
+        a.add.remote(k=threading.Lock())
+    with pytest.raises(TypeError, match="argument 2 \\(a lock\\) cannot be pickled"):
+        a.add_later.remote(1, threading.Lock())
+    assert actorrt.get(a.add.remote(1), timeout=30) == 3  # nothing of the refused calls was sent
+
+
+@actorrt.remote(node=1, checkpoint_every=5)
+class Placed:
+    def where(self):
+        return os.getpid()
+
+
+def test_remote_takes_actor_options_and_an_unknown_option_lists_the_real_ones(cluster):
+    pids = {n["node"]: n["pid"] for n in actorrt.nodes()}
+    assert actorrt.get(Placed.remote().where.remote(), timeout=30) == pids[1]
+    assert actorrt.get(Placed.options(node=0).remote().where.remote(), timeout=30) == pids[0]
+    with pytest.raises(TypeError, match="unknown actor option num_cpus: the options are checkpoint_every, node, "
+                                        "nondeterministic \\(num_cpus is Ray's: here, see node=\\)"):
+        Counter.options(num_cpus=1)
+    with pytest.raises(TypeError, match="unknown actor options bogus, num_gpus"):
+        actorrt.remote(num_gpus=1, bogus=2)
+    with pytest.raises(TypeError, match="remote functions are not supported yet"):
+        actorrt.remote(lambda: 1)
 
 
 def test_numpy_arrays_cross_processes(cluster):
