@@ -59,7 +59,7 @@ def test_remote_takes_a_class_and_options_are_checked():
         def f(self):
             return 1
 
-    with pytest.raises(TypeError, match="unknown actor options"):
+    with pytest.raises(TypeError, match="unknown actor option nodes: the options are checkpoint_every, node,"):
         C.options(nodes=1)
     with pytest.raises(TypeError, match=r"\.remote"):
         C()
