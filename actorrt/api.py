@@ -55,7 +55,8 @@ def init(
     """Start an embedded cluster, or connect to a running one.
 
     Args:
-        address: ``HOST:PORT`` of a running head; None starts a head, ``num_nodes`` node processes
+        address: ``HOST:PORT`` of a running head, or ``"auto"`` for the one running on this machine
+            (found in its session file); None starts a head, ``num_nodes`` node processes
             and ``store_shards`` redis-server shards on ``host``, stopped by ``shutdown()`` or at exit.
         num_nodes: node processes of the embedded cluster.
         store_shards: lineage-store shards of the embedded cluster.
@@ -104,6 +105,7 @@ def init(
             driver = Driver(head.session.head_address, head.session.token, host, head)
             wait_for = num_nodes
         else:
+            address = session.resolve(address)
             driver = Driver(address, session.token_for(address, token), host, None)
             head, wait_for = None, 1
         try:

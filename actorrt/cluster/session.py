@@ -9,8 +9,12 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from actorrt.exceptions import ClusterError
+from actorrt.util.processes import process_alive
 
 TOKEN_ENV = "ACTORRT_TOKEN"
 SESSION_DIR_ENV = "ACTORRT_SESSION_DIR"
@@ -59,6 +63,30 @@ def remove(directory: Path | str) -> None:
     (Path(directory) / SESSION_FILE).unlink(missing_ok=True)
 
 
+def resolve(address: str) -> str:
+    """The head address ``address`` means: the local head's for ``"auto"`` (from the session file);
+    raises ClusterError if no head runs there, or nothing answers at the address."""
+    if address == "auto":
+        session = read()
+        if session is None:
+            raise ClusterError(f"address='auto': no cluster runs on this machine (no session file at "
+                               f"{default_dir() / SESSION_FILE}); start one with `actorrt start --head`, or call "
+                               f"actorrt.init() without an address for an embedded one")
+        if not process_alive(session.head_pid):
+            raise ClusterError(f"address='auto': the session file names a head (pid {session.head_pid}, "
+                               f"{session.head_address}) that is not running any more")
+        address = session.head_address
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"address must be HOST:PORT or 'auto', not {address!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=5.0).close()
+    except OSError as exc:
+        raise ClusterError(f"no head answers at {address} ({exc.strerror or exc}): is the cluster running, and "
+                           f"is that its address? (`actorrt status` on the head's machine prints it)") from None
+    return address
+
+
 def token_for(address: str, token: str | None = None) -> str:
     """The token to use for ``address``: given, from the environment, or from the session file."""
     if token:
@@ -68,8 +96,6 @@ def token_for(address: str, token: str | None = None) -> str:
     session = read()
     if session is not None and session.head_address == address:
         return session.token
-    from actorrt.exceptions import ClusterError
-
     raise ClusterError(
         f"no token for the cluster at {address}: pass token=... (--token on the command line), set {TOKEN_ENV}, "
         f"or run on the head's machine (session file {default_dir() / SESSION_FILE})"

@@ -138,6 +138,8 @@ def test_cli_cluster_lifecycle(cluster: Cluster, tmp_path: Path) -> None:
 
     ran = _drive(c, tmp_path, address, "0,1")
     assert "DRIVER_OK 0,1" in ran.stdout, ran.stdout + ran.stderr
+    ran = _drive(c, tmp_path, "auto", "1")  # the head of this machine, from its session file
+    assert "DRIVER_OK 1" in ran.stdout, ran.stdout + ran.stderr
 
     added = c.cli("start", "--address", address)
     assert added.returncode == 0, added.stdout + added.stderr
@@ -174,3 +176,7 @@ def test_cli_without_cluster(tmp_path: Path) -> None:
     assert out.returncode == 1 and "no cluster is running" in out.stderr and "Traceback" not in out.stderr
     out = c.cli("start")
     assert out.returncode == 2 and "--head" in out.stderr
+    ran = _drive(c, tmp_path, "auto", "0")
+    assert ran.returncode == 3 and "no cluster runs on this machine" in ran.stdout, ran.stdout + ran.stderr
+    ran = _drive(c, tmp_path, "127.0.0.1:1", "0")  # nothing listens there
+    assert ran.returncode == 3 and "no head answers at 127.0.0.1:1" in ran.stdout, ran.stdout + ran.stderr
