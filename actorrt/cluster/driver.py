@@ -114,8 +114,10 @@ class Driver:
         beat = head_pb2.Heartbeat(slot=-1, address=self.worker.address)
         why = await self._head.follow(self.worker.apply_view, lambda: beat, HEAD_LOSS_GRACE_S, first_view)
         if first_view.done() and first_view.exception() is None:
-            log.error("%s: failing every pending task", why)
-            self.worker.lose_cluster(f"lost the head at {self.head_address}")
+            reason = (f"the head at {self.head_address} is gone ({why}): this driver's cluster is lost; call "
+                      f"actorrt.shutdown(), then actorrt.init() for a new one")
+            log.error("%s", reason)
+            self.worker.lose_cluster(reason)
 
     # ---- API calls ----------------------------------------------------------------------------
 

@@ -108,10 +108,12 @@ class HeadClient:
                     first_view.set_exception(exc)
                     return str(exc)
                 now = loop.time()
-                lost_since = lost_since if lost_since is not None else now
+                if lost_since is None:  # one line per loss, not one per attempt
+                    lost_since = now
+                    log.warning("%s; reconnecting for up to %.0f s", exc, grace)
                 if now - lost_since >= grace:
-                    return f"{exc} (unreachable for {now - lost_since:.1f} s)"
-                log.warning("%s; reconnecting", exc)
+                    return f"{exc}; unreachable for {now - lost_since:.1f} s"
+                log.debug("%s; reconnecting", exc)
             await asyncio.sleep(0.25)
 
     async def aclose(self) -> None:

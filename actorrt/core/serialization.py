@@ -20,6 +20,7 @@ from actorrt.exceptions import (
     ActorDiedError,
     ActorMethodError,
     ActorRTError,
+    ClusterError,
     ObjectLostError,
     ReplayDivergedError,
     RolledBackError,
@@ -127,6 +128,7 @@ _KIND_TO_EXCEPTION: dict[int, type[ActorRTError]] = {
     pb.ROLLED_BACK: RolledBackError,
     pb.REPLAY_DIVERGED: ReplayDivergedError,
     pb.RESULT_NOT_KEPT: ObjectLostError,
+    pb.CLUSTER_LOST: ClusterError,
 }
 
 

@@ -86,6 +86,7 @@ class Worker:
         # tasks, and know it rebuilds their objects, before it handles any sent its way.
         self._ahead_of_view: list[tuple[str, node_pb2.PeerBatch]] = []
         self._loop_thread: int | None = None
+        self.cluster_lost = ""  # why, once the head is gone for good
 
     def bind(self, address: str) -> None:
         """Start routing as ``address`` (this process's gRPC server)."""
@@ -187,6 +188,11 @@ class Worker:
             self.objects.expect(object_id)
             self.retention.referenced(object_id)  # by the ref submit_task returned
         self._hold_large_args(large)
+        if self.cluster_lost:
+            self.objects.put(pb.ObjectValue(object_id=object_id,
+                                            error=runtime_error(pb.CLUSTER_LOST, self.cluster_lost)))
+            self._drop_large_args(large)
+            return
         if not self.membership.accepts(slot):
             self.objects.put(self._died(object_id, slot))
             self._drop_large_args(large)
@@ -369,20 +375,23 @@ class Worker:
     # ---- the end ------------------------------------------------------------------------------
 
     def lose_cluster(self, reason: str) -> None:
-        """The head is gone for good: every node counts as dead, so nothing waits on them."""
+        """The head is gone for good: what waits fails with ``ClusterError`` saying so, and so does
+        every task submitted from now on; nothing is retried in the background any more."""
+        self.cluster_lost = reason
+        self._background.cancel_all()  # flushes to a store that went with the head, fetches
+        self.fail_all(reason, pb.CLUSTER_LOST)
         view = head_pb2.ClusterView()
         view.CopyFrom(self.membership.view)
         view.revision += 1
-        for node in view.nodes:
+        for node in view.nodes:  # so that a fetch of what they own fails at once
             node.state = head_pb2.DEAD
-            node.managed = False  # no head to restart them
+            node.managed = False
         self.apply_view(view)
-        self.fail_all(reason)
 
-    def fail_all(self, reason: str) -> None:
+    def fail_all(self, reason: str, kind: int = pb.ACTOR_DIED) -> None:
         """Fail every task still waiting for a result (the cluster is going away)."""
         for tid in self._inflight:
-            self.objects.put(pb.ObjectValue(object_id=ids.object_id(tid), error=runtime_error(pb.ACTOR_DIED, reason)))
+            self.objects.put(pb.ObjectValue(object_id=ids.object_id(tid), error=runtime_error(kind, reason)))
         self._inflight.clear()
         self.fetches.fail_all(reason)
 

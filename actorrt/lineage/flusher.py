@@ -23,6 +23,9 @@ from actorrt.store.lineage_store import LineageStore, Write
 
 log = logging.getLogger(__name__)
 
+# While the store is unreachable, the flusher says so once, then again this often.
+RETRY_WARNING_EVERY_S = 30.0
+
 Ack = tuple[bytes, int]  # (task id, version the store holds)
 
 
@@ -36,6 +39,7 @@ class Flusher:
         self._queue: list[Write] = []
         self._wake = asyncio.Event()
         self.flushed = 0
+        self._warned_at = -RETRY_WARNING_EVERY_S
         self.refused = 0  # writes the store refused for good
         self.committed = 0  # writes the store acked at (at least) the version written
         self.latencies_ms: deque[float] = deque(maxlen=10_000)
@@ -55,6 +59,7 @@ class Flusher:
 
     async def _write(self, writes: Sequence[Write]) -> list[Ack]:
         backoff = 0.05
+        failing_since: float | None = None
         while True:
             start = time.perf_counter()  # loop.time() has 1 ms resolution under uvloop
             try:
@@ -63,16 +68,18 @@ class Flusher:
                 raise  # this process was replaced: it writes nothing more
             except StoreRefusedError as exc:
                 return await self._write_apart(writes, exc)
-            except ClusterError as exc:
-                log.warning("lineage store write failed (%s); retrying in %.2f s", exc, backoff)
+            except Exception as exc:  # unreachable, or a client bug: flushing must go on, or the stash fills up
+                now = time.monotonic()
+                if failing_since is None or now - self._warned_at >= RETRY_WARNING_EVERY_S:
+                    self._warned_at = now  # one line per outage (and a reminder now and then), not per retry
+                    log.warning("lineage store write failed (%r); retrying", exc,
+                                exc_info=not isinstance(exc, ClusterError))
+                failing_since = failing_since if failing_since is not None else now
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
                 continue
-            except Exception:  # a client bug must not end flushing for good: the stash would fill up
-                log.exception("lineage store write failed unexpectedly; retrying in %.2f s", backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
-                continue
+            if failing_since is not None:
+                log.warning("lineage store writes go through again after %.1f s", time.monotonic() - failing_since)
             self.flushed += len(writes)
             written = {}
             for spec, _ in writes:

@@ -18,6 +18,7 @@ class ErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROLLED_BACK: _ClassVar[ErrorKind]
     REPLAY_DIVERGED: _ClassVar[ErrorKind]
     RESULT_NOT_KEPT: _ClassVar[ErrorKind]
+    CLUSTER_LOST: _ClassVar[ErrorKind]
 ERROR_KIND_UNSPECIFIED: ErrorKind
 TASK_ERROR: ErrorKind
 ACTOR_DIED: ErrorKind
@@ -27,6 +28,7 @@ OBJECT_LOST: ErrorKind
 ROLLED_BACK: ErrorKind
 REPLAY_DIVERGED: ErrorKind
 RESULT_NOT_KEPT: ErrorKind
+CLUSTER_LOST: ErrorKind
 
 class SerializedObject(_message.Message):
     __slots__ = ("data", "buffers", "plain")
