@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import pickle
 import shutil
+import signal
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -116,7 +117,20 @@ def init(
                 head.wait_stopped()
             raise
         context.set_current(driver)
+        if head is not None:
+            _clean_up_on_sigterm()
         return {"address": driver.head_address, "nodes": driver.nodes()}
+
+
+def _clean_up_on_sigterm() -> None:
+    """Make SIGTERM end this process through ``atexit`` (which stops the embedded cluster and removes
+    its session directory), unless the program handles SIGTERM itself."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_on_signal)
+
+
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def shutdown() -> None:

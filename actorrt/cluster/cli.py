@@ -206,7 +206,7 @@ def _add_node(address: str, host: str, session_dir: Path, token: str | None, tim
     address, token, _ = _target(address, token, session_dir)
     # Fail early, with the head's own error, if it is unreachable or refuses the token.
     _with_head(address, token, lambda c: c.cluster_stats())
-    logs = session_dir / "logs"
+    logs = session_dir / session.LOGS_DIR
     logs.mkdir(parents=True, exist_ok=True, mode=0o700)
     log_path = logs / f"node-starting-{os.getpid()}.log"
     argv = [sys.executable, "-m", "actorrt.cluster.node", "--head", address, "--host", host]
@@ -257,11 +257,12 @@ def status(address: str | None, token: str | None, session_dir: Path | None) -> 
     view = reply.view
     pid = f" (pid {local.head_pid})" if local is not None else ""
     click.echo(f"head {address}{pid}, view revision {view.revision}")
-    rows = [("SLOT", "EPOCH", "STATE", "ADDRESS", "PID", "HOST", "MANAGED", "ACTORS")]
+    rows = [("SLOT", "EPOCH", "STATE", "ADDRESS", "PID", "HOST", "MANAGED", "ACTORS", "RESTARTS", "LAST_FAILURE")]
     for n in view.nodes:
         rows.append((str(n.slot), str(n.epoch), head_pb2.NodeState.Name(n.state), n.address or "-",
                      str(n.pid or "-"), n.hostname or "-", "yes" if n.managed else "no",
-                     str(actors[n.slot]) if n.slot in actors else "-"))
+                     str(actors[n.slot]) if n.slot in actors else "-",
+                     str(max(n.epoch - 1, 0) if n.managed else 0), n.last_failure or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
@@ -283,8 +284,10 @@ def status(address: str | None, token: str | None, session_dir: Path | None) -> 
 @_session_dir_option
 @click.option("--timeout", default=STOP_TIMEOUT_S, show_default=True, type=click.FloatRange(min=0),
               help="Seconds to wait for a local head to exit before killing it.")
-def stop(address: str | None, token: str | None, session_dir: Path | None, timeout: float) -> None:
-    """Stop the head, its nodes and its store shards.
+@click.option("--keep-logs", is_flag=True, help="Keep the head's and nodes' logs in the session directory.")
+def stop(address: str | None, token: str | None, session_dir: Path | None, timeout: float, keep_logs: bool) -> None:
+    """Stop the head, its nodes and its store shards, and remove what they left in the session
+    directory (store files, checkpoints, and logs unless --keep-logs).
 
     Nodes added with `start --address` exit by themselves a few seconds later. Exits 0 when it
     stopped a cluster and also when none is running on this machine (no session file, or one whose
@@ -320,8 +323,13 @@ def stop(address: str | None, token: str | None, session_dir: Path | None, timeo
             _wait_gone(local.head_pid, 5.0)
         if (s := session.read(session_dir)) is not None and s.head_pid == local.head_pid:
             session.remove(session_dir)
+        left = session.remove_leftovers(Path(local.session_dir), keep_logs)
     pid = f" (pid {local.head_pid})" if local is not None else ""
     click.echo(f"Stopped the head at {address}{pid} with its nodes and store shards.")
+    if local is not None and keep_logs:
+        click.echo(f"Logs kept in {Path(local.session_dir) / 'logs'}.")
+    elif local is not None and left:
+        click.echo(f"Could not remove {', '.join(map(str, left))}.", err=True)
     click.echo(f"Nodes added with `actorrt start --address` exit within ~{HEAD_LOSS_GRACE_S:g} s.")
 
 

@@ -42,6 +42,7 @@ def _node_dict(n: head_pb2.NodeInfo) -> dict[str, Any]:
         "node": n.slot, "epoch": n.epoch, "state": head_pb2.NodeState.Name(n.state), "address": n.address,
         "pid": n.pid, "hostname": n.hostname, "managed": n.managed,
         "heir": n.heir if n.HasField("heir") else None,  # the live slot that inherited a dead one's actors
+        "restarts": max(n.epoch - 1, 0) if n.managed else 0, "last_failure": n.last_failure,
     }
 
 

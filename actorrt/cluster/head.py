@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -66,7 +67,7 @@ class Head:
         self.parent_pid = parent_pid
         ft = options.fault_tolerance
         if not ft.checkpoint_dir:
-            ft = replace(ft, checkpoint_dir=str(Path(session_dir).absolute() / "checkpoints"))
+            ft = replace(ft, checkpoint_dir=str(Path(session_dir).absolute() / session.CHECKPOINTS_DIR))
         self.options = replace(options, fault_tolerance=ft)
         options.check_store_url()
         self.mode = ft.mode
@@ -93,7 +94,7 @@ class Head:
         )
         if not self.options.store_url:
             self.shards = list(await asyncio.gather(*(
-                RedisShard.start(self.session_dir / f"store-{i}", self.store_password, self.options.host)
+                RedisShard.start(self.session_dir / session.STORE_DIR.format(i), self.store_password, self.options.host)
                 for i in range(self.options.store_shards)
             )))
             self.shard_restarts = [0] * self.options.store_shards
@@ -134,7 +135,7 @@ class Head:
         if s.info.address:
             s.info.former_addresses.append(s.info.address)
         s.info.address, s.info.pid = "", 0
-        logs = self.session_dir / "logs"
+        logs = self.session_dir / session.LOGS_DIR
         logs.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ, **{TOKEN_ENV: self.token, "PYTHONHASHSEED": NODE_HASH_SEED})  # no re-exec to set it
         argv = [sys.executable, "-m", "actorrt.cluster.node", "--head", self.address, "--slot", str(slot),
@@ -153,6 +154,7 @@ class Head:
         if s is None or s.info.epoch != epoch or s.info.state == head_pb2.DEAD or self._stopping:
             return
         log.warning("node %d (epoch %d) failed: %s", slot, epoch, reason)
+        s.info.last_failure = f"{time.strftime('%H:%M:%S')} {reason}"
         never_started = s.info.state == head_pb2.STARTING
         if s.process is not None and s.process.returncode is None:
             s.process.kill()  # fail-stop: a node declared dead must not keep running

@@ -29,7 +29,7 @@ class HeadProcess:
 
     @property
     def log_path(self) -> Path:
-        return Path(self.session.session_dir) / "logs" / "head.log"
+        return Path(self.session.session_dir) / session.LOGS_DIR / "head.log"
 
     def wait_stopped(self, timeout: float = 15.0) -> None:
         try:
@@ -53,7 +53,7 @@ def start_head(session_dir: Path, options: HeadOptions, *, token: str | None = N
         raise ClusterError(f"a head is already running for {session_dir} at {existing.head_address}; stop it first")
     session.remove(session_dir)
     token = token or session.new_token()
-    logs = session_dir / "logs"
+    logs = session_dir / session.LOGS_DIR
     logs.mkdir(exist_ok=True)
     argv = [sys.executable, "-m", "actorrt.cluster.head", *options.argv(), "--session-dir", str(session_dir)]
     if tied_to_caller:

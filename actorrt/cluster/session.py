@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -85,6 +86,26 @@ def resolve(address: str) -> str:
         raise ClusterError(f"no head answers at {address} ({exc.strerror or exc}): is the cluster running, and "
                            f"is that its address? (`actorrt status` on the head's machine prints it)") from None
     return address
+
+
+# What a head leaves in its session directory (besides the session file), by the path parts.
+STORE_DIR = "store-{}"  # per shard
+CHECKPOINTS_DIR = "checkpoints"
+LOGS_DIR = "logs"
+
+
+def remove_leftovers(directory: Path, keep_logs: bool = False) -> list[Path]:
+    """Remove the store shards' files, the default checkpoint directory and (unless ``keep_logs``)
+    the logs a stopped head left in ``directory``; returns what could not be removed."""
+    doomed = [*directory.glob(STORE_DIR.format("*")), directory / CHECKPOINTS_DIR]
+    if not keep_logs:
+        doomed.append(directory / LOGS_DIR)
+    left = []
+    for path in doomed:
+        shutil.rmtree(path, ignore_errors=True)
+        if path.exists():
+            left.append(path)
+    return left
 
 
 def token_for(address: str, token: str | None = None) -> str:

@@ -20,7 +20,7 @@ ALIVE: NodeState
 DEAD: NodeState
 
 class NodeInfo(_message.Message):
-    __slots__ = ("slot", "epoch", "state", "address", "pid", "hostname", "managed", "heir", "former_addresses")
+    __slots__ = ("slot", "epoch", "state", "address", "pid", "hostname", "managed", "heir", "former_addresses", "last_failure")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +30,7 @@ class NodeInfo(_message.Message):
     MANAGED_FIELD_NUMBER: _ClassVar[int]
     HEIR_FIELD_NUMBER: _ClassVar[int]
     FORMER_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
+    LAST_FAILURE_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     state: NodeState
@@ -39,7 +40,8 @@ class NodeInfo(_message.Message):
     managed: bool
     heir: int
     former_addresses: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[NodeState, str]] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., hostname: _Optional[str] = ..., managed: _Optional[bool] = ..., heir: _Optional[int] = ..., former_addresses: _Optional[_Iterable[str]] = ...) -> None: ...
+    last_failure: str
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[NodeState, str]] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., hostname: _Optional[str] = ..., managed: _Optional[bool] = ..., heir: _Optional[int] = ..., former_addresses: _Optional[_Iterable[str]] = ..., last_failure: _Optional[str] = ...) -> None: ...
 
 class StoreShard(_message.Message):
     __slots__ = ("address", "pid", "restarts")

@@ -88,7 +88,7 @@ class Cluster:
         assert out.returncode == 0, out.stderr
         lines = out.stdout.splitlines()
         header = next(line for line in lines if line.startswith("SLOT")).lower().split()
-        rows = [line.split() for line in lines if line[:1].isdigit()]
+        rows = [line.split(maxsplit=len(header) - 1) for line in lines if line[:1].isdigit()]
         return [dict(zip(header, row, strict=True)) for row in rows if len(row) == len(header)]
 
 
@@ -146,8 +146,8 @@ def test_cli_cluster_lifecycle(cluster: Cluster, tmp_path: Path) -> None:
     assert "Added node 2" in added.stdout
     nodes = c.status()
     c.pids |= {int(n["pid"]) for n in nodes}
-    assert [(n["slot"], n["state"], n["managed"]) for n in nodes] == [
-        ("0", "ALIVE", "yes"), ("1", "ALIVE", "yes"), ("2", "ALIVE", "no"),
+    assert [(n["slot"], n["state"], n["managed"], n["restarts"], n["last_failure"]) for n in nodes] == [
+        ("0", "ALIVE", "yes", "0", "-"), ("1", "ALIVE", "yes", "0", "-"), ("2", "ALIVE", "no", "0", "-"),
     ]
 
     wrong = _drive(c, tmp_path, address, "0", token="not-the-token")
@@ -163,6 +163,7 @@ def test_cli_cluster_lifecycle(cluster: Cluster, tmp_path: Path) -> None:
     managed = {head_pid} | {int(n["pid"]) for n in nodes if n["managed"] == "yes"}
     assert not _wait_gone(managed, 10.0)
     assert c.session() is None
+    assert not [*c.session_dir.glob("store-*"), *c.session_dir.glob("logs")]  # what the cluster left is gone
     # The added node is not the head's to stop: it exits after HEAD_LOSS_GRACE_S (5 s) without a head.
     assert not _wait_gone({int(nodes[2]["pid"])}, 15.0)
 
@@ -180,3 +181,24 @@ def test_cli_without_cluster(tmp_path: Path) -> None:
     assert ran.returncode == 3 and "no cluster runs on this machine" in ran.stdout, ran.stdout + ran.stderr
     ran = _drive(c, tmp_path, "127.0.0.1:1", "0")  # nothing listens there
     assert ran.returncode == 3 and "no head answers at 127.0.0.1:1" in ran.stdout, ran.stdout + ran.stderr
+
+
+def test_an_embedded_driver_stopped_by_sigterm_stops_its_cluster_and_removes_its_session_directory(tmp_path: Path):
+    script = tmp_path / "embedded.py"
+    script.write_text("import time, actorrt\n"
+                      "from actorrt.core import context\n"
+                      "actorrt.init(num_nodes=1, store_shards=1)\n"
+                      "head = context.current().head_process\n"
+                      "print(head.session.session_dir, head.process.pid, flush=True)\n"
+                      "time.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        session_dir, head_pid = proc.stdout.readline().split()
+        assert Path(session_dir).is_dir()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+        assert not Path(session_dir).exists()
+        assert not _wait_gone({int(head_pid)}, 10.0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
