@@ -227,6 +227,19 @@ def put(value: Any) -> ObjectRef:
         raise TypeError(f"put() cannot serialize a {type(value).__name__}: {exc}") from exc
 
 
+def get_actor(name: str) -> ActorHandle:
+    """The handle of the actor created with ``options(name=name)``, from any driver of the cluster.
+
+    Raises:
+        ValueError: no actor has that name. TypeError: ``name`` is not a str.
+        ActorRTError: called inside an actor (pass the handle to it instead).
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"get_actor() takes the actor's name, a str, not {type(name).__name__}")
+    found = _driver().get_actor(name)
+    return ActorHandle(found.actor_id, found.class_name, tuple(found.methods), found.slot)
+
+
 def checkpoint(handles: Sequence[ActorHandle], *, timeout: float | None = None) -> dict[str, Any]:
     """Checkpoint ``handles`` together: a global checkpoint.
 

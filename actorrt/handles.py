@@ -14,6 +14,7 @@ from actorrt.core.task_spec import ONCE_METHOD
 from actorrt.exceptions import ActorMethodError
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
+from actorrt.rpc import head_pb2
 
 T = TypeVar("T")
 
@@ -28,11 +29,14 @@ class ActorOptions:
             lineage stash records its execution order (paper §4.1).
         checkpoint_every: checkpoint the actor after every N tasks it runs (None: only when
             ``actorrt.checkpoint`` asks), so recovery replays at most N tasks.
+        name: a name, unique in the cluster, by which any driver finds the actor
+            (``actorrt.get_actor``).
     """
 
     node: int | None = None
     nondeterministic: bool = True
     checkpoint_every: int | None = None
+    name: str | None = None
 
     def __post_init__(self) -> None:
         if self.node is not None and (not isinstance(self.node, int) or self.node < 0):
@@ -42,6 +46,8 @@ class ActorOptions:
         if self.checkpoint_every is not None and (not isinstance(self.checkpoint_every, int)
                                                   or self.checkpoint_every < 1):
             raise ValueError(f"checkpoint_every must be an int >= 1 or None, not {self.checkpoint_every!r}")
+        if self.name is not None and (not isinstance(self.name, str) or not self.name):
+            raise ValueError(f"name must be a non-empty str or None, not {self.name!r}")
 
 
 # Ray options a Ray user may pass, and what to use here instead.
@@ -78,7 +84,8 @@ class ActorClass(Generic[T]):
         self.__doc__ = cls.__doc__
 
     def options(self, **kwargs: Any) -> ActorClass[T]:
-        """A copy with other ``ActorOptions`` (``node=``, ``nondeterministic=``, ``checkpoint_every=``)."""
+        """A copy with other ``ActorOptions`` (``node=``, ``nondeterministic=``, ``checkpoint_every=``,
+        ``name=``)."""
         check_options(kwargs)
         copy = ActorClass(self._cls, replace(self._options, **kwargs))
         copy._blob = self._blob
@@ -95,8 +102,15 @@ class ActorClass(Generic[T]):
             nondeterministic=self._options.nondeterministic,
             checkpoint_every=self._options.checkpoint_every or 0,
         )
-        worker = context.current().worker
-        actor_id, slot = worker.submitter.create_actor(creation, args, kwargs, self._options.node)
+        rt = context.current()
+        name = self._options.name
+
+        def take_name(actor_id: bytes, slot: int) -> None:
+            if name is not None:
+                rt.name_actor(head_pb2.NamedActor(name=name, actor_id=actor_id, class_name=self._cls.__qualname__,
+                                                  methods=self._methods, slot=slot))
+
+        actor_id, slot = rt.worker.submitter.create_actor(creation, args, kwargs, self._options.node, take_name)
         return ActorHandle(actor_id, self._cls.__qualname__, tuple(self._methods), slot)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -125,6 +125,18 @@ class Driver:
     def get(self, refs: ObjectRef | Sequence[ObjectRef], timeout: float | None) -> Any:
         return values.get(self.worker, refs, timeout)
 
+    def name_actor(self, actor: head_pb2.NamedActor) -> None:
+        holder = self.call(self._head.name_actor(actor), timeout=30.0)
+        if holder.actor_id != actor.actor_id:
+            raise ValueError(f"an actor named {actor.name!r} exists already (a {holder.class_name}): get it with "
+                             f"actorrt.get_actor({actor.name!r}), or choose another name")
+
+    def get_actor(self, name: str) -> head_pb2.NamedActor:
+        found = self.call(self._head.get_actor(name), timeout=30.0)
+        if found is None:
+            raise ValueError(f"no actor is named {name!r} in the cluster at {self.head_address}")
+        return found
+
     def wait(self, refs: Sequence[ObjectRef], num_returns: int,
              timeout: float | None) -> tuple[list[ObjectRef], list[ObjectRef]]:
         return values.wait(self.worker, refs, num_returns, timeout)

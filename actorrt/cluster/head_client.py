@@ -45,6 +45,14 @@ class HeadClient:
         reply = await self._unary("KillNode", head_pb2.KillNodeRequest(slot=slot))
         return reply.pid
 
+    async def name_actor(self, actor: head_pb2.NamedActor) -> head_pb2.NamedActor:
+        """Take ``actor.name`` for ``actor``; returns the actor that has the name."""
+        return (await self._unary("NameActor", actor)).holder
+
+    async def get_actor(self, name: str) -> head_pb2.NamedActor | None:
+        reply = await self._unary("GetActor", head_pb2.GetActorRequest(name=name))
+        return reply.actor if reply.HasField("actor") else None
+
     async def cluster_stats(self) -> head_pb2.ClusterStatsReply:
         return await self._unary("ClusterStats", head_pb2.ClusterStatsRequest())
 

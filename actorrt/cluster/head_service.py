@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from grpc import aio
 
-from actorrt.net.server import check_message
+from actorrt.cluster.actor_names import ActorNames
+from actorrt.net.server import InvalidRequestError, check_message
 from actorrt.rpc import head_pb2
 
 if TYPE_CHECKING:
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 class HeadServicer:
     def __init__(self, head: Head) -> None:
         self.head = head
+        self.names = ActorNames()
 
     async def RegisterNode(self, request: head_pb2.RegisterNodeRequest,  # noqa: N802
                            context: aio.ServicerContext) -> head_pb2.RegisterNodeReply:
@@ -65,6 +67,16 @@ class HeadServicer:
     async def KillNode(self, request: head_pb2.KillNodeRequest,  # noqa: N802
                        context: aio.ServicerContext) -> head_pb2.KillNodeReply:
         return head_pb2.KillNodeReply(pid=self.head.kill(request.slot))
+
+    async def NameActor(self, request: head_pb2.NamedActor,  # noqa: N802
+                        context: aio.ServicerContext) -> head_pb2.NameActorReply:
+        if not request.name or not request.actor_id:
+            raise InvalidRequestError("NameActor needs a name and an actor id")
+        return head_pb2.NameActorReply(holder=self.names.take(request))
+
+    async def GetActor(self, request: head_pb2.GetActorRequest,  # noqa: N802
+                       context: aio.ServicerContext) -> head_pb2.GetActorReply:
+        return head_pb2.GetActorReply(actor=self.names.find(request.name))
 
     async def ClusterStats(self, request: head_pb2.ClusterStatsRequest,  # noqa: N802
                            context: aio.ServicerContext) -> head_pb2.ClusterStatsReply:

@@ -54,6 +54,18 @@ class NodeProcess:
     def get(self, refs, timeout=None):
         raise ActorRTError("actorrt.get() cannot block inside an actor; use `await ref` in an async method")
 
+    def name_actor(self, actor: head_pb2.NamedActor) -> None:
+        """Inside an actor task, which cannot block: the name is taken in the background (a replay
+        taking it again for the same actor is no conflict); a name taken by another actor is logged."""
+
+        async def take() -> None:
+            holder = await self.head.name_actor(actor)
+            if holder.actor_id != actor.actor_id:
+                log.error("actor %s was created without its name %r: another actor (a %s) has it",
+                          ids.short(actor.actor_id), actor.name, holder.class_name)
+
+        self._background.spawn(take())
+
     def wait(self, refs, num_returns=1, timeout=None):
         raise ActorRTError("actorrt.wait() cannot block inside an actor; use `asyncio.wait` on awaited refs in an "
                            "async method")

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from actorrt.core.worker import Worker
     from actorrt.lineage.application_log import RunningTask
     from actorrt.rpc.common_pb2 import TaskSpec
+    from actorrt.rpc.head_pb2 import NamedActor
 
 T = TypeVar("T")
 
@@ -33,6 +34,8 @@ class Runtime(Protocol):
 
     def wait(self, refs: Sequence[ObjectRef], num_returns: int,
              timeout: float | None) -> tuple[list[ObjectRef], list[ObjectRef]]: ...
+
+    def name_actor(self, actor: NamedActor) -> None: ...
 
 
 _current: Runtime | None = None

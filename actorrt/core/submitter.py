@@ -62,16 +62,19 @@ class Submitter:
             self._hand_off(spec, slot, encoded.refs, large, not _replaying())
         return ref
 
-    def create_actor(self, creation: pb.ActorCreation, args: Sequence[Any],
-                     kwargs: dict[str, Any], node: int | None) -> tuple[bytes, int]:
+    def create_actor(self, creation: pb.ActorCreation, args: Sequence[Any], kwargs: dict[str, Any],
+                     node: int | None, before_send: Callable[[bytes, int], None] = lambda actor_id, slot: None,
+                     ) -> tuple[bytes, int]:
         """Place and create an actor; returns its (actor id, slot). Tasks go to whichever
-        incarnation of the slot is alive: a restarted one rebuilds the actor."""
+        incarnation of the slot is alive: a restarted one rebuilds the actor. ``before_send(actor
+        id, slot)`` runs before the creation task is sent; if it raises, nothing is sent."""
         encoded = encode_args(args, kwargs, self._inline_max_bytes())
         ctx = self.sender()
         with ctx.lock:
             actor_id = ctx.next_actor_id()
             slot = self._place(node, ctx.actors_created)
             creation.slot = slot
+            before_send(actor_id, slot)
             spec = build_task(ctx, actor_id, "__init__", encoded.args, encoded.refs, self.address, creation)
             large = attach_large_args(spec, encoded.large, self.address)
             self.built += 1

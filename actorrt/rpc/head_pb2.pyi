@@ -182,3 +182,35 @@ class ShutdownRequest(_message.Message):
 class ShutdownReply(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class NamedActor(_message.Message):
+    __slots__ = ("name", "actor_id", "class_name", "methods", "slot")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
+    METHODS_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    actor_id: bytes
+    class_name: str
+    methods: _containers.RepeatedScalarFieldContainer[str]
+    slot: int
+    def __init__(self, name: _Optional[str] = ..., actor_id: _Optional[bytes] = ..., class_name: _Optional[str] = ..., methods: _Optional[_Iterable[str]] = ..., slot: _Optional[int] = ...) -> None: ...
+
+class NameActorReply(_message.Message):
+    __slots__ = ("holder",)
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    holder: NamedActor
+    def __init__(self, holder: _Optional[_Union[NamedActor, _Mapping]] = ...) -> None: ...
+
+class GetActorRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetActorReply(_message.Message):
+    __slots__ = ("actor",)
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    actor: NamedActor
+    def __init__(self, actor: _Optional[_Union[NamedActor, _Mapping]] = ...) -> None: ...

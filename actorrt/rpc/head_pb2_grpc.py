@@ -54,6 +54,16 @@ class HeadStub:
                 request_serializer=actorrt_dot_head__pb2.ClusterStatsRequest.SerializeToString,
                 response_deserializer=actorrt_dot_head__pb2.ClusterStatsReply.FromString,
                 _registered_method=True)
+        self.NameActor = channel.unary_unary(
+                '/actorrt.Head/NameActor',
+                request_serializer=actorrt_dot_head__pb2.NamedActor.SerializeToString,
+                response_deserializer=actorrt_dot_head__pb2.NameActorReply.FromString,
+                _registered_method=True)
+        self.GetActor = channel.unary_unary(
+                '/actorrt.Head/GetActor',
+                request_serializer=actorrt_dot_head__pb2.GetActorRequest.SerializeToString,
+                response_deserializer=actorrt_dot_head__pb2.GetActorReply.FromString,
+                _registered_method=True)
         self.Shutdown = channel.unary_unary(
                 '/actorrt.Head/Shutdown',
                 request_serializer=actorrt_dot_head__pb2.ShutdownRequest.SerializeToString,
@@ -92,6 +102,19 @@ class HeadServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def NameActor(self, request, context):
+        """Named actors: a name taken once per cluster, looked up from any driver or actor.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetActor(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Shutdown(self, request, context):
         """Stop every node and store shard this head started, then the head itself.
         """
@@ -121,6 +144,16 @@ def add_HeadServicer_to_server(servicer, server):
                     servicer.ClusterStats,
                     request_deserializer=actorrt_dot_head__pb2.ClusterStatsRequest.FromString,
                     response_serializer=actorrt_dot_head__pb2.ClusterStatsReply.SerializeToString,
+            ),
+            'NameActor': grpc.unary_unary_rpc_method_handler(
+                    servicer.NameActor,
+                    request_deserializer=actorrt_dot_head__pb2.NamedActor.FromString,
+                    response_serializer=actorrt_dot_head__pb2.NameActorReply.SerializeToString,
+            ),
+            'GetActor': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetActor,
+                    request_deserializer=actorrt_dot_head__pb2.GetActorRequest.FromString,
+                    response_serializer=actorrt_dot_head__pb2.GetActorReply.SerializeToString,
             ),
             'Shutdown': grpc.unary_unary_rpc_method_handler(
                     servicer.Shutdown,
@@ -236,6 +269,60 @@ class Head:
             '/actorrt.Head/ClusterStats',
             actorrt_dot_head__pb2.ClusterStatsRequest.SerializeToString,
             actorrt_dot_head__pb2.ClusterStatsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NameActor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/actorrt.Head/NameActor',
+            actorrt_dot_head__pb2.NamedActor.SerializeToString,
+            actorrt_dot_head__pb2.NameActorReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetActor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/actorrt.Head/GetActor',
+            actorrt_dot_head__pb2.GetActorRequest.SerializeToString,
+            actorrt_dot_head__pb2.GetActorReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pickle
+import subprocess
 import sys
 import threading
 import time
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 import actorrt
+from actorrt.core import context
 from actorrt.handles import ActorHandle
 from actorrt.lineage import ids
 
@@ -306,7 +308,7 @@ def test_remote_takes_actor_options_and_an_unknown_option_lists_the_real_ones(cl
     pids = {n["node"]: n["pid"] for n in actorrt.nodes()}
     assert actorrt.get(Placed.remote().where.remote(), timeout=30) == pids[1]
     assert actorrt.get(Placed.options(node=0).remote().where.remote(), timeout=30) == pids[0]
-    with pytest.raises(TypeError, match="unknown actor option num_cpus: the options are checkpoint_every, node, "
+    with pytest.raises(TypeError, match="unknown actor option num_cpus: the options are checkpoint_every, name, node, "
                                         "nondeterministic \\(num_cpus is Ray's: here, see node=\\)"):
         Counter.options(num_cpus=1)
     with pytest.raises(TypeError, match="unknown actor options bogus, num_gpus"):
@@ -365,3 +367,38 @@ def test_stats_and_nodes_are_plain_dicts(cluster):
     assert stats["driver"]["pending_results"] == 0
     # node 1 answered our tasks over a stream: every write carried at least one message
     assert node1["batches_sent"] >= 1 and node1["messages_sent"] >= node1["batches_sent"]
+
+
+@actorrt.remote
+class Registrar:
+    def create(self, name):
+        return Counter.options(name=name).remote(100)  # named from inside an actor
+
+
+def test_a_named_actor_is_found_by_name_from_any_driver(cluster, tmp_path):
+    counter = Counter.options(name="the-counter", node=1).remote(5)
+    same = actorrt.get_actor("the-counter")
+    assert same == counter and actorrt.get(same.add.remote(1), timeout=30) == 6
+    with pytest.raises(ValueError, match=r"an actor named 'the-counter' exists already \(a Counter\)"):
+        Counter.options(name="the-counter").remote()
+    with pytest.raises(ValueError, match="no actor is named 'nobody'"):
+        actorrt.get_actor("nobody")
+
+    made = actorrt.get(Registrar.remote().create.remote("made-inside"), timeout=30)
+    deadline = time.monotonic() + 10
+    while True:  # an actor takes the name in the background
+        try:
+            assert actorrt.get_actor("made-inside") == made
+            break
+        except ValueError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+
+    session = context.current().head_process.session
+    script = tmp_path / "other_driver.py"
+    script.write_text("import sys, actorrt\n"
+                      "actorrt.init(address=sys.argv[1])\n"
+                      "print(actorrt.get(actorrt.get_actor('the-counter').add.remote(10), timeout=30))\n")
+    out = subprocess.run([sys.executable, str(script), session.head_address], capture_output=True, text=True,
+                         env=dict(os.environ, ACTORRT_TOKEN=session.token), timeout=120)
+    assert out.stdout.split() == ["16"], out.stdout + out.stderr

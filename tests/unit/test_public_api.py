@@ -8,8 +8,8 @@ PUBLIC = {
     "ActorClass", "ActorDiedError", "ActorHandle", "ActorMethodError", "ActorRTError", "ClusterError",
     "GetTimeoutError", "NotInitializedError", "ObjectLostError", "ObjectRef", "ReplayDivergedError", "RolledBackError",
     "SinkConflictError", "TaskError",
-    "UnknownActorError", "checkpoint", "commit_lineage", "get", "init", "is_initialized", "kill_node", "nodes",
-    "put", "record", "remote", "rollbacks", "shutdown", "stats", "wait",
+    "UnknownActorError", "checkpoint", "commit_lineage", "get", "get_actor", "init", "is_initialized", "kill_node",
+    "nodes", "put", "record", "remote", "rollbacks", "shutdown", "stats", "wait",
 }
 
 
@@ -59,7 +59,7 @@ def test_remote_takes_a_class_and_options_are_checked():
         def f(self):
             return 1
 
-    with pytest.raises(TypeError, match="unknown actor option nodes: the options are checkpoint_every, node,"):
+    with pytest.raises(TypeError, match="unknown actor option nodes: the options are checkpoint_every, name, node,"):
         C.options(nodes=1)
     with pytest.raises(TypeError, match=r"\.remote"):
         C()
