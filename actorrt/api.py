@@ -22,6 +22,7 @@ from actorrt.cluster.head_options import HEARTBEAT_TIMEOUT_S, HeadOptions
 from actorrt.cluster.launch import start_head
 from actorrt.core import context, values
 from actorrt.core.object_ref import ObjectRef
+from actorrt.core.task_spec import KILL_METHOD
 from actorrt.exceptions import ActorRTError
 from actorrt.handles import ActorClass, ActorHandle, check_options
 from actorrt.lineage.options import (
@@ -225,6 +226,23 @@ def put(value: Any) -> ObjectRef:
         return values.put(rt.worker, value)
     except (pickle.PicklingError, TypeError, AttributeError) as exc:
         raise TypeError(f"put() cannot serialize a {type(value).__name__}: {exc}") from exc
+
+
+def kill(actor: ActorHandle) -> None:
+    """Stop ``actor``: once the tasks already queued for it have run, every later call raises
+    ``ActorDiedError`` saying it was killed. Returns at once.
+
+    Unlike Ray's ``kill``, it does not interrupt the running task or drop the queued ones: the kill
+    is a task in the actor's lineage like any other, so a replay after a failure stops the actor at
+    the same point, and it stays stopped. Its checkpoints and what its senders keep for its replays
+    are freed as for any actor; a name it had stays taken.
+
+    Raises:
+        TypeError: ``actor`` is not an actor handle.
+    """
+    if not isinstance(actor, ActorHandle):
+        raise TypeError(f"kill() takes an actor handle, not {type(actor).__name__}")
+    context.current().worker.submitter.submit_task(actor.actor_id, actor.slot, KILL_METHOD, (), {})
 
 
 def get_actor(name: str) -> ActorHandle:

@@ -22,7 +22,7 @@ from actorrt.core.checkpointer import Checkpointer
 from actorrt.core.fetches import Fetches
 from actorrt.core.ledger import SenderLedger
 from actorrt.core.serialization import deserialize, error_from_exception, runtime_error, serialize
-from actorrt.core.task_spec import CHECKPOINT_METHOD, ONCE_METHOD, SenderContext
+from actorrt.core.task_spec import CHECKPOINT_METHOD, KILL_METHOD, ONCE_METHOD, SenderContext
 from actorrt.lineage import ids
 from actorrt.lineage.application_log import RunningTask
 from actorrt.lineage.strategy import FaultTolerance
@@ -221,6 +221,9 @@ class ActorInstance:
             return self.checkpointer.take(spec)
         if spec.method == ONCE_METHOD:
             return self._once(*args, **kwargs)
+        if spec.method == KILL_METHOD:  # a logged task like any other: a replay kills it again here
+            self.die(pb.ACTOR_DIED, f"actor {self.who} was killed with actorrt.kill()")
+            return None
         return self._method(spec.method)(*args, **kwargs)
 
     def _method(self, name: str) -> Any:

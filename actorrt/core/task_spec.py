@@ -20,6 +20,8 @@ from actorrt.rpc import common_pb2 as pb
 
 # The task that checkpoints an actor (``actorrt.checkpoint(handles)``): a barrier in its mailbox.
 CHECKPOINT_METHOD = "__checkpoint__"
+# The task that stops an actor (``actorrt.kill``): after it, every task of the actor fails.
+KILL_METHOD = "__kill__"
 # A call applied at most once per (source, batch, seq) mark, whichever driver sends it:
 # ``__once__(source, batch, seq, method, *args)`` runs ``method(*args)`` unless the actor already
 # applied that mark or a later one of the source (marks of a source only grow).

@@ -299,3 +299,19 @@ def test_a_value_put_inside_an_actor_is_made_again_by_its_replay(cluster_with):
         assert node["restarts"] == 1 and ("exited with -9" in node["last_failure"]
                                           or "stream closed" in node["last_failure"]), node
         assert actorrt.get(maker.make.remote(), timeout=30)[0] != inner[-1]  # a new put, a new ID
+
+
+def test_a_killed_actor_stays_killed_through_a_replay(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=1):
+        counter = Maker.options(node=1).remote()
+        before = [counter.make.remote() for _ in range(3)]
+        actorrt.kill(counter)  # after the three calls queued before it
+        after = counter.make.remote()
+        assert all(isinstance(actorrt.get(r, timeout=30)[0], actorrt.ObjectRef) for r in before)  # they ran
+        with pytest.raises(actorrt.ActorDiedError, match="was killed with actorrt.kill"):
+            actorrt.get(after, timeout=30)
+        actorrt.kill_node(1)  # its replay runs the kill again: the actor does not come back
+        with pytest.raises(actorrt.ActorDiedError, match="was killed with actorrt.kill"):
+            actorrt.get(counter.make.remote(), timeout=60)
+        with pytest.raises(TypeError, match="kill\\(\\) takes an actor handle"):
+            actorrt.kill("counter")

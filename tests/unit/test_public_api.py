@@ -8,8 +8,8 @@ PUBLIC = {
     "ActorClass", "ActorDiedError", "ActorHandle", "ActorMethodError", "ActorRTError", "ClusterError",
     "GetTimeoutError", "NotInitializedError", "ObjectLostError", "ObjectRef", "ReplayDivergedError", "RolledBackError",
     "SinkConflictError", "TaskError",
-    "UnknownActorError", "checkpoint", "commit_lineage", "get", "get_actor", "init", "is_initialized", "kill_node",
-    "nodes", "put", "record", "remote", "rollbacks", "shutdown", "stats", "wait",
+    "UnknownActorError", "checkpoint", "commit_lineage", "get", "get_actor", "init", "is_initialized", "kill",
+    "kill_node", "nodes", "put", "record", "remote", "rollbacks", "shutdown", "stats", "wait",
 }
 
 
