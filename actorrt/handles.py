@@ -151,6 +151,10 @@ class ActorMethod:
         self._handle = handle
         self._name = name
 
+    @property
+    def name(self) -> str:
+        return self._name
+
     def remote(self, *args: Any, **kwargs: Any) -> ObjectRef:
         """Submit the call; returns at once with a ref to the result."""
         submitter = context.current().worker.submitter

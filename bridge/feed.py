@@ -1,5 +1,8 @@
 """``feed``: a DataFrame into actors, one Arrow record batch per task, partition by partition.
 
+The DataFrame is a Spark DataFrame, or a pandas DataFrame or Arrow table already in this process
+(then it is cut into batches here, in row order, with no Spark at all).
+
 Spark turns each partition into Arrow record batches in its Python workers (``mapInArrow``), cut
 to ``batch_rows`` and, with a ``key``, split by a stable hash of the key (Spark's ``xxhash64``);
 the driver then pulls one partition at a time (``toLocalIterator``), so the DataFrame is never
@@ -11,6 +14,7 @@ time, so a replay after a failure is exact.
 from __future__ import annotations
 
 import collections
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -19,8 +23,9 @@ import pyarrow.compute as pc
 
 import actorrt
 from actorrt import ActorHandle, ObjectRef
+from actorrt.handles import ActorMethod
 from bridge.errors import BridgeError
-from bridge.spark import check_session, column_types
+from bridge.spark import check_session, column_types, is_spark_dataframe, session_time_zone
 
 _PART = "__actorrt_part"
 
@@ -34,12 +39,22 @@ class FeedSummary:
     per_actor: list[dict[str, int]] = field(default_factory=list)
 
 
-def feed(df, handles: Sequence[ActorHandle], method: str, batch_rows: int = 1024, key: str | None = None,
-         max_in_flight: int = 8) -> FeedSummary:
+def feed(df, handles: Sequence[ActorHandle], method: str | ActorMethod, batch_rows: int = 1024,
+         key: str | None = None, max_in_flight: int = 8) -> FeedSummary:
     """Call ``handle.<method>(batch)`` for every Arrow record batch of ``df`` and wait until all
-    calls ran; returns the counts. At most ``max_in_flight`` times the number of actors calls are
-    unanswered at a time (the next partition is read only as the oldest finish). A method error or an actor lost beyond
-    recovery raises; every batch sent before it ran exactly once.
+    calls ran; returns the counts.
+
+    Args:
+        df: a Spark DataFrame, a pandas DataFrame or a ``pyarrow.Table``.
+        handles: the actors (or one).
+        method: the method's name, or the method itself (``actor.process``).
+        batch_rows: rows per batch at most: each call gets a ``pyarrow.RecordBatch``.
+        key: a column: rows with equal keys go to the same actor (a stable hash of the key).
+        max_in_flight: calls unanswered at a time, per actor (the next partition is read only as
+            the oldest finish).
+
+    Batches go out partition by partition, and there is no time order between partitions. A
+    method error or an actor lost beyond recovery raises; every batch sent before it ran once.
     """
     return feed_marked(df, handles, method, batch_rows, key, max_in_flight, None)
 
@@ -49,17 +64,26 @@ def feed_marked(df, handles: Sequence[ActorHandle], method: str, batch_rows: int
     """``feed``; with ``mark = (source, batch id)``, each call is applied at most once per actor
     whichever driver sends it: a micro-batch fed again (a restarted streaming query) is skipped
     where it was applied, as long as it has the same rows in the same partitions."""
-    check_session(df)
+    if isinstance(method, ActorMethod):
+        method = method.name
     handles = check_handles(handles, method)
     if not isinstance(batch_rows, int) or batch_rows < 1:
         raise BridgeError(f"batch_rows must be an int >= 1, not {batch_rows!r}")
-    if key is not None and key not in df.columns:
-        raise BridgeError(f"key column {key!r} is not in the DataFrame (columns: {', '.join(df.columns)})")
-    column_types(df.schema)  # unsupported types fail here, before anything is sent
+    if is_spark_dataframe(df):
+        check_session(df)
+        columns = df.columns
+        column_types(df.schema, session_time_zone(df.sparkSession))  # unsupported types fail here, before sending
+        batches = _spark_batches(df, batch_rows, key, len(handles))
+    else:
+        table = _local_table(df)
+        columns = table.column_names
+        batches = _local_batches(table, batch_rows, key, len(handles))
+    if key is not None and key not in columns:
+        raise BridgeError(f"key column {key!r} is not in the DataFrame (columns: {', '.join(columns)})")
 
     summary = FeedSummary(per_actor=[{"batches": 0, "rows": 0} for _ in handles])
     in_flight: collections.deque[ObjectRef] = collections.deque()
-    for target, batch in _batches(df, batch_rows, key, len(handles)):
+    for target, batch in batches:
         if target is None:
             target = summary.batches % len(handles)
         if mark is None:
@@ -89,7 +113,33 @@ def check_handles(handles: Sequence[ActorHandle], method: str) -> list[ActorHand
     return handles
 
 
-def _batches(df, batch_rows: int, key: str | None, n: int) -> Iterator[tuple[int | None, pa.RecordBatch]]:
+def _local_table(df) -> pa.Table:
+    if isinstance(df, pa.RecordBatch):
+        return pa.Table.from_batches([df])
+    if isinstance(df, pa.Table):
+        return df
+    if type(df).__name__ == "DataFrame" and hasattr(df, "to_dict"):  # pandas, without importing it
+        return pa.Table.from_pandas(df, preserve_index=False)
+    raise BridgeError(f"feed takes a Spark DataFrame, a pandas DataFrame or a pyarrow Table, not a {type(df).__name__}")
+
+
+def _local_batches(table: pa.Table, batch_rows: int, key: str | None,
+                   n: int) -> Iterator[tuple[int | None, pa.RecordBatch]]:
+    """``(target actor or None, batch)`` for a table in this process, in row order; with ``key``,
+    rows go by a stable hash of the key's value (not Spark's: the actor a key goes to differs
+    from a Spark DataFrame's feed)."""
+    if key is None:
+        for batch in table.to_batches(max_chunksize=batch_rows):
+            yield None, batch
+        return
+    targets = pa.array([zlib.crc32(repr(k).encode()) % n for k in table.column(key).to_pylist()])
+    for target in range(n):
+        rows = table.filter(pc.equal(targets, target))
+        for batch in rows.to_batches(max_chunksize=batch_rows):
+            yield target, batch
+
+
+def _spark_batches(df, batch_rows: int, key: str | None, n: int) -> Iterator[tuple[int | None, pa.RecordBatch]]:
     """``(target actor or None, batch)`` for ``df``, partition by partition."""
     from pyspark.sql import functions as sf
 

@@ -8,6 +8,7 @@ Spark takes as it is (no row-by-row conversion).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,6 +18,7 @@ import actorrt
 from actorrt import ObjectRef
 from actorrt.handles import ActorMethod
 from bridge.errors import BridgeError
+from bridge.spark import column_types, session_time_zone
 
 
 def to_dataframe(spark, source: Any, schema=None):
@@ -29,12 +31,38 @@ def to_dataframe(spark, source: Any, schema=None):
     if not values:
         return spark.createDataFrame([], schema=schema)
     table = _as_table(values, schema)
-    names = _field_names(schema)
+    struct = _struct(schema)
+    names = [f.name for f in struct.fields]
     missing = [n for n in names if n not in table.column_names]
     if missing:
         raise BridgeError(f"the schema names columns the data does not have: {', '.join(missing)} "
                           f"(it has: {', '.join(table.column_names)})")
-    return spark.createDataFrame(table.select(names), schema=schema)  # matched by name, through Arrow
+    dropped = [c for c in table.column_names if c not in names]
+    if dropped:
+        warnings.warn(f"to_dataframe: the schema leaves out column(s) {', '.join(dropped)} of the data; they are "
+                      f"dropped", stacklevel=2)
+    table = _cast(table.select(names), struct, session_time_zone(spark))
+    return spark.createDataFrame(table, schema=struct)  # matched by name, through Arrow
+
+
+def _cast(table: pa.Table, struct, timezone: str) -> pa.Table:
+    """``table`` in the schema's types, column by column: a value that does not fit is an error
+    naming its column, and numbers are not quietly turned into strings."""
+    target = column_types(struct, timezone)
+    columns = []
+    for field, spark_field in zip(target, struct.fields, strict=True):
+        column = table.column(field.name)
+        wanted = spark_field.dataType.simpleString()
+        if pa.types.is_string(field.type) and not (pa.types.is_string(column.type) or pa.types.is_large_string(
+                column.type) or pa.types.is_null(column.type)):
+            raise BridgeError(f"column {field.name!r} holds {column.type} values, but the schema says {wanted}: "
+                              f"convert them in the data if text is meant, or give the column its own type")
+        try:
+            columns.append(column.cast(field.type, safe=True))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise BridgeError(f"column {field.name!r}: its {column.type} values do not fit the schema's {wanted} "
+                              f"({exc})") from None
+    return pa.Table.from_arrays(columns, schema=target)
 
 
 def _resolve(source: Any) -> list[Any]:
@@ -97,9 +125,14 @@ def table_of_dicts(rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pydict({n: [row.get(n) for row in rows] for n in names})
 
 
-def _field_names(schema) -> list[str]:
+def _struct(schema):
+    """``schema`` as a StructType (it may be a DDL string)."""
     if isinstance(schema, str):
         from pyspark.sql.types import _parse_datatype_string
 
-        schema = _parse_datatype_string(schema)
-    return [f.name for f in schema.fields]
+        return _parse_datatype_string(schema)
+    return schema
+
+
+def _field_names(schema) -> list[str]:
+    return [f.name for f in _struct(schema).fields]

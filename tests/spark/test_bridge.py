@@ -291,3 +291,67 @@ def test_a_streaming_wordcount_survives_a_node_kill(spark, cluster, tmp_path):
     killer.join()
     rows = actorrt.get([r.rows.remote() for r in reducers], timeout=60)
     assert {row["word"]: row["count"] for part in rows for row in part} == expected
+
+
+@actorrt.remote
+class Keeper:
+    """Keeps the record batches it is fed, whole."""
+
+    def __init__(self):
+        self.kept = []
+
+    def take(self, batch: pa.RecordBatch):
+        self.kept.append(batch)
+        return batch.num_rows
+
+    def batches(self):
+        return self.kept
+
+
+def test_every_arrow_type_spark_has_feeds_and_comes_back_unchanged(spark, cluster):
+    import datetime
+    import decimal
+
+    df = spark.sql("""
+        select id,
+               timestamp'2026-03-29 01:30:00' + make_interval(0, 0, 0, 0, id, 0, 0) as ts,
+               timestamp_ntz'2026-03-29 01:30:00' as ntz,
+               date'2026-02-28' + cast(id as int) as day,
+               cast(id * 1.25 as decimal(10, 2)) as price,
+               array(cast(id as int), 2) as arr,
+               named_struct('a', cast(id as int), 'b', concat('s', id)) as st,
+               map('k', cast(id as int)) as m
+        from range(40)""").repartition(3)
+    keeper = Keeper.remote()
+    assert bridge.feed(df, [keeper], keeper.take, batch_rows=16).rows == 40  # the method itself, too
+    back = bridge.to_dataframe(spark, keeper.batches.remote(), schema=df.schema)
+    assert sorted(back.collect()) == sorted(df.collect())
+    first = sorted(back.collect())[0]
+    assert isinstance(first["ts"], datetime.datetime) and first["price"] == decimal.Decimal("0.00")
+
+
+def test_feed_takes_pandas_and_arrow_tables_too(spark, cluster):
+    import pandas as pd
+
+    frame = pd.DataFrame({"user": [i % 7 for i in range(100)], "i": range(100)})
+    keepers = [Keeper.remote() for _ in range(3)]
+    assert bridge.feed(frame, keepers, "take", batch_rows=10, key="user").rows == 100
+    seen = [actorrt.get(k.batches.remote(), timeout=30) for k in keepers]
+    users = [{u for b in kept for u in b.column("user").to_pylist()} for kept in seen]
+    assert sum(map(len, users)) == len(set().union(*users)) == 7  # each key at exactly one actor
+    assert sorted(i for kept in seen for b in kept for i in b.column("i").to_pylist()) == list(range(100))
+    assert bridge.feed(pa.Table.from_pandas(frame), keepers[0], "take", batch_rows=50).batches == 2
+    with pytest.raises(bridge.BridgeError, match="feed takes a Spark DataFrame, a pandas DataFrame or a pyarrow "
+                                                 "Table, not a list"):
+        bridge.feed([1, 2], keepers, "take")
+
+
+def test_to_dataframe_says_what_it_drops_and_refuses_what_it_would_change(spark, cluster):
+    rows = [{"word": "a", "count": 1, "extra": True}]
+    with pytest.warns(UserWarning, match="leaves out column\\(s\\) extra"):
+        out = bridge.to_dataframe(spark, rows, schema="word string, count long")
+    assert [tuple(r) for r in out.collect()] == [("a", 1)]
+    with pytest.raises(bridge.BridgeError, match="column 'count' holds int64 values, but the schema says string"):
+        bridge.to_dataframe(spark, [{"count": 1}], schema="count string")
+    with pytest.raises(bridge.BridgeError, match="column 'small': its int64 values do not fit the schema's tinyint"):
+        bridge.to_dataframe(spark, [{"small": 1000}], schema="small tinyint")
