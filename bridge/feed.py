@@ -64,13 +64,14 @@ def feed_marked(df, handles: Sequence[ActorHandle], method: str, batch_rows: int
     """``feed``; with ``mark = (source, batch id)``, each call is applied at most once per actor
     whichever driver sends it: a micro-batch fed again (a restarted streaming query) is skipped
     where it was applied, as long as it has the same rows in the same partitions."""
+    if is_spark_dataframe(df):
+        check_session(df)
     if isinstance(method, ActorMethod):
         method = method.name
     handles = check_handles(handles, method)
     if not isinstance(batch_rows, int) or batch_rows < 1:
         raise BridgeError(f"batch_rows must be an int >= 1, not {batch_rows!r}")
     if is_spark_dataframe(df):
-        check_session(df)
         columns = df.columns
         column_types(df.schema, session_time_zone(df.sparkSession))  # unsupported types fail here, before sending
         batches = _spark_batches(df, batch_rows, key, len(handles))

@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+import sys
+
 import pyarrow as pa
 
 from bridge.errors import BridgeError
 
+_workers_checked: set[int] = set()  # SparkContexts whose Python workers were found fit
+
 
 def check_session(df) -> None:
-    """``df``'s SparkSession must still run (a stopped one fails deep inside Py4J otherwise)."""
-    if df.sparkSession.sparkContext._jsc is None:
+    """``df``'s SparkSession must still run (a stopped one fails deep inside Py4J otherwise), and
+    its Python workers must have pyarrow: a session created before ``import bridge`` runs them
+    with the default ``python3``, and the failure was a Java stack trace of hundreds of lines."""
+    sc = df.sparkSession.sparkContext
+    if sc._jsc is None:
         raise BridgeError("the DataFrame's SparkSession is stopped; create a new session and DataFrame")
+    if sc.pythonExec == sys.executable or id(sc) in _workers_checked:
+        return
+    try:
+        sc.parallelize([0], 1).map(lambda _: __import__("pyarrow").__version__).collect()
+    except Exception as exc:  # noqa: BLE001 - a Py4J error wrapping the worker's
+        cause = next((line.strip() for line in str(exc).splitlines() if "Error:" in line and "py4j" not in line),
+                     type(exc).__name__)
+        raise BridgeError(f"Spark's Python workers ({sc.pythonExec}) cannot run the bridge: {cause}. Import bridge "
+                          f"before creating the SparkSession (it sets PYSPARK_PYTHON to this interpreter, "
+                          f"{sys.executable}), or set PYSPARK_PYTHON to a Python that has pyarrow") from None
+    _workers_checked.add(id(sc))
 
 
 def is_spark_dataframe(df) -> bool:

@@ -355,3 +355,30 @@ def test_to_dataframe_says_what_it_drops_and_refuses_what_it_would_change(spark,
         bridge.to_dataframe(spark, [{"count": 1}], schema="count string")
     with pytest.raises(bridge.BridgeError, match="column 'small': its int64 values do not fit the schema's tinyint"):
         bridge.to_dataframe(spark, [{"small": 1000}], schema="small tinyint")
+
+
+def test_spark_workers_without_pyarrow_are_one_clear_error(tmp_path):
+    """A session created before ``import bridge`` runs its Python workers with another Python: here
+    one that has no pyarrow (this interpreter without site-packages)."""
+    worker = tmp_path / "python-without-site"
+    worker.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    worker.chmod(0o755)
+    script = tmp_path / "late_import.py"
+    script.write_text(
+        "import os\n"
+        f"os.environ['PYSPARK_PYTHON'] = {str(worker)!r}\n"
+        "from pyspark.sql import SparkSession\n"
+        "spark = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false').getOrCreate()\n"
+        "spark.sparkContext.setLogLevel('OFF')\n"
+        "import bridge\n"
+        "df = spark.createDataFrame([('a b',)], 'line string')\n"
+        "try:\n"
+        "    bridge.feed(df, [], 'process')\n"
+        "except bridge.BridgeError as exc:\n"
+        "    print('BridgeError:', exc)\n"
+    )
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    [line] = [line for line in run.stdout.splitlines() if line.startswith("BridgeError")]
+    assert "cannot run the bridge: ModuleNotFoundError: No module named 'pyarrow'" in line, run.stdout
+    assert "Import bridge before creating the SparkSession" in line
