@@ -1,0 +1,195 @@
+"""What Ray's actor tests check, where it applies here: arguments of every kind, custom classes,
+class and static attributes, actors made inside actors, handles passed around, constructor
+errors, a class defined again, submission order, nested refs and timeouts. Each against a plain
+Python computation of the same answer."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+
+import cloudpickle
+import pytest
+
+import actorrt
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # node processes cannot import this module
+
+
+@dataclass
+class Point:
+    x: int
+    y: int
+
+    def norm1(self) -> int:
+        return abs(self.x) + abs(self.y)
+
+
+@actorrt.remote
+class Echo:
+    greeting = "hello"  # a class attribute
+
+    def __init__(self, *args, scale=1, **kwargs):
+        self.args, self.scale, self.kwargs = args, scale, kwargs
+
+    @staticmethod
+    def double(x):
+        return 2 * x
+
+    @classmethod
+    def kind(cls):
+        return cls.__name__
+
+    def call(self, a, b=2, *rest, c, d=4, **more):
+        return (a, b, rest, c, d, more)
+
+    def made_with(self):
+        return self.args, self.scale, self.kwargs
+
+    def greet(self, name):
+        return f"{self.greeting} {name}"
+
+    def move(self, p: Point, dx: int) -> Point:
+        return Point(p.x + dx, p.y)
+
+    def norm(self, p: Point) -> int:
+        return p.norm1() * self.scale
+
+
+@actorrt.remote
+class Child:
+    def __init__(self, value):
+        self.value = value
+
+    def get(self):
+        return self.value
+
+
+@actorrt.remote
+class Parent:
+    def __init__(self):
+        self.children = [Child.remote(i) for i in range(3)]
+
+    def children_handles(self):
+        return self.children
+
+    async def sum_children(self):
+        return sum([await c.get.remote() for c in self.children])
+
+
+@actorrt.remote
+class Appender:
+    def __init__(self):
+        self.seen = []
+
+    def add(self, x):
+        self.seen.append(x)
+        return len(self.seen)
+
+    def items(self):
+        return self.seen
+
+
+@actorrt.remote
+class User:
+    async def use(self, appender, x):
+        return await appender.add.remote(x)
+
+
+@actorrt.remote
+class Failing:
+    def __init__(self, fail):
+        if fail:
+            raise ValueError("bad constructor argument")
+
+    def ok(self):
+        return "ok"
+
+
+@actorrt.remote
+class Slow:
+    def sleep(self, s):
+        time.sleep(s)
+        return s
+
+
+def test_keyword_and_variable_arguments_reach_the_method_as_in_python(cluster):
+    echo = Echo.remote(1, 2, scale=3, tag="t")
+    assert actorrt.get(echo.made_with.remote(), timeout=30) == ((1, 2), 3, {"tag": "t"})
+
+    def call(a, b=2, *rest, c, d=4, **more):
+        return (a, b, rest, c, d, more)
+
+    assert actorrt.get(echo.call.remote(1, c=3), timeout=30) == call(1, c=3)
+    assert actorrt.get(echo.call.remote(1, 5, 6, 7, c=3, d=9, e=10), timeout=30) == call(1, 5, 6, 7, c=3, d=9, e=10)
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'c'"):
+        actorrt.get(echo.call.remote(1), timeout=30)
+
+
+def test_custom_classes_cross_both_ways_and_class_and_static_attributes_work(cluster):
+    echo = Echo.remote(scale=2)
+    assert actorrt.get(echo.move.remote(Point(1, 2), 5), timeout=30) == Point(6, 2)
+    assert actorrt.get(echo.norm.remote(Point(-3, 4)), timeout=30) == Point(-3, 4).norm1() * 2
+    assert actorrt.get(echo.greet.remote("ray"), timeout=30) == "hello ray"
+    assert actorrt.get(echo.double.remote(21), timeout=30) == 42
+    assert actorrt.get(echo.kind.remote(), timeout=30) == "Echo"
+
+
+def test_actors_made_inside_actors_and_handles_passed_around(cluster):
+    parent = Parent.remote()
+    assert actorrt.get(parent.sum_children.remote(), timeout=30) == 0 + 1 + 2
+    children = actorrt.get(parent.children_handles.remote(), timeout=30)  # handles returned to the driver
+    assert actorrt.get([c.get.remote() for c in children], timeout=30) == [0, 1, 2]
+    appender = Appender.remote()
+    users = [User.remote() for _ in range(3)]
+    assert sorted(actorrt.get([u.use.remote(appender, i) for i, u in enumerate(users)], timeout=30)) == [1, 2, 3]
+    assert sorted(actorrt.get(appender.items.remote(), timeout=30)) == [0, 1, 2]
+
+
+def test_a_constructor_error_kills_the_actor_and_says_why(cluster):
+    failing = Failing.remote(True)
+    with pytest.raises(actorrt.ActorDiedError, match="ValueError: bad constructor argument"):
+        actorrt.get(failing.ok.remote(), timeout=30)
+    assert actorrt.get(Failing.remote(False).ok.remote(), timeout=30) == "ok"
+
+
+def test_a_class_defined_again_makes_actors_of_the_new_definition(cluster):
+    @actorrt.remote
+    class Versioned:
+        def version(self):
+            return 1
+
+    first = Versioned.remote()
+
+    @actorrt.remote
+    class Versioned:  # noqa: F811 - defined again on purpose, as in a notebook
+        def version(self):
+            return 2
+
+    assert actorrt.get([first.version.remote(), Versioned.remote().version.remote()], timeout=30) == [1, 2]
+
+
+def test_tasks_from_one_submitter_run_in_submission_order(cluster):
+    appender = Appender.remote()
+    refs = [appender.add.remote(i) for i in range(200)]
+    assert actorrt.get(refs, timeout=60) == list(range(1, 201))
+    assert actorrt.get(appender.items.remote(), timeout=30) == list(range(200))
+
+
+def test_refs_nested_in_arguments_are_passed_as_refs_and_top_level_ones_resolved(cluster):
+    appender = Appender.remote()
+    one = appender.add.remote("x")
+    nested = actorrt.get(appender.add.remote([one]), timeout=30)  # a list holding a ref: not resolved
+    assert nested == 2
+    [inner] = actorrt.get(appender.items.remote(), timeout=30)[1]
+    assert isinstance(inner, actorrt.ObjectRef) and actorrt.get(inner, timeout=30) == 1
+    assert actorrt.get(appender.add.remote(one), timeout=30) == 3  # top level: resolved before the task
+    assert actorrt.get(appender.items.remote(), timeout=30)[2] == 1
+
+
+def test_timeouts_raise_and_the_actor_serves_on(cluster):
+    slow = Slow.remote()
+    with pytest.raises(actorrt.GetTimeoutError):
+        actorrt.get(slow.sleep.remote(1.0), timeout=0.1)
+    assert actorrt.get(slow.sleep.remote(0), timeout=30) == 0  # behind the one that timed out
