@@ -1,6 +1,7 @@
 """actorrt: a fault-tolerant actor runtime for millisecond tasks (lineage stash, SOSP 2019)."""
 
 from actorrt.api import (
+    cancel,
     checkpoint,
     commit_lineage,
     get,
@@ -30,6 +31,7 @@ from actorrt.exceptions import (
     ReplayDivergedError,
     RolledBackError,
     SinkConflictError,
+    TaskCancelledError,
     TaskError,
     UnknownActorError,
 )
@@ -52,7 +54,9 @@ __all__ = [
     "RolledBackError",
     "SinkConflictError",
     "TaskError",
+    "TaskCancelledError",
     "UnknownActorError",
+    "cancel",
     "checkpoint",
     "commit_lineage",
     "get",

@@ -228,6 +228,23 @@ def put(value: Any) -> ObjectRef:
         raise TypeError(f"put() cannot serialize a {type(value).__name__}: {exc}") from exc
 
 
+def cancel(ref: ObjectRef) -> None:
+    """Ask that the task making ``ref`` not start, if it has not: then it never runs, and ``get``
+    raises ``TaskCancelledError``. A task that started runs to its end. Returns at once.
+
+    The cancellation is recorded in the task's lineage, so a replay after a failure skips the task
+    again; one that reached the receiver only after the task started, or after its node failed,
+    has no effect.
+
+    Raises:
+        TypeError: ``ref`` is not an ``ObjectRef``.
+    """
+    if not isinstance(ref, ObjectRef):
+        raise TypeError(f"cancel() takes the ObjectRef of a task, not {type(ref).__name__}")
+    worker = context.current().worker
+    worker.call_soon(worker.cancel, ref.object_id)
+
+
 def kill(actor: ActorHandle) -> None:
     """Stop ``actor``: once the tasks already queued for it have run, every later call raises
     ``ActorDiedError`` saying it was killed. Returns at once.

@@ -11,6 +11,7 @@ The tree::
     ├── UnknownActorError      the handle names an actor its node does not host
     ├── ObjectLostError        an object's value cannot be found anywhere
     ├── GetTimeoutError        also a TimeoutError: ``get`` ran out of time
+    ├── TaskCancelledError     ``cancel`` stopped the task before it started
     ├── NotInitializedError    the API was used before ``init()`` (or after ``shutdown()``)
     ├── ClusterError           starting, reaching or authenticating with a cluster failed
     │   └── StaleIncarnationError  this node process was declared dead and replaced: it stops
@@ -116,6 +117,11 @@ class ObjectLostError(ActorRTError):
 
 class GetTimeoutError(ActorRTError, TimeoutError):
     """``get`` did not see the value within its timeout."""
+
+
+class TaskCancelledError(ActorRTError):
+    """``actorrt.cancel`` reached the task before it started: it never ran (and a replay after a
+    failure does not run it either)."""
 
 
 class NotInitializedError(ActorRTError):

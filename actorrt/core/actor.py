@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 # Recorded tasks whose arguments a replay asks for ahead of running them.
 REPLAY_PREFETCH = 32
+# What a task cancelled before it started records first in its log.
+_CANCELLED = "actorrt: cancelled before it started"
+_CANCELLED_ENTRY = cloudpickle.dumps(_CANCELLED)
 
 
 class ActorServices(Protocol):
@@ -96,6 +99,7 @@ class ActorInstance:
         self._prefetched = 0  # how many of them had their arguments asked for
         self.replaying = b""  # the recorded task running again now, if one is
         self.replayed = asyncio.Event()  # set once every recorded task ran again
+        self.cancelled: set[bytes] = set()  # tasks actorrt.cancel() reached before they started
         self._runner = asyncio.ensure_future(self._run())
         self._runner.add_done_callback(self._runner_ended)
 
@@ -159,6 +163,17 @@ class ActorInstance:
             if not self.mailbox.empty():
                 await asyncio.sleep(0)  # fairness: a backlog here must not starve the node's other actors
 
+    def _cancelled_before_start(self, spec: pb.TaskSpec) -> bool:
+        """Whether ``spec`` was cancelled: decided when it comes up, and then recorded in its log
+        (a new version, like ``actorrt.record``), so that a replay decides the same."""
+        if spec.application_log:  # a replay of a task that recorded something: was it this?
+            return spec.application_log[0] == _CANCELLED_ENTRY
+        if spec.task_id not in self.cancelled:
+            return False
+        self.cancelled.discard(spec.task_id)
+        context.record(lambda: _CANCELLED, self.services.ft.on_record)
+        return True
+
     def _prefetch_replay(self, position: int) -> None:
         """Ask for the arguments of the next recorded tasks now, so that a replay does not wait
         a round trip per task (a window, so that it does not hold them all in memory at once)."""
@@ -180,6 +195,11 @@ class ActorInstance:
         log_token = context.running_task.set(RunningTask(spec, replayed=self.replaying == spec.task_id))
         self.context.current_task = spec.task_id
         try:
+            if self._cancelled_before_start(spec):
+                self.services.fetches.drop_unused(spec)
+                return pb.ObjectValue(object_id=object_id, error=runtime_error(
+                    pb.CANCELLED, f"task {spec.method} of actor {self.who} was cancelled before it started",
+                    self.actor_id))
             args, kwargs = await self._resolve_args(spec, resolved)
             result = self._call(spec, args, kwargs)
             if inspect.isawaitable(result):

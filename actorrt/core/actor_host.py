@@ -131,6 +131,12 @@ class ActorHost:
             value = pb.ObjectValue(object_id=ids.object_id(spec.task_id), error=error)
             self.services.send_result(spec.owner_address, value)
 
+    def cancel(self, actor_id: bytes, task_id: bytes) -> None:
+        """Do not start ``task_id`` of ``actor_id`` if it has not started (``actorrt.cancel``)."""
+        actor = self.actors.get(actor_id)
+        if actor is not None:
+            actor.cancelled.add(task_id)
+
     def sender_checkpointed(self, sender: bytes, sent: dict[bytes, int]) -> None:
         """``sender``'s checkpoint covers its tasks to these actors up to ``sent[actor]``: its replay
         never re-sends them, so their kept results can go."""

@@ -24,6 +24,7 @@ from actorrt.exceptions import (
     ObjectLostError,
     ReplayDivergedError,
     RolledBackError,
+    TaskCancelledError,
     UnknownActorError,
     task_error,
 )
@@ -129,6 +130,7 @@ _KIND_TO_EXCEPTION: dict[int, type[ActorRTError]] = {
     pb.REPLAY_DIVERGED: ReplayDivergedError,
     pb.RESULT_NOT_KEPT: ObjectLostError,
     pb.CLUSTER_LOST: ClusterError,
+    pb.CANCELLED: TaskCancelledError,
 }
 
 

@@ -30,7 +30,7 @@ from actorrt.lineage import ids
 from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
 from actorrt.lineage.strategies import create_strategy
 from actorrt.lineage.strategy import FaultTolerance
-from actorrt.net.peer_streams import CHECKPOINTED, COMMITTED, LINEAGE, PUSH, RESULT, SUBMIT, Router
+from actorrt.net.peer_streams import CANCEL, CHECKPOINTED, COMMITTED, LINEAGE, PUSH, RESULT, SUBMIT, Router
 from actorrt.rpc import checkpoint_pb2, head_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
 from actorrt.store.clients import open_store
@@ -312,6 +312,8 @@ class Worker:
                 self.on_checkpointed(message.checkpointed)
             elif kind == "committed":
                 self.ft.on_committed(list(zip(message.committed.task_ids, message.committed.versions, strict=False)))
+            elif kind == "cancel" and self.host is not None:
+                self.host.cancel(message.cancel.receiver, message.cancel.task_id)
 
     def _refuse_stale(self, peer: str, batch: node_pb2.PeerBatch) -> None:
         """A node incarnation the cluster declared dead sent a batch (it hung and resumed before
@@ -362,6 +364,17 @@ class Worker:
         if self.on_loop_thread():
             return await self.get_value(ref)
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.get_value(ref), self.loop))
+
+    def cancel(self, object_id: bytes) -> None:
+        """Ask the receiver of the task that makes ``object_id`` not to start it."""
+        task = self._inflight.get(ids.producer_task(object_id))
+        if task is None or not task.address:
+            return  # answered already, or not sent yet (it goes when its slot comes back)
+        if task.address == self.address:
+            self.host.cancel(task.spec.receiver, task.spec.task_id)
+        else:
+            self.router.send(task.address, CANCEL, node_pb2.Cancel(task_id=task.spec.task_id,
+                                                                   receiver=task.spec.receiver))
 
     def hold_put(self, value: pb.ObjectValue) -> None:
         """Keep a value ``actorrt.put`` made here, owned by this process, while a ref names it."""

@@ -19,6 +19,7 @@ class ErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REPLAY_DIVERGED: _ClassVar[ErrorKind]
     RESULT_NOT_KEPT: _ClassVar[ErrorKind]
     CLUSTER_LOST: _ClassVar[ErrorKind]
+    CANCELLED: _ClassVar[ErrorKind]
 ERROR_KIND_UNSPECIFIED: ErrorKind
 TASK_ERROR: ErrorKind
 ACTOR_DIED: ErrorKind
@@ -29,6 +30,7 @@ ROLLED_BACK: ErrorKind
 REPLAY_DIVERGED: ErrorKind
 RESULT_NOT_KEPT: ErrorKind
 CLUSTER_LOST: ErrorKind
+CANCELLED: ErrorKind
 
 class SerializedObject(_message.Message):
     __slots__ = ("data", "buffers", "plain")

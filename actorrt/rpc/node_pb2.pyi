@@ -34,7 +34,7 @@ class PeerBatch(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ..., view_revision: _Optional[int] = ..., sender_epoch: _Optional[int] = ..., sender_slot: _Optional[int] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
-    __slots__ = ("submit", "result", "fetch", "object", "lineage", "push", "checkpointed", "committed")
+    __slots__ = ("submit", "result", "fetch", "object", "lineage", "push", "checkpointed", "committed", "cancel")
     SUBMIT_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     FETCH_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +43,7 @@ class PeerMessage(_message.Message):
     PUSH_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINTED_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
     submit: _common_pb2.TaskSpec
     result: _common_pb2.ObjectValue
     fetch: ObjectRequest
@@ -51,7 +52,16 @@ class PeerMessage(_message.Message):
     push: _common_pb2.ObjectValue
     checkpointed: Checkpointed
     committed: Committed
-    def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., lineage: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., push: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., checkpointed: _Optional[_Union[Checkpointed, _Mapping]] = ..., committed: _Optional[_Union[Committed, _Mapping]] = ...) -> None: ...
+    cancel: Cancel
+    def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., lineage: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., push: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., checkpointed: _Optional[_Union[Checkpointed, _Mapping]] = ..., committed: _Optional[_Union[Committed, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ...) -> None: ...
+
+class Cancel(_message.Message):
+    __slots__ = ("task_id", "receiver")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    RECEIVER_FIELD_NUMBER: _ClassVar[int]
+    task_id: bytes
+    receiver: bytes
+    def __init__(self, task_id: _Optional[bytes] = ..., receiver: _Optional[bytes] = ...) -> None: ...
 
 class Committed(_message.Message):
     __slots__ = ("task_ids", "versions")

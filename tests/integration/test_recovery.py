@@ -315,3 +315,33 @@ def test_a_killed_actor_stays_killed_through_a_replay(cluster_with):
             actorrt.get(counter.make.remote(), timeout=60)
         with pytest.raises(TypeError, match="kill\\(\\) takes an actor handle"):
             actorrt.kill("counter")
+
+
+@actorrt.remote
+class Tally:
+    def __init__(self):
+        self.total = 0
+
+    def add(self, k):
+        self.total += k
+        return self.total
+
+    def nap(self, seconds):
+        time.sleep(seconds)
+
+
+def test_a_cancelled_task_never_runs_not_even_in_a_replay(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=1):
+        tally = Tally.options(node=1).remote()
+        busy = tally.nap.remote(1.0)
+        cancelled = tally.add.remote(100)  # queued behind the nap
+        actorrt.cancel(cancelled)
+        assert actorrt.get(tally.add.remote(1), timeout=30) == 1
+        actorrt.get(busy, timeout=30)
+        with pytest.raises(actorrt.TaskCancelledError, match="cancelled before it started"):
+            actorrt.get(cancelled, timeout=30)
+        actorrt.cancel(busy)  # it ran already: nothing happens
+        actorrt.kill_node(1)  # the replay skips the cancelled task again
+        assert actorrt.get(tally.add.remote(10), timeout=60) == 11
+        with pytest.raises(TypeError, match="cancel\\(\\) takes the ObjectRef of a task"):
+            actorrt.cancel(tally)

@@ -18,3 +18,13 @@ def test_the_wordcount_notebook_runs_and_matches_spark(tmp_path):
                       for o in cell.get("outputs", []))
     assert "killed node 1" in outputs
     assert "equal to Spark's groupBy().count()" in outputs
+
+
+def test_the_committed_notebook_holds_the_outputs_of_a_real_run():
+    """A reader on a web viewer sees what it does (scripts/run_notebook.py --save stores them)."""
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    shown = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
+                    for cell in code for o in cell.get("outputs", []))
+    assert "killed node 1" in shown and "equal to Spark's groupBy().count()" in shown
+    assert not [o for cell in code for o in cell.get("outputs", []) if o.get("output_type") == "error"]

@@ -7,8 +7,8 @@ from actorrt.handles import ActorOptions
 PUBLIC = {
     "ActorClass", "ActorDiedError", "ActorHandle", "ActorMethodError", "ActorRTError", "ClusterError",
     "GetTimeoutError", "NotInitializedError", "ObjectLostError", "ObjectRef", "ReplayDivergedError", "RolledBackError",
-    "SinkConflictError", "TaskError",
-    "UnknownActorError", "checkpoint", "commit_lineage", "get", "get_actor", "init", "is_initialized", "kill",
+    "SinkConflictError", "TaskCancelledError", "TaskError",
+    "UnknownActorError", "cancel", "checkpoint", "commit_lineage", "get", "get_actor", "init", "is_initialized", "kill",
     "kill_node", "nodes", "put", "record", "remote", "rollbacks", "shutdown", "stats", "wait",
 }
 
