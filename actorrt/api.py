@@ -7,6 +7,7 @@ and makes one call into it.
 from __future__ import annotations
 
 import atexit
+import os
 import pickle
 import shutil
 import signal
@@ -124,14 +125,21 @@ def init(
 
 
 def _clean_up_on_sigterm() -> None:
-    """Make SIGTERM end this process through ``atexit`` (which stops the embedded cluster and removes
-    its session directory), unless the program handles SIGTERM itself."""
+    """On SIGTERM, stop the embedded cluster and remove its session directory before the signal
+    ends the process as it would have; unless the program handles SIGTERM itself."""
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _exit_on_signal)
+        signal.signal(signal.SIGTERM, _stop_then_die)
 
 
-def _exit_on_signal(signum: int, frame: Any) -> None:
-    raise SystemExit(128 + signum)
+def _stop_then_die(signum: int, frame: Any) -> None:
+    signal.signal(signum, signal.SIG_DFL)  # a second SIGTERM ends it at once
+    if _lock.acquire(blocking=False):  # not if the signal came in the middle of init() or shutdown()
+        _lock.release()
+        try:
+            shutdown()
+        except Exception:  # noqa: BLE001 - dying anyway: the signal below ends the process
+            pass
+    os.kill(os.getpid(), signum)
 
 
 def shutdown() -> None:
@@ -142,6 +150,8 @@ def shutdown() -> None:
         driver = _driver()
         context.set_current(None)
         driver.shutdown()
+        if signal.getsignal(signal.SIGTERM) is _stop_then_die and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as it was before init()
 
 
 def is_initialized() -> bool:
@@ -215,8 +225,8 @@ def put(value: Any) -> ObjectRef:
     process that needs it, instead of with every call. Its lineage: the value is owned by the
     process that put it, and kept (like any argument passed by ref) until the checkpoints of the
     actors that received it cover those tasks, so their replays find it. A ``put`` inside an actor
-    task is made again by the replay that rebuilds that actor; a driver's lives as long as the
-    driver.
+    task after its last checkpoint is made again by the replay that rebuilds that actor (one before
+    it is lost with its node); a driver's lives as long as the driver.
 
     Raises:
         TypeError: ``value`` cannot be pickled (the message names its type).
@@ -251,8 +261,8 @@ def kill(actor: ActorHandle) -> None:
 
     Unlike Ray's ``kill``, it does not interrupt the running task or drop the queued ones: the kill
     is a task in the actor's lineage like any other, so a replay after a failure stops the actor at
-    the same point, and it stays stopped. Its checkpoints and what its senders keep for its replays
-    are freed as for any actor; a name it had stays taken.
+    the same point, and it stays stopped. A killed actor checkpoints no more, so what its senders
+    keep for its replays since its last checkpoint stays; a name it had stays taken.
 
     Raises:
         TypeError: ``actor`` is not an actor handle.

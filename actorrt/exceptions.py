@@ -61,7 +61,9 @@ class TaskError(ActorRTError):
         return getattr(cause, name)
 
     def __reduce__(self):
-        return (task_error, (self.type_name, self.remote_message, self.remote_traceback, self.cause))
+        # The remote type travels too when only the type came across (an instance that did not pickle).
+        cause = self.cause if self.cause is not None else self.__dict__.get("_cause_type")
+        return (task_error, (self.type_name, self.remote_message, self.remote_traceback, cause))
 
 
 _dual_classes: dict[type, type] = {}
@@ -72,8 +74,8 @@ def task_error(type_name: str, remote_message: str, remote_traceback: str,
     """The ``TaskError`` for a remote exception: an instance of its type too when ``cause`` (the
     exception or its class) is an ``Exception`` type that can be combined with ``TaskError``."""
     if isinstance(cause, TaskError):  # re-raised by a task that awaited it: the original counts
-        bases = type(cause).__bases__
-        cause = cause.cause if cause.cause is not None else bases[1] if bases[0] is TaskError else None
+        type_name, remote_message = cause.type_name, cause.remote_message
+        cause = cause.cause if cause.cause is not None else cause.__dict__.get("_cause_type")
     cause_type = cause if isinstance(cause, type) else type(cause) if cause is not None else None
     instance = cause if isinstance(cause, BaseException) else None
     if cause_type is None or not issubclass(cause_type, Exception) or issubclass(cause_type, TaskError):
@@ -85,8 +87,12 @@ def task_error(type_name: str, remote_message: str, remote_traceback: str,
         except TypeError:  # a type that cannot be a base (final, or a conflicting layout)
             return TaskError(type_name, remote_message, remote_traceback, instance)
         _dual_classes[cause_type] = cls
-    error = cls.__new__(cls)
-    TaskError.__init__(error, type_name, remote_message, remote_traceback, instance)
+    try:  # a type whose __new__ wants arguments of its own (ExceptionGroup) cannot be made this way
+        error = cls.__new__(cls)
+        TaskError.__init__(error, type_name, remote_message, remote_traceback, instance)
+    except Exception:  # noqa: BLE001 - then the caller gets what it always gets: a TaskError
+        return TaskError(type_name, remote_message, remote_traceback, instance)
+    error._cause_type = cause_type
     return error
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import actorrt
 from actorrt import ObjectRef
@@ -51,18 +52,35 @@ def _cast(table: pa.Table, struct, timezone: str) -> pa.Table:
     target = column_types(struct, timezone)
     columns = []
     for field, spark_field in zip(target, struct.fields, strict=True):
-        column = table.column(field.name)
         wanted = spark_field.dataType.simpleString()
-        if pa.types.is_string(field.type) and not (pa.types.is_string(column.type) or pa.types.is_large_string(
-                column.type) or pa.types.is_null(column.type)):
-            raise BridgeError(f"column {field.name!r} holds {column.type} values, but the schema says {wanted}: "
-                              f"convert them in the data if text is meant, or give the column its own type")
         try:
-            columns.append(column.cast(field.type, safe=True))
+            columns.append(_cast_column(table.column(field.name), field, wanted, timezone))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise BridgeError(f"column {field.name!r}: its {column.type} values do not fit the schema's {wanted} "
-                              f"({exc})") from None
+            raise BridgeError(f"column {field.name!r}: its {table.column(field.name).type} values do not fit the "
+                              f"schema's {wanted} ({exc})") from None
     return pa.Table.from_arrays(columns, schema=target)
+
+
+def _cast_column(column: pa.ChunkedArray, field: pa.Field, wanted: str, timezone: str) -> pa.ChunkedArray:
+    if pa.types.is_dictionary(column.type):  # a pandas categorical: its values
+        column = pa.chunked_array([chunk.dictionary_decode() for chunk in column.chunks], type=column.type.value_type)
+    if _is_text(field.type) and not (_is_text(column.type) or pa.types.is_null(column.type)):
+        raise BridgeError(f"column {field.name!r} holds {column.type} values, but the schema says {wanted}: "
+                          f"convert them in the data if text is meant, or give the column its own type")
+    if not field.nullable and column.null_count:
+        raise BridgeError(f"column {field.name!r} holds {column.null_count} null(s), but the schema says it has none")
+    if pa.types.is_timestamp(field.type) and field.type.tz is not None:
+        if pa.types.is_date(column.type):
+            column = column.cast(pa.timestamp("us"))
+        if pa.types.is_timestamp(column.type) and column.type.tz is None:
+            # A wall-clock time, as Spark reads one: in the session time zone, not in UTC.
+            column = pc.assume_timezone(column, timezone, ambiguous="earliest", nonexistent="earliest")
+    # Finer than microseconds is truncated, as Spark does; any other loss of value is an error.
+    return pc.cast(column, options=pc.CastOptions(field.type, allow_time_truncate=True))
+
+
+def _is_text(typ: pa.DataType) -> bool:
+    return pa.types.is_string(typ) or pa.types.is_large_string(typ) or typ == pa.string_view()
 
 
 def _resolve(source: Any) -> list[Any]:

@@ -21,8 +21,3 @@ class ActorNames:
 
     def find(self, name: str) -> head_pb2.NamedActor | None:
         return self._by_name.get(name)
-
-    def release(self, actor_id: bytes) -> None:
-        """A killed actor's names are free again."""
-        for name in [n for n, a in self._by_name.items() if a.actor_id == actor_id]:
-            del self._by_name[name]

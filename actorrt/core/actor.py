@@ -166,8 +166,8 @@ class ActorInstance:
     def _cancelled_before_start(self, spec: pb.TaskSpec) -> bool:
         """Whether ``spec`` was cancelled: decided when it comes up, and then recorded in its log
         (a new version, like ``actorrt.record``), so that a replay decides the same."""
-        if spec.application_log:  # a replay of a task that recorded something: was it this?
-            return spec.application_log[0] == _CANCELLED_ENTRY
+        if spec.application_log or self.replaying == spec.task_id:  # a replay decides as the past did
+            return bool(spec.application_log) and spec.application_log[0] == _CANCELLED_ENTRY
         if spec.task_id not in self.cancelled:
             return False
         self.cancelled.discard(spec.task_id)

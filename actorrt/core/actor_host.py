@@ -131,11 +131,12 @@ class ActorHost:
             value = pb.ObjectValue(object_id=ids.object_id(spec.task_id), error=error)
             self.services.send_result(spec.owner_address, value)
 
-    def cancel(self, actor_id: bytes, task_id: bytes) -> None:
-        """Do not start ``task_id`` of ``actor_id`` if it has not started (``actorrt.cancel``)."""
-        actor = self.actors.get(actor_id)
-        if actor is not None:
-            actor.cancelled.add(task_id)
+    def cancel(self, notice: node_pb2.Cancel) -> None:
+        """Do not start the task if it has not started (``actorrt.cancel``); a task that ran (or is
+        running: its sender's tasks run in counter order) is left alone."""
+        actor = self.actors.get(notice.receiver)
+        if actor is not None and actor.ledger.last_counter.get(notice.sender, 0) < notice.task_counter:
+            actor.cancelled.add(notice.task_id)
 
     def sender_checkpointed(self, sender: bytes, sent: dict[bytes, int]) -> None:
         """``sender``'s checkpoint covers its tasks to these actors up to ``sent[actor]``: its replay

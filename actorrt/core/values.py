@@ -2,7 +2,9 @@
 
 ``get`` and ``wait`` run on the worker's loop and block the calling thread, never the loop. A
 timeout of 0 means "what is here now": each ref gets one step of the loop to resolve, which a
-value this process holds (or has fetched) needs, and nothing more.
+value this process holds (or has fetched) needs, and nothing more. A fetch that a timeout
+interrupts goes on, and what ``wait`` found ready is kept, for the next ``get`` or ``wait`` of
+the ref: polling a ref another process owns fetches it once.
 
 ``put`` stores a value in this process and returns a ref it owns, as a task's result would be:
 passed to many tasks, the value is sent once to each process that needs it, and kept for the
@@ -50,19 +52,39 @@ def _blocking(worker: Worker, what: str) -> None:
                            f"async methods")
 
 
+# Values a wait found ready, or a get that timed out left on their way, at most (the oldest go).
+POLLS_KEPT = 10_000
+
+
+def _value_task(worker: Worker, ref: ObjectRef) -> asyncio.Task:
+    """The task that gets ``ref``'s value: one an earlier wait or timed-out get left, else a new one
+    (a ref another process owns is fetched once, however often it is polled)."""
+    task = worker.polls.pop(ref.object_id, None)
+    return task if task is not None else asyncio.ensure_future(worker.get_value(ref))
+
+
+def _keep(worker: Worker, ref: ObjectRef, task: asyncio.Task) -> None:
+    worker.polls[ref.object_id] = task
+    if task.done():
+        task.exception()  # an error is an answer here: the get that takes it up raises it
+    while len(worker.polls) > POLLS_KEPT:
+        oldest = next(iter(worker.polls))
+        worker.polls.pop(oldest).cancel()
+
+
 def get(worker: Worker, refs: ObjectRef | Sequence[ObjectRef], timeout: float | None) -> Any:
     """The value of ``refs`` (one ref), or their values (a list of them), waiting ``timeout`` at most."""
     _blocking(worker, "get")
     items = _as_refs("get", refs)
 
     async def gather() -> list[Any]:
-        tasks = {r: asyncio.ensure_future(worker.get_value(r)) for r in dict.fromkeys(items)}
+        tasks = {r: _value_task(worker, r) for r in dict.fromkeys(items)}
         if tasks:
             await asyncio.wait(tasks.values(), timeout=timeout, return_when=asyncio.FIRST_EXCEPTION)
-        late = [t for t in tasks.values() if not t.done()]
-        for t in late:
-            t.cancel()
-        failed = [t for t in tasks.values() if t.done() and not t.cancelled() and t.exception() is not None]
+        late = [r for r, t in tasks.items() if not t.done()]
+        for r in late:  # still on its way: a later get or wait takes it up where this one left it
+            _keep(worker, r, tasks[r])
+        failed = [t for t in tasks.values() if t.done() and t.exception() is not None]
         if failed:  # an error is raised at once, whatever is still on its way
             raise failed[0].exception()
         if late:
@@ -88,22 +110,17 @@ def wait(worker: Worker, refs: Sequence[ObjectRef], num_returns: int,
     async def first_ready() -> set[ObjectRef]:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        tasks = {asyncio.ensure_future(worker.get_value(r)): r for r in items}
+        tasks = {_value_task(worker, r): r for r in items}
         ready: set[ObjectRef] = set()
         pending = set(tasks)
-        try:
-            while pending and len(ready) < num_returns:
-                left = None if deadline is None else max(0.0, deadline - loop.time())
-                done, pending = await asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)
-                ready.update(tasks[t] for t in done)
-                if not done:
-                    break
-        finally:
-            for t in pending:
-                t.cancel()
-        for t in tasks:
-            if t.done() and not t.cancelled():
-                t.exception()  # an error is an answer here: get() raises it
+        while pending and len(ready) < num_returns:
+            left = None if deadline is None else max(0.0, deadline - loop.time())
+            done, pending = await asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            ready.update(tasks[t] for t in done)
+            if not done:
+                break
+        for t, r in tasks.items():  # ready or not, the value is kept (or still fetched) for a later get
+            _keep(worker, r, t)
         return ready
 
     ready = asyncio.run_coroutine_threadsafe(first_ready(), worker.loop).result() if items else set()

@@ -87,6 +87,7 @@ class Worker:
         self._ahead_of_view: list[tuple[str, node_pb2.PeerBatch]] = []
         self._loop_thread: int | None = None
         self.cluster_lost = ""  # why, once the head is gone for good
+        self.polls: dict[bytes, asyncio.Task] = {}  # values being got for a later get or wait (core/values.py)
 
     def bind(self, address: str) -> None:
         """Start routing as ``address`` (this process's gRPC server)."""
@@ -313,7 +314,7 @@ class Worker:
             elif kind == "committed":
                 self.ft.on_committed(list(zip(message.committed.task_ids, message.committed.versions, strict=False)))
             elif kind == "cancel" and self.host is not None:
-                self.host.cancel(message.cancel.receiver, message.cancel.task_id)
+                self.host.cancel(message.cancel)
 
     def _refuse_stale(self, peer: str, batch: node_pb2.PeerBatch) -> None:
         """A node incarnation the cluster declared dead sent a batch (it hung and resumed before
@@ -370,11 +371,13 @@ class Worker:
         task = self._inflight.get(ids.producer_task(object_id))
         if task is None or not task.address:
             return  # answered already, or not sent yet (it goes when its slot comes back)
+        spec = task.spec
+        notice = node_pb2.Cancel(task_id=spec.task_id, receiver=spec.receiver, sender=spec.sender,
+                                 task_counter=spec.task_counter)
         if task.address == self.address:
-            self.host.cancel(task.spec.receiver, task.spec.task_id)
+            self.host.cancel(notice)
         else:
-            self.router.send(task.address, CANCEL, node_pb2.Cancel(task_id=task.spec.task_id,
-                                                                   receiver=task.spec.receiver))
+            self.router.send(task.address, CANCEL, notice)
 
     def hold_put(self, value: pb.ObjectValue) -> None:
         """Keep a value ``actorrt.put`` made here, owned by this process, while a ref names it."""

@@ -56,12 +56,16 @@ class PeerMessage(_message.Message):
     def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., lineage: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., push: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., checkpointed: _Optional[_Union[Checkpointed, _Mapping]] = ..., committed: _Optional[_Union[Committed, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ...) -> None: ...
 
 class Cancel(_message.Message):
-    __slots__ = ("task_id", "receiver")
+    __slots__ = ("task_id", "receiver", "sender", "task_counter")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     RECEIVER_FIELD_NUMBER: _ClassVar[int]
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    TASK_COUNTER_FIELD_NUMBER: _ClassVar[int]
     task_id: bytes
     receiver: bytes
-    def __init__(self, task_id: _Optional[bytes] = ..., receiver: _Optional[bytes] = ...) -> None: ...
+    sender: bytes
+    task_counter: int
+    def __init__(self, task_id: _Optional[bytes] = ..., receiver: _Optional[bytes] = ..., sender: _Optional[bytes] = ..., task_counter: _Optional[int] = ...) -> None: ...
 
 class Committed(_message.Message):
     __slots__ = ("task_ids", "versions")

@@ -279,6 +279,12 @@ def test_put_makes_a_ref_that_tasks_and_gets_use_like_a_result(cluster):
     [inner] = actorrt.get(users[1].make.remote(7), timeout=30)
     assert actorrt.get(inner, timeout=30).tolist() == [7] * 1000
     assert actorrt.get(users[0].total.remote(inner), timeout=30) == 7000.0
+    [polled] = actorrt.get(users[1].make.remote(8), timeout=30)  # owned by a node: polling fetches it once
+    deadline = time.monotonic() + 10
+    while not actorrt.wait([polled], timeout=0)[0]:
+        assert time.monotonic() < deadline, "a polled ref another process owns never became ready"
+        time.sleep(0.01)
+    assert actorrt.get(polled, timeout=0).tolist() == [8] * 1000
     with pytest.raises(TypeError, match="put\\(\\) cannot serialize a lock"):
         actorrt.put(threading.Lock())
 

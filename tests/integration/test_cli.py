@@ -196,7 +196,7 @@ def test_an_embedded_driver_stopped_by_sigterm_stops_its_cluster_and_removes_its
         session_dir, head_pid = proc.stdout.readline().split()
         assert Path(session_dir).is_dir()
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+        assert proc.wait(timeout=60) == -signal.SIGTERM  # ended by the signal, as without actorrt
         assert not Path(session_dir).exists()
         assert not _wait_gone({int(head_pid)}, 10.0)
     finally:

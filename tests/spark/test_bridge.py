@@ -382,3 +382,25 @@ def test_spark_workers_without_pyarrow_are_one_clear_error(tmp_path):
     [line] = [line for line in run.stdout.splitlines() if line.startswith("BridgeError")]
     assert "cannot run the bridge: ModuleNotFoundError: No module named 'pyarrow'" in line, run.stdout
     assert "Import bridge before creating the SparkSession" in line
+
+
+def test_to_dataframe_reads_wall_clock_times_in_the_session_zone_and_decodes_categoricals(spark, cluster):
+    import datetime
+
+    import pandas as pd
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+    try:
+        noon = datetime.datetime(2024, 1, 1, 12, 0, 0, 123456)
+        out = bridge.to_dataframe(spark, [{"t": noon, "d": datetime.date(2024, 1, 1)}],
+                                  schema="t timestamp, d timestamp")
+        expected = spark.sql("select timestamp'2024-01-01 12:00:00.123456' as t, timestamp'2024-01-01' as d")
+        assert out.collect() == expected.collect()  # as Spark reads the same wall-clock times
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    categorical = pd.DataFrame({"w": pd.Categorical(["a", "b", "a"])})
+    assert [r["w"] for r in bridge.to_dataframe(spark, categorical, schema="w string").collect()] == ["a", "b", "a"]
+    with pytest.raises(bridge.BridgeError, match="column 'n' holds 1 null\\(s\\), but the schema says it has none"):
+        bridge.to_dataframe(spark, [{"n": None}], schema=StructType([StructField("n", LongType(), nullable=False)]))
