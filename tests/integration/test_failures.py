@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
@@ -81,17 +82,25 @@ def test_killing_an_unknown_node_is_an_error(fresh_cluster):
         actorrt.kill_node(9)
 
 
-def test_losing_the_head_fails_pending_calls_instead_of_hanging(fresh_cluster):
+def test_losing_the_head_is_one_log_line_and_a_cluster_error_naming_it(fresh_cluster, caplog):
+    """The head dies (its nodes and store shards with it): what waits, and every later call, fails
+    with a ClusterError that names the cause, instead of hanging; the loss is logged once."""
     from actorrt.core import context
 
     a = Worker.options(node=0).remote()
     assert actorrt.get(a.inc.remote(), timeout=30) == 1
     pending = a.sleep.remote(60)
-    os.kill(context.current().head_process.process.pid, signal.SIGKILL)  # its nodes die with it
-    with pytest.raises(actorrt.ActorDiedError):
-        actorrt.get(pending, timeout=30)
-    with pytest.raises(actorrt.ActorDiedError):  # and new calls fail fast
-        actorrt.get(a.inc.remote(), timeout=30)
+    with caplog.at_level(logging.DEBUG, logger="actorrt"):
+        os.kill(context.current().head_process.process.pid, signal.SIGKILL)
+        with pytest.raises(actorrt.ClusterError, match="the head at .* is gone .*call actorrt.shutdown"):
+            actorrt.get(pending, timeout=60)
+        with pytest.raises(actorrt.ClusterError, match="is gone"):  # and new calls fail fast
+            actorrt.get(a.inc.remote(), timeout=10)
+        time.sleep(3)  # no retry stream after the loss either
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert sum("reconnecting" in m for m in warnings) == 1, warnings
+    assert sum("lineage store" in m for m in warnings) <= 1, warnings
+    assert len(warnings) <= 4, warnings
 
 
 def test_a_killed_head_takes_its_nodes_and_store_shards_with_it(cluster_with):
