@@ -136,5 +136,12 @@ def put(worker: Worker, value: Any) -> ObjectRef:
         counter = ctx.next_counter(PUT_COUNTER)
     object_id = ids.object_id(ids.task_id(PUT_COUNTER, ctx.sender_id, counter))
     ref = ObjectRef(object_id, worker.address, owned=True)
-    worker.call_soon(worker.hold_put, pb.ObjectValue(object_id=object_id, value=serialized))
+    worker.call_soon(_hold, worker, pb.ObjectValue(object_id=object_id, value=serialized))
     return ref
+
+
+def _hold(worker: Worker, value: pb.ObjectValue) -> None:
+    """Keep a put value, owned by this process, while a ref names it (and replays may need it)."""
+    worker.objects.expect(value.object_id)
+    worker.objects.put(value)
+    worker.retention.referenced(value.object_id)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
+from actorrt.core import failures
 from actorrt.core.fetches import Fetches
 from actorrt.core.membership import Membership
 from actorrt.core.object_ref import ObjectRef
@@ -135,7 +136,7 @@ class Worker:
                 continue
             if self.ft.rolls_back and t.address:  # it ran, or would have, on a process that is gone
                 del self._inflight[tid]
-                self.objects.put(self._rolled_back(ids.object_id(tid), t.slot))
+                self.objects.put(failures.rolled_back(ids.object_id(tid), t.slot))
             elif info is not None and info.state == head_pb2.ALIVE:
                 self._resend(t)
             elif not self.membership.accepts(t.slot):
@@ -167,15 +168,7 @@ class Worker:
                                                                  versions=[v for _, v in acks]))
 
     def _died(self, object_id: bytes, slot: int) -> pb.ObjectValue:
-        info = self.membership.node(slot)
-        msg = (f"node {slot} (incarnation {info.epoch if info else 0}) died and will not be restarted, and no "
-               f"live node inherited its actors (ft={self.ft.mode}); they are gone")
-        return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.ACTOR_DIED, msg))
-
-    def _rolled_back(self, object_id: bytes, slot: int) -> pb.ObjectValue:
-        msg = (f"node {slot} was restarted by a global rollback (ft=checkpoint): every actor is back at the last "
-               f"global checkpoint; resubmit the work done since")
-        return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.ROLLED_BACK, msg))
+        return failures.died(object_id, slot, self.membership.node(slot), self.ft.mode)
 
     # ---- routing (loop thread) ----------------------------------------------------------------
 
@@ -190,8 +183,7 @@ class Worker:
             self.retention.referenced(object_id)  # by the ref submit_task returned
         self._hold_large_args(large)
         if self.cluster_lost:
-            self.objects.put(pb.ObjectValue(object_id=object_id,
-                                            error=runtime_error(pb.CLUSTER_LOST, self.cluster_lost)))
+            self.objects.put(failures.cluster_lost(object_id, self.cluster_lost))
             self._drop_large_args(large)
             return
         if not self.membership.accepts(slot):
@@ -379,12 +371,6 @@ class Worker:
         else:
             self.router.send(task.address, CANCEL, notice)
 
-    def hold_put(self, value: pb.ObjectValue) -> None:
-        """Keep a value ``actorrt.put`` made here, owned by this process, while a ref names it."""
-        self.objects.expect(value.object_id)
-        self.objects.put(value)
-        self.retention.referenced(value.object_id)
-
     def pending_results(self) -> int:
         return len(self._inflight)
 
@@ -396,13 +382,7 @@ class Worker:
         self.cluster_lost = reason
         self._background.cancel_all()  # flushes to a store that went with the head, fetches
         self.fail_all(reason, pb.CLUSTER_LOST)
-        view = head_pb2.ClusterView()
-        view.CopyFrom(self.membership.view)
-        view.revision += 1
-        for node in view.nodes:  # so that a fetch of what they own fails at once
-            node.state = head_pb2.DEAD
-            node.managed = False
-        self.apply_view(view)
+        self.apply_view(failures.all_dead(self.membership.view))  # a fetch of what they own fails at once
 
     def fail_all(self, reason: str, kind: int = pb.ACTOR_DIED) -> None:
         """Fail every task still waiting for a result (the cluster is going away)."""

@@ -1,7 +1,7 @@
 """TaskSpec records in the sharded store: version-checked writes, acks, reads.
 
 A write carries ``(task_id, version)`` and either the whole spec or, for a newer version, only
-what it changes (a ``TaskVersion``: the predecessor and the application log). A Lua script applies
+what it changes (a ``TaskVersion``: the predecessor and the application log). A Lua script (``scripts.py``) applies
 it atomically only if the stored version is older (Definition 4.1), and answers the version the
 store now holds. That answer is the ack: the task is committed at that version, and an older
 write learns it was superseded. A record holds the spec (``s``, written once, by whoever writes it
@@ -38,88 +38,11 @@ from redis.exceptions import ResponseError
 
 from actorrt.exceptions import ClusterError, StaleIncarnationError
 from actorrt.rpc import common_pb2 as pb
+from actorrt.store import scripts
 from actorrt.store.clients import Client, Store, StoreRefusedError
 from actorrt.util.lease import Lease
 
 KEY_PREFIX = b"task:"
-
-# A node's writes carry its incarnation (epoch); KEYS[1] is its slot's fence, the first epoch
-# allowed to write for the slot, which the incarnation that takes over sets before it reads (and
-# ARGV[2] is the writer's epoch; 0 for a driver, which no one fences).
-_FENCE_CHECK = """
-local fence = tonumber(redis.call('GET', KEYS[1]))
-if fence and tonumber(ARGV[2]) > 0 and fence > tonumber(ARGV[2]) then
-  return redis.error_reply('FENCED: epoch ' .. ARGV[2] .. ' of this node slot was replaced by epoch ' .. fence)
-end
-"""
-
-# KEYS = fence, record_1, index_1, record_2, index_2, ...; ARGV = tombstone version, writer epoch,
-# then version_i, kind_i, payload_i, task_id_i per record, with kind "s" (the whole spec) or "d" (a
-# TaskVersion). Refuses the whole call if the writer's fence is past its epoch (a newer incarnation
-# of its node slot took over). Applies each write whose version is newer than the one held, keeps a
-# spec that arrives after a newer delta (unless the record was collected: a tombstone), and indexes
-# the task under its receiver; returns the version held after the call, per record (-1 while the
-# record has a delta but no spec: nothing is committed yet). One call per batch: the per-command
-# cost of a pipeline dominated the per-task cost, and Redis fsyncs once for the whole call.
-_WRITE_IF_NEWER = _FENCE_CHECK + """
-local tombstone = tonumber(ARGV[1])
-local held_after = {}
-for i = 1, (#KEYS - 1) / 2 do
-  local key = KEYS[2 * i]
-  local version = tonumber(ARGV[4 * i - 1])
-  local kind = ARGV[4 * i]
-  local held = tonumber(redis.call('HGET', key, 'v'))
-  if held and held >= version then
-    if kind == 's' and held < tombstone then
-      redis.call('HSETNX', key, 's', ARGV[4 * i + 1])
-    end
-    held_after[i] = held
-  else
-    if kind == 's' then
-      redis.call('HSET', key, 'v', version, 's', ARGV[4 * i + 1])
-      redis.call('HDEL', key, 'd')
-    else
-      redis.call('HSET', key, 'v', version, 'd', ARGV[4 * i + 1])
-    end
-    redis.call('SADD', KEYS[2 * i + 1], ARGV[4 * i + 2])
-    held_after[i] = version
-  end
-  if held_after[i] < tombstone and redis.call('HEXISTS', key, 's') == 0 then
-    held_after[i] = -1  -- a delta without its spec: nothing a replay could run is committed yet
-  end
-end
-return held_after
-"""
-
-
-# KEYS = fence; ARGV = epoch: from now on writes of earlier epochs of the fence's slot are refused.
-_RAISE_FENCE = """
-local fence = tonumber(redis.call('GET', KEYS[1]))
-if not fence or fence < tonumber(ARGV[1]) then
-  redis.call('SET', KEYS[1], ARGV[1])
-end
-return 0
-"""
-
-# KEYS = fence, checkpoint pointer (both in the writer's group); ARGV = seq, epoch, path.
-_SET_CHECKPOINT = _FENCE_CHECK + """
-redis.call('HSET', KEYS[2], 'seq', ARGV[1], 'path', ARGV[3])
-return 0
-"""
-
-# Deletes the records of ARGV[1..n] that the receiver index KEYS[1] lists (KEYS[2..n+1] are their
-# records, in the index's group), leaving tombstones; ARGV[n+1], ARGV[n+2]: tombstone version, TTL.
-_FORGET = """
-local n = #KEYS - 1
-for i = 1, n do
-  if redis.call('SREM', KEYS[1], ARGV[i]) == 1 then
-    redis.call('DEL', KEYS[i + 1])
-    redis.call('HSET', KEYS[i + 1], 'v', ARGV[n + 1])
-    redis.call('EXPIRE', KEYS[i + 1], ARGV[n + 2])
-  end
-end
-return 0
-"""
 
 # A collected record leaves a tombstone for a while: a version no write can beat, so a write of
 # it that was still on its way (a slow flusher) is acked as committed instead of resurrecting it.
@@ -263,7 +186,7 @@ class LineageStore:
         keys = [_fence_key(g, slot) for g in range(SLOT_GROUPS)]
 
         async def raise_fence(client: Client, ks: list[bytes]) -> None:
-            script = self._script(client, _RAISE_FENCE)
+            script = self._script(client, scripts.RAISE_FENCE)
             await asyncio.gather(*(script(keys=[key], args=[epoch]) for key in ks))
 
         await self.store.per_shard(keys, raise_fence)
@@ -297,7 +220,8 @@ class LineageStore:
         async def call() -> None:
             nonlocal keys, args, size
             fenced = [_fence_key(self.group, self._writer), *keys]
-            held.extend(await self._fenced_call(_WRITE_IF_NEWER, fenced, [TOMBSTONE_VERSION, self._epoch, *args]))
+            arguments = [TOMBSTONE_VERSION, self._epoch, *args]
+            held.extend(await self._fenced_call(scripts.WRITE_IF_NEWER, fenced, arguments))
             self.bytes_written += size
             keys, args, size = [], [], 0
 
@@ -379,7 +303,7 @@ class LineageStore:
         if self.group < 0:
             self.group = await self._group_of(self._writer)
         keys = [_fence_key(self.group, self._writer), _checkpoint_key(self.group, actor_id)]
-        await self._fenced_call(_SET_CHECKPOINT, keys, [seq, self._epoch, path])
+        await self._fenced_call(scripts.SET_CHECKPOINT, keys, [seq, self._epoch, path])
 
     async def checkpoint_of(self, actor_id: bytes) -> tuple[int, str] | None:
         """``(seq, path)`` of ``actor_id``'s newest checkpoint, or None if it has none (whichever
@@ -401,7 +325,7 @@ class LineageStore:
         group_of = {_index_key(g, receiver): g for g in range(SLOT_GROUPS)}
 
         async def delete(client: Client, indexes: list[bytes]) -> None:
-            script = self._script(client, _FORGET)
+            script = self._script(client, scripts.FORGET)
             await asyncio.gather(*(
                 script(keys=[index, *(record_key(group_of[index], t) for t in task_ids)],
                        args=[*task_ids, TOMBSTONE_VERSION, TOMBSTONE_TTL_S])
