@@ -191,8 +191,7 @@ def get(refs: ObjectRef | Sequence[ObjectRef], *, timeout: float | None = None) 
         ActorRTError: called inside an actor task, where ``await ref`` is the way.
         ValueError: ``timeout`` is negative. TypeError: something other than refs was given.
     """
-    if timeout is not None and timeout < 0:
-        raise ValueError(f"timeout must be >= 0 or None, not {timeout!r}")
+    _check_timeout(timeout)
     return context.current().get(refs, timeout)
 
 
@@ -213,8 +212,7 @@ def wait(refs: Sequence[ObjectRef], *, num_returns: int = 1,
         TypeError: ``refs`` is not a list of refs. ValueError: ``num_returns`` is out of range, a ref
         is there twice, or ``timeout`` is negative. ActorRTError: called inside an actor task.
     """
-    if timeout is not None and timeout < 0:
-        raise ValueError(f"timeout must be >= 0 or None, not {timeout!r}")
+    _check_timeout(timeout)
     return context.current().wait(refs, num_returns, timeout)
 
 
@@ -297,7 +295,7 @@ def checkpoint(handles: Sequence[ActorHandle], *, timeout: float | None = None) 
     depended on is in the lineage.
 
     Args:
-        handles: the actors to checkpoint.
+        handles: the actors to checkpoint (or one).
         timeout: seconds to wait for every actor's checkpoint (None: as long as it takes).
 
     Returns:
@@ -310,8 +308,9 @@ def checkpoint(handles: Sequence[ActorHandle], *, timeout: float | None = None) 
         ActorRTError: called inside an actor.
     """
     driver = _driver()
+    _check_timeout(timeout)
     targets = []
-    for h in handles:
+    for h in [handles] if isinstance(handles, ActorHandle) else handles:
         if not isinstance(h, ActorHandle):
             raise TypeError(f"checkpoint() takes actor handles, got {type(h).__name__}")
         targets.append((h.actor_id, h.slot))
@@ -357,6 +356,9 @@ def record(fn: Callable[[], T]) -> T:
     Returns:
         ``fn()`` on the first run, the logged value on a replay. Outside actor tasks, ``fn()``.
     """
+    if not callable(fn):
+        raise TypeError(f"record() takes a function of no arguments whose value it logs (e.g. time.time), not "
+                        f"a {type(fn).__name__}")
     rt = context.current() if context.is_initialized() else None
     ft = rt.worker.ft if rt is not None else None
     return context.record(fn, ft.on_record if ft is not None else lambda spec: None)
@@ -372,6 +374,8 @@ def rollbacks() -> int:
 
 def kill_node(node: int) -> int:
     """SIGKILL node process ``node`` (fail-stop); returns once the cluster has noticed. Returns its pid."""
+    if isinstance(node, bool) or not isinstance(node, int):
+        raise TypeError(f"kill_node() takes a node slot number (see actorrt.nodes()), not {node!r}")
     return _driver().kill_node(node)
 
 
@@ -383,6 +387,11 @@ def nodes() -> list[dict[str, Any]]:
 def stats() -> dict[str, Any]:
     """Nodes with their actors and queue sizes, the store shards, and this driver's counters."""
     return _driver().stats()
+
+
+def _check_timeout(timeout: Any) -> None:
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0):
+        raise ValueError(f"timeout must be a number of seconds >= 0, or None, not {timeout!r}")
 
 
 def _driver() -> Driver:

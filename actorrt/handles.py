@@ -130,7 +130,8 @@ class ActorHandle:
         if name.startswith("_"):
             raise AttributeError(name)
         if name not in self.methods:
-            raise ActorMethodError(f"actor class {self.class_name} has no method {name!r}")
+            raise ActorMethodError(f"actor class {self.class_name} has no method {name!r} "
+                                   f"(it has: {', '.join(self.methods) or 'none'})")
         return ActorMethod(self, name)
 
     def __reduce__(self) -> tuple:

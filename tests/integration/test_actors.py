@@ -203,7 +203,7 @@ def test_error_propagates_through_a_ref_argument(cluster):
 
 def test_missing_method_is_a_clear_error(cluster):
     a = Counter.options(node=0).remote()
-    with pytest.raises(actorrt.ActorMethodError, match="no method 'nope'"):
+    with pytest.raises(actorrt.ActorMethodError, match="no method 'nope' \\(it has: add, "):
         a.nope.remote()
     # A handle that believes in a method the class lacks: the node answers NO_SUCH_METHOD.
     liar = ActorHandle(a.actor_id, "Counter", a.methods + ("nope",), a.slot)
@@ -408,3 +408,21 @@ def test_a_named_actor_is_found_by_name_from_any_driver(cluster, tmp_path):
     out = subprocess.run([sys.executable, str(script), session.head_address], capture_output=True, text=True,
                          env=dict(os.environ, ACTORRT_TOKEN=session.token), timeout=120)
     assert out.stdout.split() == ["16"], out.stdout + out.stderr
+
+
+def test_bad_arguments_to_public_functions_name_the_argument_and_what_is_allowed(cluster):
+    a = Counter.options(node=0).remote()
+    ref = a.add.remote(1)
+    with pytest.raises(ValueError, match="timeout must be a number of seconds >= 0, or None, not '1'"):
+        actorrt.get(ref, timeout="1")
+    with pytest.raises(ValueError, match="timeout must be a number of seconds >= 0, or None, not -1"):
+        actorrt.wait([ref], timeout=-1)
+    with pytest.raises(TypeError, match="record\\(\\) takes a function of no arguments"):
+        actorrt.record(5)
+    with pytest.raises(TypeError, match="kill_node\\(\\) takes a node slot number"):
+        actorrt.kill_node("a")
+    with pytest.raises(ValueError, match="no node 7; nodes are \\[0, 1\\]"):
+        actorrt.kill_node(7)
+    with pytest.raises(TypeError, match="get_actor\\(\\) takes the actor's name, a str, not int"):
+        actorrt.get_actor(3)
+    assert actorrt.checkpoint(a, timeout=60)["actors"]  # one handle is taken as well as a list
