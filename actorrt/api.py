@@ -7,7 +7,6 @@ and makes one call into it.
 from __future__ import annotations
 
 import atexit
-import os
 import pickle
 import shutil
 import signal
@@ -32,6 +31,7 @@ from actorrt.lineage.options import (
     DEFAULT_STASH_LIMIT,
     FaultToleranceOptions,
 )
+from actorrt.util import signals
 
 T = TypeVar("T")
 _lock = threading.Lock()
@@ -119,27 +119,15 @@ def init(
                 head.wait_stopped()
             raise
         context.set_current(driver)
-        if head is not None:
-            _clean_up_on_sigterm()
+        if head is not None:  # a SIGTERM stops the embedded cluster and removes its session directory
+            signals.clean_up_before(signal.SIGTERM, _shutdown_unless_busy)
         return {"address": driver.head_address, "nodes": driver.nodes()}
 
 
-def _clean_up_on_sigterm() -> None:
-    """On SIGTERM, stop the embedded cluster and remove its session directory before the signal
-    ends the process as it would have; unless the program handles SIGTERM itself."""
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _stop_then_die)
-
-
-def _stop_then_die(signum: int, frame: Any) -> None:
-    signal.signal(signum, signal.SIG_DFL)  # a second SIGTERM ends it at once
+def _shutdown_unless_busy() -> None:
     if _lock.acquire(blocking=False):  # not if the signal came in the middle of init() or shutdown()
         _lock.release()
-        try:
-            shutdown()
-        except Exception:  # noqa: BLE001 - dying anyway: the signal below ends the process
-            pass
-    os.kill(os.getpid(), signum)
+        shutdown()
 
 
 def shutdown() -> None:
@@ -150,8 +138,7 @@ def shutdown() -> None:
         driver = _driver()
         context.set_current(None)
         driver.shutdown()
-        if signal.getsignal(signal.SIGTERM) is _stop_then_die and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as it was before init()
+        signals.forget(signal.SIGTERM)  # as it was before init()
 
 
 def is_initialized() -> bool:

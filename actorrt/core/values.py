@@ -32,13 +32,12 @@ if TYPE_CHECKING:
 PUT_COUNTER = b"actorrt.put"
 
 
-def _as_refs(what: str, refs: Any) -> list[ObjectRef]:
+def _as_refs(what: str, refs: Any, one_allowed: bool = False) -> list[ObjectRef]:
+    if one_allowed and isinstance(refs, ObjectRef):
+        return [refs]
     if isinstance(refs, ObjectRef) or not isinstance(refs, Sequence | set | frozenset):
-        kind = type(refs).__name__
-        if what == "get" and isinstance(refs, ObjectRef):
-            return [refs]
-        raise TypeError(f"{what}() takes {'an ObjectRef or ' if what == 'get' else ''}a list of ObjectRefs, "
-                        f"not {kind}")
+        raise TypeError(f"{what}() takes {'an ObjectRef or ' if one_allowed else ''}a list of ObjectRefs, "
+                        f"not {type(refs).__name__}")
     out = list(refs)
     for i, r in enumerate(out):
         if not isinstance(r, ObjectRef):
@@ -75,7 +74,7 @@ def _keep(worker: Worker, ref: ObjectRef, task: asyncio.Task) -> None:
 def get(worker: Worker, refs: ObjectRef | Sequence[ObjectRef], timeout: float | None) -> Any:
     """The value of ``refs`` (one ref), or their values (a list of them), waiting ``timeout`` at most."""
     _blocking(worker, "get")
-    items = _as_refs("get", refs)
+    items = _as_refs("get", refs, one_allowed=True)
 
     async def gather() -> list[Any]:
         tasks = {r: _value_task(worker, r) for r in dict.fromkeys(items)}

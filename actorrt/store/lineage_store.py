@@ -157,11 +157,15 @@ class LineageStore:
             self._groups = await writer_groups(self.store)
         return self._groups[writer % len(self._groups)]
 
+    async def _own_group(self) -> int:
+        """The slot group this process writes into (learnt at the first write)."""
+        if self.group < 0:
+            self.group = await self._group_of(self._writer)
+        return self.group
+
     async def _fenced_call(self, source: str, keys: list[bytes], args: list) -> list:
         """Run a script that starts with the fence check, as this writer, in its group."""
         await self._lease.held()
-        if self.group < 0:
-            self.group = await self._group_of(self._writer)
 
         async def call(client: Client, _: list[bytes]):
             return await self._script(client, source)(keys=keys, args=args)
@@ -210,33 +214,25 @@ class LineageStore:
                 whole.add(spec.task_id)
         if not latest:
             return []
-        if self.group < 0:
-            self.group = await self._group_of(self._writer)
-        held: list[int] = []
-        keys: list[bytes] = []
-        args: list[int | bytes] = []
-        size = 0
-
-        async def call() -> None:
-            nonlocal keys, args, size
-            fenced = [_fence_key(self.group, self._writer), *keys]
-            arguments = [TOMBSTONE_VERSION, self._epoch, *args]
-            held.extend(await self._fenced_call(scripts.WRITE_IF_NEWER, fenced, arguments))
-            self.bytes_written += size
-            keys, args, size = [], [], 0
-
+        group = await self._own_group()
+        calls: list[tuple[list[bytes], list[int | bytes]]] = []  # (keys, args) per script call
+        size = MAX_CALL_BYTES
         for spec in latest.values():
-            keys += [record_key(self.group, spec.task_id), _index_key(self.group, spec.receiver)]
+            if size >= MAX_CALL_BYTES:  # in order: what a later call holds depends on earlier ones only
+                calls.append(([_fence_key(group, self._writer)], [TOMBSTONE_VERSION, self._epoch]))
+                size = 0
             if spec.task_id in whole or spec.version == 0:
                 payload, kind = spec.SerializeToString(), b"s"
             else:
                 payload, kind = version_of(spec).SerializeToString(), b"d"
+            keys, args = calls[-1]
+            keys += [record_key(group, spec.task_id), _index_key(group, spec.receiver)]
             args += [spec.version, kind, payload, spec.task_id]
             size += len(payload)
-            if size >= MAX_CALL_BYTES:  # in order: what a later call holds depends on earlier ones only
-                await call()
-        if keys:
-            await call()
+        held: list[int] = []
+        for keys, args in calls:
+            held += await self._fenced_call(scripts.WRITE_IF_NEWER, keys, args)
+            self.bytes_written += sum(len(a) for a in args[4::4])  # the payloads
         return [(task_id, int(v)) for task_id, v in zip(latest, held, strict=True)]
 
     async def _read_records(self, keys: Sequence[bytes]) -> dict[bytes, pb.TaskSpec]:
@@ -300,9 +296,8 @@ class LineageStore:
     async def set_checkpoint(self, actor_id: bytes, seq: int, path: str) -> None:
         """``actor_id``'s newest checkpoint is number ``seq``, in file ``path`` (in this writer's
         group, under its fence: a stale incarnation cannot point a recovery at its state)."""
-        if self.group < 0:
-            self.group = await self._group_of(self._writer)
-        keys = [_fence_key(self.group, self._writer), _checkpoint_key(self.group, actor_id)]
+        group = await self._own_group()
+        keys = [_fence_key(group, self._writer), _checkpoint_key(group, actor_id)]
         await self._fenced_call(scripts.SET_CHECKPOINT, keys, [seq, self._epoch, path])
 
     async def checkpoint_of(self, actor_id: bytes) -> tuple[int, str] | None:

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import actorrt
+from actorrt.util.processes import process_alive
 from tests.integration.test_heir import node_added_by_hand
 from tests.support.waiting import eventually
 
@@ -33,14 +34,6 @@ def _runs(path: Path) -> list[tuple[int, int]]:
     return [tuple(map(int, line.split())) for line in path.read_text().splitlines()]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"  # a zombie has exited
-
-
 def _hang_replace_resume(witness, pid: int, path: Path, replaced) -> None:
     """Run 0..4, hang ``pid``, send 5..9 while it hangs, wait until ``replaced()``, resume it."""
     assert actorrt.get([witness.record.remote(i) for i in range(5)], timeout=60) == [(pid, i) for i in range(5)]
@@ -57,7 +50,7 @@ def _hang_replace_resume(witness, pid: int, path: Path, replaced) -> None:
     results = actorrt.get(late, timeout=60)
     assert [i for _, i in results] == list(range(5, 10))
     assert all(p != pid for p, _ in results), results  # run by the replacement
-    eventually(lambda: not _alive(pid), timeout=30, what="the resumed stale node to exit")
+    eventually(lambda: not process_alive(pid), timeout=30, what="the resumed stale node to exit")
     time.sleep(0.5)  # anything it still did would be in the file by now
     stale_runs = [i for p, i in _runs(path) if p == pid]
     assert stale_runs == list(range(5)), f"the stale incarnation ran tasks after it hung: {stale_runs}"
