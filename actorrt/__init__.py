@@ -35,6 +35,7 @@ from actorrt.exceptions import (
     TaskError,
     UnknownActorError,
 )
+from actorrt.functions import RemoteFunction
 from actorrt.handles import ActorClass, ActorHandle
 
 __version__ = "0.1.0"
@@ -50,6 +51,7 @@ __all__ = [
     "NotInitializedError",
     "ObjectLostError",
     "ObjectRef",
+    "RemoteFunction",
     "ReplayDivergedError",
     "RolledBackError",
     "SinkConflictError",

@@ -24,7 +24,8 @@ from actorrt.core import context, values
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.task_spec import KILL_METHOD
 from actorrt.exceptions import ActorRTError
-from actorrt.handles import ActorClass, ActorHandle, check_options
+from actorrt.functions import FunctionOptions, RemoteFunction, check_function_options
+from actorrt.handles import ActorClass, ActorHandle, ActorOptions, check_options
 from actorrt.lineage.options import (
     DEFAULT_INLINE_MAX_BYTES,
     DEFAULT_PINNED_BUDGET_BYTES,
@@ -146,19 +147,28 @@ def is_initialized() -> bool:
     return context.is_initialized()
 
 
-def remote(cls: type[T] | None = None, /, **options: Any) -> ActorClass[T] | Callable[[type[T]], ActorClass[T]]:
-    """Make a class a remote actor class: ``Cls.remote(...)`` creates an actor, returns its handle.
+def remote(target: Any = None, /, **options: Any) -> Any:
+    """Make a class a remote actor class, or a function a remote function.
 
-    ``@actorrt.remote`` or, with actor options (see ``ActorClass.options``),
-    ``@actorrt.remote(node=1, checkpoint_every=100)``.
+    ``Cls.remote(...)`` creates an actor and returns its handle; ``f.remote(...)`` runs ``f`` on a
+    node and returns a ref to its result. ``@actorrt.remote`` or, with options (see
+    ``ActorClass.options``, ``RemoteFunction.options``), ``@actorrt.remote(node=1)``.
 
     Raises:
-        TypeError: ``cls`` is not a class, or an option is not an actor option (the message lists them).
+        TypeError: ``target`` is neither a class nor a function, or an option does not apply to it
+            (the message lists the ones that do).
     """
-    check_options(options)
-    if cls is None:
-        return lambda c: ActorClass(c).options(**options)
-    return ActorClass(cls).options(**options) if options else ActorClass(cls)
+    if target is None:
+        if set(options) - set(ActorOptions.__dataclass_fields__) - set(FunctionOptions.__dataclass_fields__):
+            check_options(options)  # fits neither: say so now, not at the decorated definition
+        return lambda t: remote(t, **options)
+    if isinstance(target, type):
+        check_options(options)
+        return ActorClass(target).options(**options) if options else ActorClass(target)
+    if callable(target):
+        check_function_options(options)
+        return RemoteFunction(target, FunctionOptions(**options))
+    raise TypeError(f"@actorrt.remote takes a class or a function, not a {type(target).__name__}")
 
 
 def get(refs: ObjectRef | Sequence[ObjectRef], *, timeout: float | None = None) -> Any:
@@ -178,7 +188,7 @@ def get(refs: ObjectRef | Sequence[ObjectRef], *, timeout: float | None = None) 
         ActorRTError: called inside an actor task, where ``await ref`` is the way.
         ValueError: ``timeout`` is negative. TypeError: something other than refs was given.
     """
-    _check_timeout(timeout)
+    values.check_timeout(timeout)
     return context.current().get(refs, timeout)
 
 
@@ -199,7 +209,7 @@ def wait(refs: Sequence[ObjectRef], *, num_returns: int = 1,
         TypeError: ``refs`` is not a list of refs. ValueError: ``num_returns`` is out of range, a ref
         is there twice, or ``timeout`` is negative. ActorRTError: called inside an actor task.
     """
-    _check_timeout(timeout)
+    values.check_timeout(timeout)
     return context.current().wait(refs, num_returns, timeout)
 
 
@@ -295,7 +305,7 @@ def checkpoint(handles: Sequence[ActorHandle], *, timeout: float | None = None) 
         ActorRTError: called inside an actor.
     """
     driver = _driver()
-    _check_timeout(timeout)
+    values.check_timeout(timeout)
     targets = []
     for h in [handles] if isinstance(handles, ActorHandle) else handles:
         if not isinstance(h, ActorHandle):
@@ -342,6 +352,9 @@ def record(fn: Callable[[], T]) -> T:
 
     Returns:
         ``fn()`` on the first run, the logged value on a replay. Outside actor tasks, ``fn()``.
+
+    Raises:
+        ActorRTError: called in a remote function, which is run again, not replayed, after a failure.
     """
     if not callable(fn):
         raise TypeError(f"record() takes a function of no arguments whose value it logs (e.g. time.time), not "
@@ -374,11 +387,6 @@ def nodes() -> list[dict[str, Any]]:
 def stats() -> dict[str, Any]:
     """Nodes with their actors and queue sizes, the store shards, and this driver's counters."""
     return _driver().stats()
-
-
-def _check_timeout(timeout: Any) -> None:
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0):
-        raise ValueError(f"timeout must be a number of seconds >= 0, or None, not {timeout!r}")
 
 
 def _driver() -> Driver:

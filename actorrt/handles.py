@@ -74,8 +74,7 @@ class ActorClass(Generic[T]):
 
     def __init__(self, cls: type[T], options: ActorOptions = ActorOptions()) -> None:
         if not inspect.isclass(cls):
-            raise TypeError(f"@actorrt.remote takes a class, not a {type(cls).__name__} (remote functions are not "
-                            f"supported yet: make it a method of an actor class)")
+            raise TypeError(f"an actor class is made of a class, not of a {type(cls).__name__}")
         self._cls = cls
         self._options = options
         self._methods = _public_methods(cls)

@@ -163,7 +163,8 @@ def main(workers: int, size: int, iterations: int, checkpoint_every: int, kill_a
         finally:
             actorrt.shutdown()
         results.append({"ft": ft, "failure_free": clean, "with_failure": failed, "recoveries": recoveries,
-                        "cost_s": _from_iteration(failed, kill_at) - _from_iteration(clean, kill_at) if failed else None,
+                        "cost_s": (_from_iteration(failed, kill_at) - _from_iteration(clean, kill_at)
+                                   if failed else None),
                         "total_difference_s": failed["total_s"] - clean["total_s"] if failed else None,
                         "redone": len(failed["starts"]) - iterations if failed else None})
         click.echo(f"{ft}: {clean['total_s']:.2f} s without a failure"

@@ -18,10 +18,11 @@ from typing import Any, Protocol
 import cloudpickle
 
 from actorrt.core import context
+from actorrt.core.arguments import ArgumentError, MissingArgumentError, resolve_args
 from actorrt.core.checkpointer import Checkpointer
 from actorrt.core.fetches import Fetches
 from actorrt.core.ledger import SenderLedger
-from actorrt.core.serialization import deserialize, error_from_exception, runtime_error, serialize
+from actorrt.core.serialization import error_from_exception, runtime_error, serialize
 from actorrt.core.task_spec import CHECKPOINT_METHOD, KILL_METHOD, ONCE_METHOD, SenderContext
 from actorrt.lineage import ids
 from actorrt.lineage.application_log import RunningTask
@@ -58,22 +59,6 @@ class ActorServices(Protocol):
     def send_again(self, pending: checkpoint_pb2.PendingTask) -> None: ...
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task: ...
-
-
-class _ArgumentError(Exception):
-    """The task cannot run as called (no such method, or an argument whose task failed); it
-    fails with ``error``."""
-
-    def __init__(self, error: pb.RemoteError) -> None:
-        self.error = error
-
-
-class _MissingArgumentError(_ArgumentError):
-    """A reference argument's value is lost (its holder is gone): a replay cannot run the task."""
-
-    def __init__(self, object_id: bytes, error: pb.RemoteError) -> None:
-        super().__init__(error)
-        self.object_id = object_id
 
 
 class ActorInstance:
@@ -200,12 +185,12 @@ class ActorInstance:
                 return pb.ObjectValue(object_id=object_id, error=runtime_error(
                     pb.CANCELLED, f"task {spec.method} of actor {self.who} was cancelled before it started",
                     self.actor_id))
-            args, kwargs = await self._resolve_args(spec, resolved)
+            args, kwargs = await resolve_args(self.services.fetches, spec, resolved)
             result = self._call(spec, args, kwargs)
             if inspect.isawaitable(result):
                 result = await result
             return pb.ObjectValue(object_id=object_id, value=serialize(result))
-        except _MissingArgumentError as exc:
+        except MissingArgumentError as exc:
             if self.replaying == spec.task_id:
                 # It ran with this argument before the failure: running it without would diverge.
                 self.die(pb.ACTOR_DIED, f"actor {self.who} was stopped: the replay of its task #{spec.task_counter} "
@@ -214,7 +199,7 @@ class ActorInstance:
                 log.error("%s", self.death.message)
                 return pb.ObjectValue(object_id=object_id, error=self.death)
             return pb.ObjectValue(object_id=object_id, error=exc.error)
-        except _ArgumentError as exc:
+        except ArgumentError as exc:
             return pb.ObjectValue(object_id=object_id, error=exc.error)
         except asyncio.CancelledError as exc:
             if asyncio.current_task().cancelling():
@@ -249,7 +234,7 @@ class ActorInstance:
     def _method(self, name: str) -> Any:
         method = getattr(self.instance, name, None) if not name.startswith("_") else None
         if method is None or not callable(method):
-            raise _ArgumentError(runtime_error(pb.NO_SUCH_METHOD, f"{self.class_name} has no method {name!r}",
+            raise ArgumentError(runtime_error(pb.NO_SUCH_METHOD, f"{self.class_name} has no method {name!r}",
                                                self.actor_id))
         return method
 
@@ -268,24 +253,3 @@ class ActorInstance:
             return value
 
         return applied()
-
-    async def _resolve_args(self, spec: pb.TaskSpec, resolved: list[bytes]) -> tuple[list[Any], dict[str, Any]]:
-        args: list[Any] = []
-        kwargs: dict[str, Any] = {}
-        needed_by = (spec.receiver, spec.sender, spec.task_counter)  # its owner keeps it for this task's replay
-        for arg in spec.args:
-            if arg.WhichOneof("kind") == "ref":
-                resolved.append(arg.ref.object_id)  # before awaiting: unborrowed even if cancelled
-                value = await self.services.fetches.resolve(arg.ref, needed_by)
-                if value.WhichOneof("kind") == "error":
-                    if value.error.kind in (pb.OBJECT_LOST, pb.RESULT_NOT_KEPT):
-                        raise _MissingArgumentError(arg.ref.object_id, value.error)
-                    raise _ArgumentError(value.error)  # its task failed: so did this one, the first time too
-                item = deserialize(value.value)
-            else:
-                item = deserialize(arg.value)
-            if arg.keyword:
-                kwargs[arg.keyword] = item
-            else:
-                args.append(item)
-        return args, kwargs

@@ -11,6 +11,7 @@ import asyncio
 import logging
 
 from actorrt.core.actor import ActorInstance, ActorServices
+from actorrt.core.function_calls import FunctionCalls
 from actorrt.core.serialization import runtime_error
 from actorrt.core.task_spec import SenderContext
 from actorrt.lineage import ids
@@ -30,6 +31,7 @@ class ActorHost:
     def __init__(self, services: ActorServices) -> None:
         self.services = services
         self.actors: dict[bytes, ActorInstance] = {}
+        self.functions = FunctionCalls(services)  # remote-function calls: no actor, no mailbox
         self._early: dict[bytes, list[pb.TaskSpec]] = {}  # tasks that beat their actor's creation
         self._held: list[pb.TaskSpec] | None = None  # arrivals while recovering
         self._holds = 0  # recoveries under way (this slot's own, and slots it inherits)
@@ -108,6 +110,9 @@ class ActorHost:
         if self._held is not None:
             self._held.append(spec)
             return
+        if spec.function:
+            self.functions.assign(spec)
+            return
         actor = self.actors.get(spec.receiver)
         if actor is None and spec.HasField("actor_creation"):
             actor = self.actors[spec.receiver] = ActorInstance(self.services, spec.receiver, spec.actor_creation)
@@ -134,6 +139,9 @@ class ActorHost:
     def cancel(self, notice: node_pb2.Cancel) -> None:
         """Do not start the task if it has not started (``actorrt.cancel``); a task that ran (or is
         running: its sender's tasks run in counter order) is left alone."""
+        if notice.receiver == ids.FUNCTIONS:
+            self.functions.cancel(notice)
+            return
         actor = self.actors.get(notice.receiver)
         if actor is not None and actor.ledger.last_counter.get(notice.sender, 0) < notice.task_counter:
             actor.cancelled.add(notice.task_id)
@@ -153,9 +161,10 @@ class ActorHost:
                 executed=a.executed, dead=a.death is not None, results_kept_bytes=a.ledger.kept_bytes(),
             )
             for a in self.actors.values()
-        ]
+        ] + self.functions.stats()
 
     def stop(self) -> None:
         for actor in self.actors.values():
             actor.stop()
+        self.functions.stop()
 

@@ -14,7 +14,7 @@ import contextvars
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from actorrt.exceptions import NotInitializedError
+from actorrt.exceptions import ActorRTError, NotInitializedError
 
 if TYPE_CHECKING:
     from actorrt.core.object_ref import ObjectRef
@@ -76,5 +76,10 @@ def current_task_id() -> bytes:
 def record(fn: Callable[[], T], on_new_version: Callable[[TaskSpec], None]) -> T:
     """``fn()``, logged in the running task's application log (see ``RunningTask.record``);
     outside actor tasks nothing is replayed, so it is just ``fn()``."""
+    sender = current_sender.get(None)
+    if sender is not None and sender.function:
+        raise ActorRTError(f"actorrt.record() in remote function {sender.function}: a remote function is run again "
+                           f"after a failure, not replayed, so it must not depend on what record() is for; pass "
+                           f"the value as an argument, or make it an actor method")
     task = running_task.get(None)
     return fn() if task is None else task.record(fn, on_new_version)

@@ -14,8 +14,8 @@ from typing import Any
 from actorrt.core import context
 from actorrt.core.membership import Membership
 from actorrt.core.object_ref import ObjectRef
-from actorrt.core.task_spec import SenderContext, attach_large_args, build_task, encode_args
-from actorrt.exceptions import ClusterError
+from actorrt.core.task_spec import EncodedArgs, SenderContext, attach_large_args, build_task, encode_args
+from actorrt.exceptions import ActorRTError, ClusterError
 from actorrt.lineage import ids
 from actorrt.lineage.options import DEFAULT_INLINE_MAX_BYTES
 from actorrt.lineage.strategy import FaultTolerance
@@ -51,15 +51,32 @@ class Submitter:
                     kwargs: dict[str, Any]) -> ObjectRef:
         """Submit ``method(*args, **kwargs)`` to actor ``actor_id`` placed on ``slot``; returns
         the ref to its result."""
+        ctx = self.sender()
+        _no_actor_calls_in_functions(ctx, f"calls actor method {method}()")
+        encoded = encode_args(args, kwargs, self._inline_max_bytes())
+        self._wait_for_stash_room()
+        with ctx.lock:
+            spec = build_task(ctx, actor_id, method, encoded.args, encoded.refs, self.address)
+            return self._submit(spec, slot, encoded)
+
+    def submit_function(self, blob: bytes, name: str, node: int | None, args: Sequence[Any],
+                        kwargs: dict[str, Any]) -> ObjectRef:
+        """Submit a call of the remote function ``blob`` (cloudpickled) to ``node``, or to the next
+        live node; returns the ref to its result. Placement is not logged: a replayed caller may
+        send the call elsewhere, which runs it again (a function keeps no state)."""
         encoded = encode_args(args, kwargs, self._inline_max_bytes())
         self._wait_for_stash_room()
         ctx = self.sender()
         with ctx.lock:
-            spec = build_task(ctx, actor_id, method, encoded.args, encoded.refs, self.address)
-            large = attach_large_args(spec, encoded.large, self.address)
-            ref = ObjectRef(ids.object_id(spec.task_id), self.address, owned=True)
-            self.built += 1
-            self._hand_off(spec, slot, encoded.refs, large, not _replaying())
+            slot = self._place_call(node, ctx.counters.get(ids.FUNCTIONS, 0) + 1)
+            spec = build_task(ctx, ids.FUNCTIONS, name, encoded.args, encoded.refs, self.address, function=blob)
+            return self._submit(spec, slot, encoded)
+
+    def _submit(self, spec: pb.TaskSpec, slot: int, encoded: EncodedArgs) -> ObjectRef:
+        large = attach_large_args(spec, encoded.large, self.address)
+        ref = ObjectRef(ids.object_id(spec.task_id), self.address, owned=True)
+        self.built += 1
+        self._hand_off(spec, slot, encoded.refs, large, not _replaying())
         return ref
 
     def create_actor(self, creation: pb.ActorCreation, args: Sequence[Any], kwargs: dict[str, Any],
@@ -68,8 +85,9 @@ class Submitter:
         """Place and create an actor; returns its (actor id, slot). Tasks go to whichever
         incarnation of the slot is alive: a restarted one rebuilds the actor. ``before_send(actor
         id, slot)`` runs before the creation task is sent; if it raises, nothing is sent."""
-        encoded = encode_args(args, kwargs, self._inline_max_bytes())
         ctx = self.sender()
+        _no_actor_calls_in_functions(ctx, f"creates an actor of class {creation.class_name}")
+        encoded = encode_args(args, kwargs, self._inline_max_bytes())
         with ctx.lock:
             actor_id = ctx.next_actor_id()
             slot = self._place(node, ctx.actors_created)
@@ -110,15 +128,34 @@ class Submitter:
         choice is logged in the task's application log, so a replay places the actor where the
         lost run did, whichever nodes are alive then (its tasks follow the slot to whoever serves
         it). A slot restarting, or inherited by a live node, is served; a dead one alone is not."""
-        alive = self._membership.alive_nodes()
         if node is None:
-            if not alive:
-                raise ClusterError("no live node to place the actor on")
-            return context.record(lambda: alive[counter % len(alive)].slot, self.ft.on_record)
+            return context.record(lambda: self.next_live_slot(counter, "place the actor on"), self.ft.on_record)
+        return self._live(node)
+
+
+    def _place_call(self, node: int | None, counter: int) -> int:
+        """The slot for a function call: ``node``, or the live nodes in turn."""
+        return self.next_live_slot(counter, "run the function on") if node is None else self._live(node)
+
+    def _live(self, node: int) -> int:
         if not self._membership.accepts(node):
-            known = ", ".join(str(n.slot) for n in alive) or "none"
+            known = ", ".join(str(n.slot) for n in self._membership.alive_nodes()) or "none"
             raise ClusterError(f"node {node} is not a live node (live nodes: {known})")
         return node
+
+    def next_live_slot(self, counter: int, what: str) -> int:
+        """The ``counter``-th of the live nodes, in turn; ``what`` it is for, for the error."""
+        alive = self._membership.alive_nodes()
+        if not alive:
+            raise ClusterError(f"no live node to {what}")
+        return alive[counter % len(alive)].slot
+
+
+def _no_actor_calls_in_functions(ctx: SenderContext, what: str) -> None:
+    if ctx.function:
+        raise ActorRTError(f"remote function {ctx.function} {what}: a remote function calls only remote "
+                           f"functions. It is run again wherever a failure cuts it short, and an actor would "
+                           f"apply each run's call; make it an actor method, or call the actor from the caller")
 
 
 def _replaying() -> bool:

@@ -40,6 +40,7 @@ class SenderContext:
     counters: dict[bytes, int] = field(default_factory=dict)
     actors_created: int = 0
     current_task: bytes = b""  # the parent of tasks submitted now
+    function: str = ""  # the remote function whose call this sender is (it calls functions only)
     # Drivers submit from many threads; counter order must equal queueing order.
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -142,6 +143,7 @@ def build_task(
     arg_refs: list[ObjectRef],
     owner_address: str,
     actor_creation: pb.ActorCreation | None = None,
+    function: bytes = b"",
 ) -> pb.TaskSpec:
     """The next task from ``ctx`` to ``receiver`` (call with ``ctx.lock`` held on drivers)."""
     counter = ctx.next_counter(receiver)
@@ -161,4 +163,5 @@ def build_task(
         args=args,
         owner_address=owner_address,
         actor_creation=actor_creation,
+        function=function,
     )

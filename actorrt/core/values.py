@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 PUT_COUNTER = b"actorrt.put"
 
 
+def check_timeout(timeout: Any) -> None:
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0):
+        raise ValueError(f"timeout must be a number of seconds >= 0, or None, not {timeout!r}")
+
+
 def _as_refs(what: str, refs: Any, one_allowed: bool = False) -> list[ObjectRef]:
     if one_allowed and isinstance(refs, ObjectRef):
         return [refs]

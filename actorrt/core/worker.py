@@ -137,6 +137,11 @@ class Worker:
             if self.ft.rolls_back and t.address:  # it ran, or would have, on a process that is gone
                 del self._inflight[tid]
                 self.objects.put(failures.rolled_back(ids.object_id(tid), t.slot))
+            elif t.spec.function and self.membership.alive_nodes():
+                # A function keeps nothing on its node: it runs again at once, wherever there is room.
+                if info is None or info.state != head_pb2.ALIVE:
+                    t.slot = self.submitter.next_live_slot(t.spec.task_counter, "run the function on")
+                self._resend(t)
             elif info is not None and info.state == head_pb2.ALIVE:
                 self._resend(t)
             elif not self.membership.accepts(t.slot):
@@ -216,7 +221,7 @@ class Worker:
         """Track ``task`` until its result comes back; send it now if its slot is served."""
         spec = task.spec
         self._inflight[spec.task_id] = task
-        if self.ft.logs_lineage:  # kept until the receiver's checkpoint covers the task
+        if self.ft.logs_lineage and not spec.function:  # kept until the receiver's checkpoint covers the task
             for arg in spec.args:
                 if arg.HasField("ref") and arg.ref.owner_address == self.address:
                     self.retention.pin(arg.ref.object_id, spec.receiver, spec.sender, spec.task_counter)
@@ -274,7 +279,7 @@ class Worker:
             return
         if value.error.kind == pb.REPLAY_DIVERGED and self.host is not None:
             self.host.replay_diverged(task.spec, value.error)
-        if not self.ft.logs_lineage:
+        if not self.ft.logs_lineage or task.spec.function:  # no replay of the receiver needs them
             self._drop_large_args(task.large_args)
         self.objects.put(value)
 

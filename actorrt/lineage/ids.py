@@ -42,6 +42,17 @@ def producer_task(obj: bytes) -> bytes:
     return obj[:ID_SIZE]
 
 
+# The receiver every remote-function call is counted under: a sender's calls are numbered 1, 2, ...
+# wherever they run, so their IDs do not depend on which node each one was placed on.
+FUNCTIONS = _digest(b"functions")
+
+
+def function_call(task: bytes) -> bytes:
+    """The sender ID of the calls a remote-function task makes: derived from the task alone, so a
+    re-run of the task makes the same calls under the same IDs."""
+    return _digest(b"function call", task)
+
+
 def driver_id() -> bytes:
     """A fresh ID for a driver process (drivers are not replayed, so it may be random)."""
     return _digest(b"driver", os.urandom(ID_SIZE))

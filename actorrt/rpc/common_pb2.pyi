@@ -20,6 +20,7 @@ class ErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RESULT_NOT_KEPT: _ClassVar[ErrorKind]
     CLUSTER_LOST: _ClassVar[ErrorKind]
     CANCELLED: _ClassVar[ErrorKind]
+    DEADLOCK: _ClassVar[ErrorKind]
 ERROR_KIND_UNSPECIFIED: ErrorKind
 TASK_ERROR: ErrorKind
 ACTOR_DIED: ErrorKind
@@ -31,6 +32,7 @@ REPLAY_DIVERGED: ErrorKind
 RESULT_NOT_KEPT: ErrorKind
 CLUSTER_LOST: ErrorKind
 CANCELLED: ErrorKind
+DEADLOCK: ErrorKind
 
 class SerializedObject(_message.Message):
     __slots__ = ("data", "buffers", "plain")
@@ -93,7 +95,7 @@ class ActorCreation(_message.Message):
     def __init__(self, class_blob: _Optional[bytes] = ..., class_name: _Optional[str] = ..., methods: _Optional[_Iterable[str]] = ..., nondeterministic: _Optional[bool] = ..., slot: _Optional[int] = ..., checkpoint_every: _Optional[int] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("task_id", "version", "receiver", "sender", "task_counter", "application_log", "parent_id", "predecessor_id", "argument_ids", "dependencies", "method", "args", "owner_address", "actor_creation")
+    __slots__ = ("task_id", "version", "receiver", "sender", "task_counter", "application_log", "parent_id", "predecessor_id", "argument_ids", "dependencies", "method", "args", "owner_address", "actor_creation", "function")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     RECEIVER_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +110,7 @@ class TaskSpec(_message.Message):
     ARGS_FIELD_NUMBER: _ClassVar[int]
     OWNER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ACTOR_CREATION_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_FIELD_NUMBER: _ClassVar[int]
     task_id: bytes
     version: int
     receiver: bytes
@@ -122,7 +125,8 @@ class TaskSpec(_message.Message):
     args: _containers.RepeatedCompositeFieldContainer[Arg]
     owner_address: str
     actor_creation: ActorCreation
-    def __init__(self, task_id: _Optional[bytes] = ..., version: _Optional[int] = ..., receiver: _Optional[bytes] = ..., sender: _Optional[bytes] = ..., task_counter: _Optional[int] = ..., application_log: _Optional[_Iterable[bytes]] = ..., parent_id: _Optional[bytes] = ..., predecessor_id: _Optional[bytes] = ..., argument_ids: _Optional[_Iterable[bytes]] = ..., dependencies: _Optional[_Iterable[bytes]] = ..., method: _Optional[str] = ..., args: _Optional[_Iterable[_Union[Arg, _Mapping]]] = ..., owner_address: _Optional[str] = ..., actor_creation: _Optional[_Union[ActorCreation, _Mapping]] = ...) -> None: ...
+    function: bytes
+    def __init__(self, task_id: _Optional[bytes] = ..., version: _Optional[int] = ..., receiver: _Optional[bytes] = ..., sender: _Optional[bytes] = ..., task_counter: _Optional[int] = ..., application_log: _Optional[_Iterable[bytes]] = ..., parent_id: _Optional[bytes] = ..., predecessor_id: _Optional[bytes] = ..., argument_ids: _Optional[_Iterable[bytes]] = ..., dependencies: _Optional[_Iterable[bytes]] = ..., method: _Optional[str] = ..., args: _Optional[_Iterable[_Union[Arg, _Mapping]]] = ..., owner_address: _Optional[str] = ..., actor_creation: _Optional[_Union[ActorCreation, _Mapping]] = ..., function: _Optional[bytes] = ...) -> None: ...
 
 class TaskVersion(_message.Message):
     __slots__ = ("version", "predecessor_id", "application_log")

@@ -319,8 +319,8 @@ def test_remote_takes_actor_options_and_an_unknown_option_lists_the_real_ones(cl
         Counter.options(num_cpus=1)
     with pytest.raises(TypeError, match="unknown actor options bogus, num_gpus"):
         actorrt.remote(num_gpus=1, bogus=2)
-    with pytest.raises(TypeError, match="remote functions are not supported yet"):
-        actorrt.remote(lambda: 1)
+    with pytest.raises(TypeError, match="unknown remote-function option checkpoint_every"):
+        actorrt.remote(checkpoint_every=3)(lambda: 1)
 
 
 def test_numpy_arrays_cross_processes(cluster):

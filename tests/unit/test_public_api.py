@@ -6,7 +6,8 @@ from actorrt.handles import ActorOptions
 
 PUBLIC = {
     "ActorClass", "ActorDiedError", "ActorHandle", "ActorMethodError", "ActorRTError", "ClusterError",
-    "GetTimeoutError", "NotInitializedError", "ObjectLostError", "ObjectRef", "ReplayDivergedError", "RolledBackError",
+    "GetTimeoutError", "NotInitializedError", "ObjectLostError", "ObjectRef", "RemoteFunction",
+    "ReplayDivergedError", "RolledBackError",
     "SinkConflictError", "TaskCancelledError", "TaskError",
     "UnknownActorError", "cancel", "checkpoint", "commit_lineage", "get", "get_actor", "init", "is_initialized", "kill",
     "kill_node", "nodes", "put", "record", "remote", "rollbacks", "shutdown", "stats", "wait",
@@ -50,9 +51,14 @@ def test_options_are_validated():
     assert not actorrt.is_initialized()
 
 
-def test_remote_takes_a_class_and_options_are_checked():
-    with pytest.raises(TypeError):
-        actorrt.remote(lambda: None)
+def test_remote_takes_a_class_or_a_function_and_options_are_checked():
+    with pytest.raises(TypeError, match="takes a class or a function, not a str"):
+        actorrt.remote("f")
+    with pytest.raises(TypeError, match="cannot make a remote function of generator"):
+        actorrt.remote(lambda: (yield))
+    with pytest.raises(ValueError, match="node must be a slot number"):
+        actorrt.remote(node=-1)(lambda: None)
+    assert isinstance(actorrt.remote(lambda: None), actorrt.RemoteFunction)
 
     @actorrt.remote
     class C:

@@ -1,0 +1,145 @@
+"""The remote-function calls a node runs: each as soon as it arrives, beside the node's actors.
+
+A call keeps no state, so it needs no mailbox and no order: it starts on arrival (once its ref
+arguments are resolved) and runs concurrently with the actors and other calls. A plain function
+runs inline on the loop, like an actor method; an async one interleaves at its awaits. A call
+that comes again (its caller replays, or re-sends it after the node it went to died) gets its
+kept result, joins the run under way, or runs again: nothing of a call is rebuilt from the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import cloudpickle
+
+from actorrt.core import context
+from actorrt.core.actor import ActorServices
+from actorrt.core.arguments import ArgumentError, resolve_args
+from actorrt.core.serialization import error_from_exception, runtime_error, serialize
+from actorrt.core.task_spec import SenderContext
+from actorrt.lineage import ids
+from actorrt.rpc import common_pb2 as pb
+from actorrt.rpc import node_pb2
+
+# Results kept for calls that come again: a caller's replay asks for them, else they run again.
+RESULTS_KEPT = 4096
+RESULT_BYTES_KEPT = 64 * 1024 * 1024
+# Functions kept unpickled, by their pickle (a caller sends the same pickle with every call).
+FUNCTIONS_KEPT = 256
+
+
+@dataclass
+class _Call:
+    spec: pb.TaskSpec
+    owners: set[str]  # where the result goes: a re-send from a restarted caller adds its address
+    task: asyncio.Task | None = None
+    started: bool = False  # the function's code runs (a cancel comes too late)
+    cancelled: bool = False
+    resolved: list[bytes] = field(default_factory=list)
+
+
+class FunctionCalls:
+    def __init__(self, services: ActorServices) -> None:
+        self.services = services
+        self.running: dict[bytes, _Call] = {}
+        self.executed = 0
+        self._results: OrderedDict[bytes, tuple[pb.ObjectValue, int]] = OrderedDict()
+        self._kept_bytes = 0
+        self._functions: OrderedDict[bytes, Callable[..., Any]] = OrderedDict()
+
+    def assign(self, spec: pb.TaskSpec) -> None:
+        """Run the call ``spec`` (or answer it, if it ran or runs)."""
+        kept = self._results.get(spec.task_id)
+        if kept is not None:
+            self._results.move_to_end(spec.task_id)
+            self.services.send_result(spec.owner_address, kept[0])
+        elif (call := self.running.get(spec.task_id)) is not None:
+            call.owners.add(spec.owner_address)
+        else:
+            call = self.running[spec.task_id] = _Call(spec, {spec.owner_address})
+            call.task = self.services.spawn(self._run(call))
+
+    def cancel(self, notice: node_pb2.Cancel) -> None:
+        """Do not start the call if its code has not started (``actorrt.cancel``)."""
+        call = self.running.get(notice.task_id)
+        if call is not None and not call.started and not call.cancelled:
+            call.cancelled = True
+            call.task.cancel()
+
+    def stop(self) -> None:
+        for call in self.running.values():
+            call.task.cancel()
+
+    async def _run(self, call: _Call) -> None:
+        spec = call.spec
+        try:
+            value = await self._execute(call)
+        except asyncio.CancelledError:
+            if not call.cancelled:
+                raise  # the node is stopping
+            asyncio.current_task().uncancel()
+            value = pb.ObjectValue(object_id=ids.object_id(spec.task_id), error=runtime_error(
+                pb.CANCELLED, f"call of remote function {spec.method} was cancelled before it started"))
+        finally:
+            del self.running[spec.task_id]
+            for object_id in call.resolved:
+                self.services.fetches.unborrow(object_id)
+        self.executed += 1
+        self._keep(spec.task_id, value)
+        for owner in call.owners:
+            self.services.send_result(owner, value, spec)
+
+    async def _execute(self, call: _Call) -> pb.ObjectValue:
+        spec, ft, lease = call.spec, self.services.ft, self.services.lease
+        object_id = ids.object_id(spec.task_id)
+        if ft.over_limit:  # back-pressure: the calls this one makes would grow the stash
+            await ft.wait_below_limit()
+        spec = call.spec = await ft.on_assign(spec, b"", False)  # logged like any task (WriteFirst: now)
+        # The calls it makes are numbered from its own ID: a re-run makes the same ones.
+        context.current_sender.set(SenderContext(ids.function_call(spec.task_id), current_task=spec.task_id,
+                                                 function=spec.method))
+        try:
+            # No replay from the store runs a call again: its arguments' owners need not keep them.
+            args, kwargs = await resolve_args(self.services.fetches, spec, call.resolved, kept_for_replay=False)
+            if not lease.valid():  # a node that hung may have been replaced meanwhile
+                await lease.held()
+            fn = self._function(spec.function)
+            call.started = True
+            result = fn(*args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+            return pb.ObjectValue(object_id=object_id, value=serialize(result))
+        except ArgumentError as exc:
+            return pb.ObjectValue(object_id=object_id, error=exc.error)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - any user error goes back to the caller
+            return pb.ObjectValue(object_id=object_id, error=error_from_exception(exc))
+
+    def _function(self, blob: bytes) -> Callable[..., Any]:
+        fn = self._functions.get(blob)
+        if fn is None:
+            fn = self._functions[blob] = cloudpickle.loads(blob)
+            if len(self._functions) > FUNCTIONS_KEPT:
+                self._functions.popitem(last=False)
+        return fn
+
+    def _keep(self, task_id: bytes, value: pb.ObjectValue) -> None:
+        size = value.ByteSize()
+        self._results[task_id] = (value, size)
+        self._kept_bytes += size
+        while len(self._results) > RESULTS_KEPT or (self._kept_bytes > RESULT_BYTES_KEPT and len(self._results) > 1):
+            self._kept_bytes -= self._results.popitem(last=False)[1][1]
+
+    def stats(self) -> list[node_pb2.ActorStats]:
+        if not self.executed and not self.running:
+            return []
+        return [node_pb2.ActorStats(actor_id=ids.FUNCTIONS, class_name="(remote functions)",
+                                    queued=len(self.running), executed=self.executed,
+                                    results_kept_bytes=self._kept_bytes)]

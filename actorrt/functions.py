@@ -1,0 +1,100 @@
+"""Remote functions: what ``@actorrt.remote`` makes of a function.
+
+A call is a task like an actor method's, with lineage like any task, but its receiver keeps no
+state: any node can run it, and running it again gives the same result. So a call whose node
+fails is simply run again (on the slot's restarted node, or on another live node), and a caller
+that replays re-sends it under the same task ID. What the function does must follow from its
+arguments alone: it may call other remote functions (their calls get IDs derived from its own, so
+a re-run makes the same ones), but it records nothing with ``actorrt.record`` and calls no actor
+(an actor would apply the call of each run).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Generic, TypeVar
+
+import cloudpickle
+
+from actorrt.core import context
+from actorrt.core.object_ref import ObjectRef
+from actorrt.lineage.options import MAX_SPEC_BYTES
+
+R = TypeVar("R")
+
+# Ray options a Ray user may pass to a function, and what to use here instead.
+_RAY_ONLY = {"num_cpus": "node=", "num_gpus": "node=", "resources": "node=", "memory": "node=",
+             "max_retries": "nothing: a call is run again whenever its node fails",
+             "retry_exceptions": "a try/except in the function", "num_returns": "return a tuple"}
+
+
+@dataclass(frozen=True)
+class FunctionOptions:
+    """Where a remote function's calls run.
+
+    Attributes:
+        node: the node slot every call runs on; None spreads the calls over the live nodes.
+    """
+
+    node: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.node is not None and (not isinstance(self.node, int) or isinstance(self.node, bool)
+                                      or self.node < 0):
+            raise ValueError(f"node must be a slot number >= 0 or None, not {self.node!r}")
+
+
+def check_function_options(options: dict[str, Any]) -> None:
+    """Raise TypeError naming what of ``options`` is not a function option."""
+    unknown = sorted(set(options) - set(FunctionOptions.__dataclass_fields__))
+    if unknown:
+        hints = "; ".join(f"{name} is Ray's: here, use {_RAY_ONLY[name]}" for name in unknown if name in _RAY_ONLY)
+        raise TypeError(f"unknown remote-function option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: "
+                        f"the options are {', '.join(FunctionOptions.__dataclass_fields__)}"
+                        + (f" ({hints})" if hints else ""))
+
+
+class RemoteFunction(Generic[R]):
+    """What ``@actorrt.remote`` makes of a function: ``.remote(...)`` runs it on a node."""
+
+    def __init__(self, fn: Callable[..., R], options: FunctionOptions = FunctionOptions()) -> None:
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+            raise TypeError(f"@actorrt.remote cannot make a remote function of generator {fn.__qualname__}: "
+                            f"return a list instead")
+        self._fn = fn
+        self._options = options
+        self._blob: bytes | None = None
+        self.__name__ = getattr(fn, "__name__", "function")
+        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+        self.__doc__ = fn.__doc__
+
+    def options(self, **kwargs: Any) -> RemoteFunction[R]:
+        """A copy with other ``FunctionOptions`` (``node=``)."""
+        check_function_options(kwargs)
+        copy = RemoteFunction(self._fn, replace(self._options, **kwargs))
+        copy._blob = self._blob
+        return copy
+
+    def remote(self, *args: Any, **kwargs: Any) -> ObjectRef:
+        """Submit the call; returns at once with a ref to the result."""
+        submitter = context.current().worker.submitter
+        return submitter.submit_function(self._pickled(), self.__qualname__, self._options.node, args, kwargs)
+
+    def _pickled(self) -> bytes:
+        if self._blob is None:
+            blob = cloudpickle.dumps(self._fn)
+            if len(blob) > MAX_SPEC_BYTES // 2:
+                raise ValueError(f"remote function {self.__qualname__} pickles to {len(blob)} bytes (what it closes "
+                                 f"over goes with every call, into its task spec): pass large data as an argument, "
+                                 f"or put() it once and pass the ref")
+            self._blob = blob
+        return self._blob
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"call remote function {self.__name__} with {self.__name__}.remote(...), not "
+                        f"{self.__name__}(...)")
+
+    def __repr__(self) -> str:
+        return f"RemoteFunction({self.__qualname__})"
