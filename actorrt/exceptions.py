@@ -12,6 +12,7 @@ The tree::
     ├── ObjectLostError        an object's value cannot be found anywhere
     ├── GetTimeoutError        also a TimeoutError: ``get`` ran out of time
     ├── TaskCancelledError     ``cancel`` stopped the task before it started
+    ├── DeadlockError          actors' tasks awaited each other's results in a cycle
     ├── NotInitializedError    the API was used before ``init()`` (or after ``shutdown()``)
     ├── ClusterError           starting, reaching or authenticating with a cluster failed
     │   └── StaleIncarnationError  this node process was declared dead and replaced: it stops
@@ -128,6 +129,13 @@ class GetTimeoutError(ActorRTError, TimeoutError):
 class TaskCancelledError(ActorRTError):
     """``actorrt.cancel`` reached the task before it started: it never ran (and a replay after a
     failure does not run it either)."""
+
+
+class DeadlockError(ActorRTError):
+    """An actor's task awaited a result that could never come: the task making it waits, through a
+    cycle of actors (each runs one task at a time), for the awaiting task itself. The message names
+    the cycle. Every await of the cycle raises it, and a replay after a failure raises it again at
+    the same await."""
 
 
 class NotInitializedError(ActorRTError):

@@ -26,6 +26,7 @@ from grpc import aio
 
 from actorrt.cluster import session
 from actorrt.cluster.daemon import NODE_HASH_SEED, daemon_setup
+from actorrt.cluster.deadlocks import DeadlockDetector
 from actorrt.cluster.head_options import HeadOptions, head_options
 from actorrt.cluster.head_service import HeadServicer
 from actorrt.cluster.session import TOKEN_ENV, Session
@@ -84,6 +85,7 @@ class Head:
         self._stopping = False
         self.stopped = asyncio.Event()
         self._background = BackgroundTasks("head")
+        self.deadlocks = DeadlockDetector()  # cycles of awaits among the nodes' actors
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
@@ -232,6 +234,15 @@ class Head:
             for s in list(self.slots.values()):
                 if s.info.state == head_pb2.ALIVE and now - s.last_heartbeat > self.options.heartbeat_timeout:
                     await self.node_failed(s.info.slot, s.info.epoch, "missed heartbeats")
+            self._find_deadlocks(now)
+
+    def _find_deadlocks(self, now: float) -> None:
+        if any(s.info.managed and s.info.state != head_pb2.ALIVE for s in self.slots.values()):
+            self.deadlocks.disturbed(now)  # a slot restarts: its objects come late, not never
+        for deadlock in self.deadlocks.check(now):
+            log.warning("deadlock: %s", deadlock.message)
+            for queue in self._subscribers:
+                queue.put_nowait(head_pb2.HeadUpdate(deadlock=deadlock))
 
     async def _watch_parent(self) -> None:
         while os.getppid() == self.parent_pid:
@@ -311,6 +322,7 @@ class Head:
             return False
         s.last_heartbeat = asyncio.get_running_loop().time()
         s.stats = beat.stats
+        self.deadlocks.observe(beat.slot, beat.awaits, beat.recovering, s.last_heartbeat)
         return True
 
     def driver_joined(self, address: str) -> None:

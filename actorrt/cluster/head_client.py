@@ -65,6 +65,7 @@ class HeadClient:
         heartbeat: Callable[[], head_pb2.Heartbeat],
         first_view: asyncio.Future | None = None,
         on_lease: Callable[[head_pb2.LeaseGrant], None] = lambda grant: None,
+        on_deadlock: Callable[[head_pb2.Deadlock], None] = lambda deadlock: None,
     ) -> None:
         """Send heartbeats and apply views and leases until the stream ends; raises ClusterError then."""
 
@@ -78,6 +79,9 @@ class HeadClient:
             async for update in call:
                 if update.HasField("lease"):
                     on_lease(update.lease)
+                    continue
+                if update.HasField("deadlock"):
+                    on_deadlock(update.deadlock)
                     continue
                 on_view(update.view)
                 if first_view is not None and not first_view.done():
@@ -97,6 +101,7 @@ class HeadClient:
         grace: float,
         first_view: asyncio.Future | None = None,
         on_lease: Callable[[head_pb2.LeaseGrant], None] = lambda grant: None,
+        on_deadlock: Callable[[head_pb2.Deadlock], None] = lambda deadlock: None,
     ) -> str:
         """Keep the heartbeat/view stream up, reconnecting; return why once the head has been
         unreachable for ``grace`` seconds. A failure before the first view goes to ``first_view``."""
@@ -110,7 +115,7 @@ class HeadClient:
 
         while True:
             try:
-                await self.subscribe(seen, heartbeat, first_view, on_lease)
+                await self.subscribe(seen, heartbeat, first_view, on_lease, on_deadlock)
             except ClusterError as exc:
                 if first_view is not None and not first_view.done():
                     first_view.set_exception(exc)

@@ -110,7 +110,8 @@ class NodeProcess:
     async def _follow_head(self) -> None:
         lease = self.worker.lease
         why = await self.head.follow(self._apply_view, self._heartbeat, HEAD_LOSS_GRACE_S,
-                                     on_lease=lambda grant: lease.granted(grant.heartbeat, grant.seconds))
+                                     on_lease=lambda grant: lease.granted(grant.heartbeat, grant.seconds),
+                                     on_deadlock=self.worker.awaits.deadlocked)
         log.error("%s; exiting", why)
 
     def _apply_view(self, view: head_pb2.ClusterView) -> None:
@@ -133,7 +134,8 @@ class NodeProcess:
 
     def _heartbeat(self) -> head_pb2.Heartbeat:
         return head_pb2.Heartbeat(slot=self.servicer.slot, epoch=self.servicer.epoch, stats=self.servicer.stats(),
-                                  seq=self.worker.lease.heartbeat())
+                                  seq=self.worker.lease.heartbeat(), recovering=not self.worker.recovered.is_set(),
+                                  awaits=self.worker.awaits.report(asyncio.get_running_loop().time()))
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -19,6 +19,7 @@ import cloudpickle
 
 from actorrt.core import context
 from actorrt.core.arguments import ArgumentError, MissingArgumentError, resolve_args
+from actorrt.core.awaits import Awaits
 from actorrt.core.checkpointer import Checkpointer
 from actorrt.core.fetches import Fetches
 from actorrt.core.ledger import SenderLedger
@@ -48,6 +49,7 @@ class ActorServices(Protocol):
     address: str
     ft: FaultTolerance
     fetches: Fetches
+    awaits: Awaits
     lease: Lease
 
     def send_result(self, owner_address: str, value: pb.ObjectValue, task: pb.TaskSpec | None = None) -> None: ...
@@ -179,13 +181,14 @@ class ActorInstance:
         token = context.current_sender.set(self.context)
         log_token = context.running_task.set(RunningTask(spec, replayed=self.replaying == spec.task_id))
         self.context.current_task = spec.task_id
+        self.context.running = f"{self.who}.{spec.method}"
         try:
             if self._cancelled_before_start(spec):
                 self.services.fetches.drop_unused(spec)
                 return pb.ObjectValue(object_id=object_id, error=runtime_error(
                     pb.CANCELLED, f"task {spec.method} of actor {self.who} was cancelled before it started",
                     self.actor_id))
-            args, kwargs = await resolve_args(self.services.fetches, spec, resolved)
+            args, kwargs = await resolve_args(self.services.fetches, self.services.awaits, self.context, spec, resolved)
             result = self._call(spec, args, kwargs)
             if inspect.isawaitable(result):
                 result = await result

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from actorrt.core.awaits import Awaits
 from actorrt.core.fetches import Fetches
-from actorrt.core.serialization import deserialize
+from actorrt.core.serialization import deserialize, runtime_error
+from actorrt.core.task_spec import SenderContext
+from actorrt.exceptions import DeadlockError
 from actorrt.rpc import common_pb2 as pb
 
 
@@ -25,17 +28,22 @@ class MissingArgumentError(ArgumentError):
         self.object_id = object_id
 
 
-async def resolve_args(fetches: Fetches, spec: pb.TaskSpec, resolved: list[bytes],
-                       kept_for_replay: bool = True) -> tuple[list[Any], dict[str, Any]]:
-    """``spec``'s arguments; ``resolved`` gets the id of each ref fetched (to unborrow after the
-    task). With ``kept_for_replay`` the owner of each ref keeps its value for this task's replay."""
+async def resolve_args(fetches: Fetches, awaits: Awaits, waiter: SenderContext, spec: pb.TaskSpec,
+                       resolved: list[bytes], kept_for_replay: bool = True) -> tuple[list[Any], dict[str, Any]]:
+    """``spec``'s arguments, for ``waiter`` (the actor or call that runs it); ``resolved`` gets the
+    id of each ref fetched (to unborrow after the task). With ``kept_for_replay`` the owner of each
+    ref keeps its value for this task's replay. An argument that cannot come (a cycle of awaits)
+    fails the task."""
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     needed_by = (spec.receiver, spec.sender, spec.task_counter) if kept_for_replay else None
     for arg in spec.args:
         if arg.WhichOneof("kind") == "ref":
             resolved.append(arg.ref.object_id)  # before awaiting: unborrowed even if cancelled
-            value = await fetches.resolve(arg.ref, needed_by)
+            try:
+                value = await awaits.watch(waiter, arg.ref, lambda ref=arg.ref: fetches.resolve(ref, needed_by))
+            except DeadlockError as exc:
+                raise ArgumentError(runtime_error(pb.DEADLOCK, str(exc), spec.receiver)) from None
             if value.WhichOneof("kind") == "error":
                 if value.error.kind in (pb.OBJECT_LOST, pb.RESULT_NOT_KEPT):
                     raise MissingArgumentError(arg.ref.object_id, value.error)

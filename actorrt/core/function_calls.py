@@ -102,11 +102,13 @@ class FunctionCalls:
             await ft.wait_below_limit()
         spec = call.spec = await ft.on_assign(spec, b"", False)  # logged like any task (WriteFirst: now)
         # The calls it makes are numbered from its own ID: a re-run makes the same ones.
-        context.current_sender.set(SenderContext(ids.function_call(spec.task_id), current_task=spec.task_id,
-                                                 function=spec.method))
+        caller = SenderContext(ids.function_call(spec.task_id), current_task=spec.task_id, function=spec.method,
+                               running=f"remote function {spec.method}")
+        context.current_sender.set(caller)
         try:
             # No replay from the store runs a call again: its arguments' owners need not keep them.
-            args, kwargs = await resolve_args(self.services.fetches, spec, call.resolved, kept_for_replay=False)
+            args, kwargs = await resolve_args(self.services.fetches, self.services.awaits, caller, spec, call.resolved,
+                                              kept_for_replay=False)
             if not lease.valid():  # a node that hung may have been replaced meanwhile
                 await lease.held()
             fn = self._function(spec.function)

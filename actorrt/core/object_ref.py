@@ -18,23 +18,24 @@ class ObjectRef:
     one, and its owner keeps the value for the rest of the session.
     """
 
-    __slots__ = ("object_id", "owner_address", "_owned")
+    __slots__ = ("object_id", "owner_address", "producer", "_owned")
 
-    def __init__(self, object_id: bytes, owner_address: str, owned: bool = False) -> None:
+    def __init__(self, object_id: bytes, owner_address: str, producer: bytes = b"", owned: bool = False) -> None:
         self.object_id = object_id
         self.owner_address = owner_address
+        self.producer = producer  # the actor whose task makes it: who an await of it waits for
         self._owned = owned  # this process holds the value and may free it when the ref goes
 
     @classmethod
     def from_proto(cls, proto: pb.ObjectRefProto) -> ObjectRef:
-        return cls(proto.object_id, proto.owner_address)
+        return cls(proto.object_id, proto.owner_address, proto.producer)
 
     def to_proto(self) -> pb.ObjectRefProto:
-        return pb.ObjectRefProto(object_id=self.object_id, owner_address=self.owner_address)
+        return pb.ObjectRefProto(object_id=self.object_id, owner_address=self.owner_address, producer=self.producer)
 
     def __reduce__(self) -> tuple:
         self._owned = False  # someone else may ask for the value later
-        return (ObjectRef, (self.object_id, self.owner_address))
+        return (ObjectRef, (self.object_id, self.owner_address, self.producer))
 
     def __await__(self) -> Generator[Any, None, Any]:
         return context.current().worker.get_async(self).__await__()

@@ -21,6 +21,7 @@ from actorrt.exceptions import (
     ActorMethodError,
     ActorRTError,
     ClusterError,
+    DeadlockError,
     ObjectLostError,
     ReplayDivergedError,
     RolledBackError,
@@ -131,6 +132,7 @@ _KIND_TO_EXCEPTION: dict[int, type[ActorRTError]] = {
     pb.RESULT_NOT_KEPT: ObjectLostError,
     pb.CLUSTER_LOST: ClusterError,
     pb.CANCELLED: TaskCancelledError,
+    pb.DEADLOCK: DeadlockError,
 }
 
 

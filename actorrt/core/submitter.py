@@ -74,7 +74,9 @@ class Submitter:
 
     def _submit(self, spec: pb.TaskSpec, slot: int, encoded: EncodedArgs) -> ObjectRef:
         large = attach_large_args(spec, encoded.large, self.address)
-        ref = ObjectRef(ids.object_id(spec.task_id), self.address, owned=True)
+        # An await of the ref waits for the receiver (for a function, for this very call).
+        producer = ids.function_call(spec.task_id) if spec.function else spec.receiver
+        ref = ObjectRef(ids.object_id(spec.task_id), self.address, producer, owned=True)
         self.built += 1
         self._hand_off(spec, slot, encoded.refs, large, not _replaying())
         return ref

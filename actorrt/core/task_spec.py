@@ -41,6 +41,7 @@ class SenderContext:
     actors_created: int = 0
     current_task: bytes = b""  # the parent of tasks submitted now
     function: str = ""  # the remote function whose call this sender is (it calls functions only)
+    running: str = ""  # what runs now, for messages: "Class(id).method", "remote function f"
     # Drivers submit from many threads; counter order must equal queueing order.
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

@@ -1,4 +1,5 @@
-"""What a driver's threads do with refs: ``get`` and ``wait`` (blocking), and ``put``.
+"""What a process does with refs: awaits their values (any task), ``get`` and ``wait`` them
+(a driver's threads, blocking), and ``put`` values.
 
 ``get`` and ``wait`` run on the worker's loop and block the calling thread, never the loop. A
 timeout of 0 means "what is here now": each ref gets one step of the loop to resolve, which a
@@ -19,8 +20,9 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from actorrt.core import context
 from actorrt.core.object_ref import ObjectRef
-from actorrt.core.serialization import serialize
+from actorrt.core.serialization import deserialize, exception_from_error, serialize
 from actorrt.exceptions import ActorRTError, GetTimeoutError
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
@@ -35,6 +37,22 @@ PUT_COUNTER = b"actorrt.put"
 def check_timeout(timeout: Any) -> None:
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0):
         raise ValueError(f"timeout must be a number of seconds >= 0, or None, not {timeout!r}")
+
+
+async def value_of(worker: Worker, ref: ObjectRef) -> Any:
+    """The value of ``ref``, fetched if another process owns it (on the worker's loop). An actor
+    task or a function call that awaits it is watched for cycles of awaits (``core/awaits.py``)."""
+    proto = ref.to_proto()
+    try:
+        waiter = context.current_sender.get(None)
+        value = await worker.awaits.watch(waiter, proto, lambda: worker.fetches.resolve(proto))
+        if value.WhichOneof("kind") == "error":
+            if value.error.kind == pb.RESULT_NOT_KEPT and worker.host is not None:
+                worker.host.replay_lost_result(worker.submitter.sender(), value.error)
+            raise exception_from_error(value.error)
+        return deserialize(value.value)
+    finally:
+        worker.fetches.unborrow(ref.object_id)
 
 
 def _as_refs(what: str, refs: Any, one_allowed: bool = False) -> list[ObjectRef]:
@@ -64,7 +82,7 @@ def _value_task(worker: Worker, ref: ObjectRef) -> asyncio.Task:
     """The task that gets ``ref``'s value: one an earlier wait or timed-out get left, else a new one
     (a ref another process owns is fetched once, however often it is polled)."""
     task = worker.polls.pop(ref.object_id, None)
-    return task if task is not None else asyncio.ensure_future(worker.get_value(ref))
+    return task if task is not None else asyncio.ensure_future(value_of(worker, ref))
 
 
 def _keep(worker: Worker, ref: ObjectRef, task: asyncio.Task) -> None:

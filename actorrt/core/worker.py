@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
-from actorrt.core import failures
+from actorrt.core import failures, values
+from actorrt.core.awaits import Awaits
 from actorrt.core.fetches import Fetches
 from actorrt.core.membership import Membership
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.object_store import ObjectStore
 from actorrt.core.retention import Retention
-from actorrt.core.serialization import deserialize, exception_from_error, runtime_error
+from actorrt.core.serialization import runtime_error
 from actorrt.core.submitter import Submitter
 from actorrt.lineage import ids
 from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
@@ -77,6 +78,7 @@ class Worker:
         # once its actors have replayed (a replay submits again the tasks whose results it owned).
         self.recovered = asyncio.Event()
         self._background = BackgroundTasks("worker")
+        self.awaits = Awaits(lambda: self.ft.on_record)
         self.fetches = Fetches(self.objects, self.membership, self._send, self.spawn,
                                lambda task_id: task_id in self._inflight, self.recovered, self._pin,
                                lambda task_id, peer: self.ft.on_fetched(task_id, peer))
@@ -117,11 +119,9 @@ class Worker:
     # ---- cluster view -------------------------------------------------------------------------
 
     def apply_view(self, view: head_pb2.ClusterView) -> None:
-        """Take a newer cluster view. Tasks sent to a node incarnation that died wait for the head
-        to restart its slot and go again to the new one (which replays its actors first), or to
-        the live slot that inherits the actors of a slot that will not come back; they fail only
-        if there is none, or under global rollback, where the whole cluster has rolled back to its
-        last global checkpoint."""
+        """Take a newer cluster view. Tasks sent to a node incarnation that died go again to the
+        slot's restart (which replays its actors first), or to its heir; a function's call to any
+        live node. They fail if there is none, or under global rollback."""
         if self.ft is None and view.revision >= self.membership.revision:
             self._start_fault_tolerance(view)
         gone = self.membership.apply(view)
@@ -137,8 +137,7 @@ class Worker:
             if self.ft.rolls_back and t.address:  # it ran, or would have, on a process that is gone
                 del self._inflight[tid]
                 self.objects.put(failures.rolled_back(ids.object_id(tid), t.slot))
-            elif t.spec.function and self.membership.alive_nodes():
-                # A function keeps nothing on its node: it runs again at once, wherever there is room.
+            elif t.spec.function and self.membership.alive_nodes():  # it kept nothing there: run it again
                 if info is None or info.state != head_pb2.ALIVE:
                     t.slot = self.submitter.next_live_slot(t.spec.task_counter, "run the function on")
                 self._resend(t)
@@ -314,8 +313,7 @@ class Worker:
                 self.host.cancel(message.cancel)
 
     def _refuse_stale(self, peer: str, batch: node_pb2.PeerBatch) -> None:
-        """A node incarnation the cluster declared dead sent a batch (it hung and resumed before
-        learning so): nothing it sends takes effect."""
+        """A node incarnation declared dead (it hung, then resumed) sent a batch: it takes no effect."""
         log.warning("dropped a batch from %s: node %d (epoch %d) was declared dead", peer, batch.sender_slot,
                     batch.sender_epoch)
         self.router.forget(peer)
@@ -346,22 +344,11 @@ class Worker:
             except RuntimeError:  # the loop closed meanwhile
                 pass
 
-    async def get_value(self, ref: ObjectRef) -> Any:
-        try:
-            value = await self.fetches.resolve(ref.to_proto())
-            if value.WhichOneof("kind") == "error":
-                if value.error.kind == pb.RESULT_NOT_KEPT and self.host is not None:
-                    self.host.replay_lost_result(self.submitter.sender(), value.error)
-                raise exception_from_error(value.error)
-            return deserialize(value.value)
-        finally:
-            self.fetches.unborrow(ref.object_id)
-
     async def get_async(self, ref: ObjectRef) -> Any:
         """``await ref`` from any event loop."""
         if self.on_loop_thread():
-            return await self.get_value(ref)
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.get_value(ref), self.loop))
+            return await values.value_of(self, ref)
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(values.value_of(self, ref), self.loop))
 
     def cancel(self, object_id: bytes) -> None:
         """Ask the receiver of the task that makes ``object_id`` not to start it."""

@@ -61,12 +61,14 @@ class RemoteError(_message.Message):
     def __init__(self, kind: _Optional[_Union[ErrorKind, str]] = ..., type_name: _Optional[str] = ..., message: _Optional[str] = ..., traceback: _Optional[str] = ..., actor_id: _Optional[bytes] = ..., cause: _Optional[bytes] = ...) -> None: ...
 
 class ObjectRefProto(_message.Message):
-    __slots__ = ("object_id", "owner_address")
+    __slots__ = ("object_id", "owner_address", "producer")
     OBJECT_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_FIELD_NUMBER: _ClassVar[int]
     object_id: bytes
     owner_address: str
-    def __init__(self, object_id: _Optional[bytes] = ..., owner_address: _Optional[str] = ...) -> None: ...
+    producer: bytes
+    def __init__(self, object_id: _Optional[bytes] = ..., owner_address: _Optional[str] = ..., producer: _Optional[bytes] = ...) -> None: ...
 
 class Arg(_message.Message):
     __slots__ = ("keyword", "value", "ref")

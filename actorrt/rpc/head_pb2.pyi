@@ -122,12 +122,38 @@ class RegisterNodeReply(_message.Message):
     def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., view: _Optional[_Union[ClusterView, _Mapping]] = ..., detection_ms: _Optional[float] = ..., restart_ms: _Optional[float] = ..., lease_s: _Optional[float] = ...) -> None: ...
 
 class HeadUpdate(_message.Message):
-    __slots__ = ("view", "lease")
+    __slots__ = ("view", "lease", "deadlock")
     VIEW_FIELD_NUMBER: _ClassVar[int]
     LEASE_FIELD_NUMBER: _ClassVar[int]
+    DEADLOCK_FIELD_NUMBER: _ClassVar[int]
     view: ClusterView
     lease: LeaseGrant
-    def __init__(self, view: _Optional[_Union[ClusterView, _Mapping]] = ..., lease: _Optional[_Union[LeaseGrant, _Mapping]] = ...) -> None: ...
+    deadlock: Deadlock
+    def __init__(self, view: _Optional[_Union[ClusterView, _Mapping]] = ..., lease: _Optional[_Union[LeaseGrant, _Mapping]] = ..., deadlock: _Optional[_Union[Deadlock, _Mapping]] = ...) -> None: ...
+
+class Await(_message.Message):
+    __slots__ = ("waiter", "task_id", "object_id", "producer", "waited_s", "waiter_name")
+    WAITER_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    OBJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_FIELD_NUMBER: _ClassVar[int]
+    WAITED_S_FIELD_NUMBER: _ClassVar[int]
+    WAITER_NAME_FIELD_NUMBER: _ClassVar[int]
+    waiter: bytes
+    task_id: bytes
+    object_id: bytes
+    producer: bytes
+    waited_s: float
+    waiter_name: str
+    def __init__(self, waiter: _Optional[bytes] = ..., task_id: _Optional[bytes] = ..., object_id: _Optional[bytes] = ..., producer: _Optional[bytes] = ..., waited_s: _Optional[float] = ..., waiter_name: _Optional[str] = ...) -> None: ...
+
+class Deadlock(_message.Message):
+    __slots__ = ("cycle", "message")
+    CYCLE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    cycle: _containers.RepeatedCompositeFieldContainer[Await]
+    message: str
+    def __init__(self, cycle: _Optional[_Iterable[_Union[Await, _Mapping]]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class LeaseGrant(_message.Message):
     __slots__ = ("heartbeat", "seconds")
@@ -138,18 +164,22 @@ class LeaseGrant(_message.Message):
     def __init__(self, heartbeat: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("slot", "epoch", "stats", "address", "seq")
+    __slots__ = ("slot", "epoch", "stats", "address", "seq", "awaits", "recovering")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    AWAITS_FIELD_NUMBER: _ClassVar[int]
+    RECOVERING_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     stats: _node_pb2.NodeStatsReply
     address: str
     seq: int
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., stats: _Optional[_Union[_node_pb2.NodeStatsReply, _Mapping]] = ..., address: _Optional[str] = ..., seq: _Optional[int] = ...) -> None: ...
+    awaits: _containers.RepeatedCompositeFieldContainer[Await]
+    recovering: bool
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., stats: _Optional[_Union[_node_pb2.NodeStatsReply, _Mapping]] = ..., address: _Optional[str] = ..., seq: _Optional[int] = ..., awaits: _Optional[_Iterable[_Union[Await, _Mapping]]] = ..., recovering: _Optional[bool] = ...) -> None: ...
 
 class KillNodeRequest(_message.Message):
     __slots__ = ("slot",)

@@ -5,7 +5,7 @@ from actorrt.cluster.head_options import HeadOptions
 from actorrt.handles import ActorOptions
 
 PUBLIC = {
-    "ActorClass", "ActorDiedError", "ActorHandle", "ActorMethodError", "ActorRTError", "ClusterError",
+    "ActorClass", "ActorDiedError", "ActorHandle", "ActorMethodError", "ActorRTError", "ClusterError", "DeadlockError",
     "GetTimeoutError", "NotInitializedError", "ObjectLostError", "ObjectRef", "RemoteFunction",
     "ReplayDivergedError", "RolledBackError",
     "SinkConflictError", "TaskCancelledError", "TaskError",

@@ -1,0 +1,124 @@
+"""Finding actors whose running tasks await each other in a cycle, from what the nodes report.
+
+With its heartbeats each node reports the awaits of its actors that have lasted a while: actor X's
+running task waits for an object that a task of actor Y makes. An actor runs one task at a time,
+so if Y's running task waits in turn, directly or through others, for X, none of them can end.
+The head declares such a cycle only where it is sure of it:
+
+- each await of the cycle lasted ``DEADLOCK_AFTER_S`` while the cluster was calm (no node
+  recovering or restarting: a recovering owner delays objects that exist, and an await then waits
+  without any cycle), and the heartbeats reporting them are recent, so all were pending at once;
+- a cycle is announced once; each node fails the awaits of it that are still pending.
+
+Pure logic over the reports, tested without sockets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from actorrt.rpc import head_pb2
+
+# How long each await of a cycle must have lasted, in a calm cluster, before it is declared.
+DEADLOCK_AFTER_S = 1.0
+# Reports older than this are not used (a node reports every heartbeat, 0.2 s).
+FRESH_S = 0.6
+# A cycle once announced is not announced again for this long (its awaits fail meanwhile).
+ANNOUNCED_KEPT_S = 60.0
+
+
+@dataclass
+class _Report:
+    awaits: list[head_pb2.Await]
+    at: float  # when the head received it (the head's clock)
+
+
+def _key(a: head_pb2.Await) -> tuple[bytes, bytes, bytes]:
+    return a.waiter, a.task_id, a.object_id
+
+
+class DeadlockDetector:
+    def __init__(self) -> None:
+        self._reports: dict[int, _Report] = {}
+        self._disturbed_at = float("-inf")
+        self._announced: dict[frozenset, float] = {}
+
+    def observe(self, slot: int, awaits: list[head_pb2.Await], recovering: bool, now: float) -> None:
+        """Node ``slot``'s heartbeat, received at ``now``."""
+        self._reports[slot] = _Report(list(awaits), now)
+        if recovering:
+            self.disturbed(now)
+
+    def disturbed(self, now: float) -> None:
+        """A node is recovering or restarting now: awaits may be slow without being stuck."""
+        self._disturbed_at = now
+
+    def forget(self, slot: int) -> None:
+        self._reports.pop(slot, None)
+
+    def check(self, now: float) -> list[head_pb2.Deadlock]:
+        """The cycles of awaits found now, each once."""
+        for key, at in list(self._announced.items()):
+            if now - at > ANNOUNCED_KEPT_S:
+                del self._announced[key]
+        graph: dict[bytes, list[head_pb2.Await]] = {}
+        for report in self._reports.values():
+            if now - report.at > FRESH_S:
+                continue
+            for a in report.awaits:
+                since = report.at - a.waited_s
+                if max(since, self._disturbed_at) <= report.at - DEADLOCK_AFTER_S:
+                    graph.setdefault(a.waiter, []).append(a)
+        found = []
+        for cycle in _cycles(graph):
+            key = frozenset(map(_key, cycle))
+            if key not in self._announced:
+                self._announced[key] = now
+                found.append(head_pb2.Deadlock(cycle=cycle, message=describe(cycle)))
+        return found
+
+
+def _cycles(graph: dict[bytes, list[head_pb2.Await]]) -> list[list[head_pb2.Await]]:
+    """Cycles of ``graph`` (waiter -> its awaits, each naming a producer), at most one through
+    each actor; each starts at its smallest waiter."""
+    done: set[bytes] = set()
+    cycles = []
+    for start in sorted(graph):
+        if start in done:
+            continue
+        path: list[head_pb2.Await] = []
+        on_path: dict[bytes, int] = {}  # actor -> its position on the path
+        stack = [(start, iter(graph.get(start, ())))]
+        on_path[start] = 0
+        while stack:
+            actor, edges = stack[-1]
+            edge = next(edges, None)
+            if edge is None:
+                stack.pop()
+                done.add(actor)
+                del on_path[actor]
+                if path:
+                    path.pop()
+                continue
+            if edge.producer in on_path:  # back to an actor on the path: a cycle
+                cycle = path[on_path[edge.producer]:] + [edge]
+                first = min(range(len(cycle)), key=lambda i: cycle[i].waiter)
+                cycles.append(cycle[first:] + cycle[:first])
+                done.update(a.waiter for a in cycle)
+                continue
+            if edge.producer in done or edge.producer not in graph:
+                continue
+            path.append(edge)
+            on_path[edge.producer] = len(stack)
+            stack.append((edge.producer, iter(graph[edge.producer])))
+    return cycles
+
+
+def describe(cycle: list[head_pb2.Await]) -> str:
+    """What the cycle is, for the error each of its awaits raises."""
+    steps = []
+    for i, a in enumerate(cycle):
+        running = cycle[(i + 1) % len(cycle)].waiter_name
+        steps.append(f"{a.waiter_name} awaits a result of {running.rsplit('.', 1)[0]}, which is running {running}")
+    return (f"a cycle of awaits: {'; '.join(steps)}. An actor runs one task at a time, so none of these tasks can "
+            f"end: await the result outside the cycle, or make one of these calls without awaiting it")
