@@ -66,11 +66,9 @@ def feed_marked(df, handles: Sequence[ActorHandle], method: str, batch_rows: int
     where it was applied, as long as it has the same rows in the same partitions."""
     if is_spark_dataframe(df):
         check_session(df)
-    if isinstance(method, ActorMethod):
-        method = method.name
+    method = method_name(method)
     handles = check_handles(handles, method)
-    if not isinstance(batch_rows, int) or batch_rows < 1:
-        raise BridgeError(f"batch_rows must be an int >= 1, not {batch_rows!r}")
+    check_batching(batch_rows, key, max_in_flight)
     if is_spark_dataframe(df):
         columns = df.columns
         column_types(df.schema, session_time_zone(df.sparkSession))  # unsupported types fail here, before sending
@@ -102,7 +100,26 @@ def feed_marked(df, handles: Sequence[ActorHandle], method: str, batch_rows: int
     return summary
 
 
+def method_name(method: str | ActorMethod) -> str:
+    """The name of the method each batch is passed to: given, or that of ``actor.method``."""
+    if isinstance(method, ActorMethod):
+        return method.name
+    if not isinstance(method, str):
+        raise BridgeError(f"method must be the method's name or the method itself (actor.process), not {method!r}")
+    return method
+
+
+def check_batching(batch_rows: int, key: str | None, max_in_flight: int) -> None:
+    for name, value in (("batch_rows", batch_rows), ("max_in_flight", max_in_flight)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise BridgeError(f"{name} must be an int >= 1, not {value!r}")
+    if key is not None and not isinstance(key, str):
+        raise BridgeError(f"key must be the name of a column (a str) or None, not {key!r}")
+
+
 def check_handles(handles: Sequence[ActorHandle], method: str) -> list[ActorHandle]:
+    if not isinstance(handles, ActorHandle | list | tuple):
+        raise BridgeError(f"handles must be an actor handle or a list of them, not a {type(handles).__name__}")
     handles = [handles] if isinstance(handles, ActorHandle) else list(handles)
     if not handles:
         raise BridgeError("feed needs at least one actor handle")

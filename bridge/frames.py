@@ -24,6 +24,10 @@ from bridge.spark import column_types, session_time_zone
 
 def to_dataframe(spark, source: Any, schema=None):
     """A DataFrame of ``source``, with ``schema`` (a StructType or a DDL string) or one inferred."""
+    if not hasattr(spark, "createDataFrame") or not hasattr(spark, "sparkContext"):
+        raise BridgeError(f"to_dataframe takes the SparkSession first, not a {type(spark).__name__}")
+    if schema is not None and not isinstance(schema, str) and type(schema).__name__ != "StructType":
+        raise BridgeError(f"schema must be a StructType or a DDL string ('word string, n long'), not {schema!r}")
     if spark.sparkContext._jsc is None:
         raise BridgeError("the SparkSession is stopped; create a new one")
     values = _resolve(source)

@@ -104,6 +104,11 @@ def _target(address: str | None, token: str | None, session_dir: Path) -> tuple[
                 f"no cluster is running on this machine (no {session_dir / SESSION_FILE}); pass --address HOST:PORT"
             )
         address = found.head_address
+    elif found is None or found.head_address != address:
+        try:  # a head elsewhere: say at once if the address is malformed, or nothing answers there
+            address = session.resolve(address)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--address") from None
     local = found if found is not None and found.head_address == address else None
     if local is not None:
         return address, token or os.environ.get(TOKEN_ENV) or local.token, local

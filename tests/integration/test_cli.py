@@ -181,6 +181,11 @@ def test_cli_without_cluster(tmp_path: Path) -> None:
     assert ran.returncode == 3 and "no cluster runs on this machine" in ran.stdout, ran.stdout + ran.stderr
     ran = _drive(c, tmp_path, "127.0.0.1:1", "0")  # nothing listens there
     assert ran.returncode == 3 and "no head answers at 127.0.0.1:1" in ran.stdout, ran.stdout + ran.stderr
+    for command in ("status", "stop", "start"):  # an address where no head runs, or no address at all
+        out = c.cli(command, "--address", "127.0.0.1:1")
+        assert out.returncode == 1 and "no head answers at 127.0.0.1:1" in out.stderr, out.stderr
+        out = c.cli(command, "--address", "headhost")
+        assert out.returncode == 2 and "address must be HOST:PORT" in out.stderr, out.stderr
 
 
 def test_an_embedded_driver_stopped_by_sigterm_stops_its_cluster_and_removes_its_session_directory(tmp_path: Path):

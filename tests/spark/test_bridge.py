@@ -11,6 +11,7 @@ import threading
 import time
 import zlib
 
+import pandas as pd
 import pyarrow as pa
 import pytest
 from pyspark.sql import Row
@@ -166,6 +167,29 @@ def test_bad_input_is_a_clear_error_and_sends_nothing(spark, cluster):
         bridge.to_dataframe(spark, [(1, "a")])
     with pytest.raises(bridge.BridgeError, match="no rows"):
         bridge.to_dataframe(spark, [])
+    # Each argument of the bridge's functions, wrong, is named with what it may be.
+    wrong = [
+        (lambda: bridge.feed(df, [collector], "take", max_in_flight=0), "max_in_flight must be an int >= 1, not 0"),
+        (lambda: bridge.feed(df, [collector], "take", key=3), "key must be the name of a column"),
+        (lambda: bridge.feed(df, [collector], 7), "method must be the method's name or the method itself"),
+        (lambda: bridge.feed(df, "collector", "take"), "handles must be an actor handle or a list of them, not a str"),
+        (lambda: bridge.feed([1, 2], [collector], "take"), "feed takes a Spark DataFrame, a pandas DataFrame or a "
+                                                           "pyarrow Table, not a list"),
+        (lambda: bridge.to_dataframe(df, []), "to_dataframe takes the SparkSession first, not a DataFrame"),
+        (lambda: bridge.to_dataframe(spark, [{"a": 1}], schema=5), "schema must be a StructType or a DDL string"),
+        (lambda: bridge.stream(df, [collector], "take", "cp"), r"stream\(\) takes a streaming Spark DataFrame "
+                                                              r"\(spark.readStream...\), not a batch one: use feed"),
+        (lambda: bridge.stream(pd.DataFrame({"a": [1]}), [collector], "take", "cp"), "not a pandas DataFrame"),
+    ]
+    streaming = spark.readStream.format("rate").load()
+    wrong += [
+        (lambda: bridge.stream(streaming, [collector], "take", None), "checkpoint_location must be a path or URI"),
+        (lambda: bridge.stream(streaming, [collector], "take", "cp", trigger="1 second"), "trigger must be a dict"),
+        (lambda: bridge.stream(streaming, [collector], "take", "cp", batch_rows=-1), "batch_rows must be an int"),
+    ]
+    for call, message in wrong:
+        with pytest.raises(bridge.BridgeError, match=message):
+            call()
     assert actorrt.get(collector.seen.remote(), timeout=30) == []
 
 
