@@ -239,7 +239,7 @@ def cancel(ref: ObjectRef) -> None:
 
     The cancellation is recorded in the task's lineage, so a replay after a failure skips the task
     again; one that reached the receiver only after the task started, or after its node failed,
-    has no effect.
+    has no effect. A remote-function call is cancelled while it waits for its arguments.
 
     Raises:
         TypeError: ``ref`` is not an ``ObjectRef``.

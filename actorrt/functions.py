@@ -20,14 +20,15 @@ import cloudpickle
 
 from actorrt.core import context
 from actorrt.core.object_ref import ObjectRef
+from actorrt.handles import check_option_names
 from actorrt.lineage.options import MAX_SPEC_BYTES
 
 R = TypeVar("R")
 
 # Ray options a Ray user may pass to a function, and what to use here instead.
-_RAY_ONLY = {"num_cpus": "node=", "num_gpus": "node=", "resources": "node=", "memory": "node=",
-             "max_retries": "nothing: a call is run again whenever its node fails",
-             "retry_exceptions": "a try/except in the function", "num_returns": "return a tuple"}
+_RAY_ONLY = {"num_cpus": "see node=", "num_gpus": "see node=", "resources": "see node=", "memory": "see node=",
+             "max_retries": "nothing: a call runs again whenever its node fails",
+             "retry_exceptions": "use a try/except in the function", "num_returns": "return a tuple"}
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,7 @@ class FunctionOptions:
 
 def check_function_options(options: dict[str, Any]) -> None:
     """Raise TypeError naming what of ``options`` is not a function option."""
-    unknown = sorted(set(options) - set(FunctionOptions.__dataclass_fields__))
-    if unknown:
-        hints = "; ".join(f"{name} is Ray's: here, use {_RAY_ONLY[name]}" for name in unknown if name in _RAY_ONLY)
-        raise TypeError(f"unknown remote-function option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: "
-                        f"the options are {', '.join(FunctionOptions.__dataclass_fields__)}"
-                        + (f" ({hints})" if hints else ""))
+    check_option_names("remote-function", options, FunctionOptions.__dataclass_fields__, _RAY_ONLY)
 
 
 class RemoteFunction(Generic[R]):

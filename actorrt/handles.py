@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
@@ -51,18 +52,23 @@ class ActorOptions:
 
 
 # Ray options a Ray user may pass, and what to use here instead.
-_RAY_ONLY = {"num_cpus": "node=", "num_gpus": "node=", "resources": "node=", "memory": "node=",
-             "max_restarts": "ft=", "max_task_retries": "ft=", "max_concurrency": "async methods"}
+_RAY_ONLY = {"num_cpus": "see node=", "num_gpus": "see node=", "resources": "see node=", "memory": "see node=",
+             "max_restarts": "see ft=", "max_task_retries": "see ft=", "max_concurrency": "see async methods"}
 
 
 def check_options(options: dict[str, Any]) -> None:
     """Raise TypeError naming what of ``options`` is not an actor option, and what the options are."""
-    unknown = sorted(set(options) - set(ActorOptions.__dataclass_fields__))
+    check_option_names("actor", options, ActorOptions.__dataclass_fields__, _RAY_ONLY)
+
+
+def check_option_names(kind: str, options: dict[str, Any], valid: Iterable[str], ray_only: dict[str, str]) -> None:
+    """Raise TypeError naming what of ``options`` is not a ``kind`` option, the valid ones, and
+    for Ray's (``ray_only``) what to use here instead."""
+    unknown = sorted(set(options) - set(valid))
     if unknown:
-        hints = "; ".join(f"{name} is Ray's: here, see {_RAY_ONLY[name]}" for name in unknown if name in _RAY_ONLY)
-        raise TypeError(f"unknown actor option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: the "
-                        f"options are {', '.join(sorted(ActorOptions.__dataclass_fields__))}"
-                        + (f" ({hints})" if hints else ""))
+        hints = "; ".join(f"{name} is Ray's: here, {ray_only[name]}" for name in unknown if name in ray_only)
+        raise TypeError(f"unknown {kind} option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: the "
+                        f"options are {', '.join(sorted(valid))}" + (f" ({hints})" if hints else ""))
 
 
 def _public_methods(cls: type) -> list[str]:

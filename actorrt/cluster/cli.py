@@ -28,6 +28,7 @@ from actorrt.cluster.head_options import OPTION_NAMES, HeadOptions, head_options
 from actorrt.cluster.launch import start_head
 from actorrt.cluster.session import SESSION_FILE, TOKEN_ENV, Session
 from actorrt.exceptions import ActorRTError, ClusterError
+from actorrt.lineage import ids
 from actorrt.rpc import head_pb2
 from actorrt.store.clients import without_password
 from actorrt.util.processes import process_alive
@@ -258,7 +259,7 @@ def status(address: str | None, token: str | None, session_dir: Path | None) -> 
         raise ClusterError(f"the head in {Path(local.session_dir) / SESSION_FILE} (pid {local.head_pid}) "
                            "is not running; `actorrt stop` clears the stale session file")
     reply = _with_head(address, token, lambda c: c.cluster_stats())
-    actors = {s.slot: len(s.actors) for s in reply.nodes}
+    actors = {s.slot: sum(a.actor_id != ids.FUNCTIONS for a in s.actors) for s in reply.nodes}
     view = reply.view
     pid = f" (pid {local.head_pid})" if local is not None else ""
     click.echo(f"head {address}{pid}, view revision {view.revision}")
