@@ -3,12 +3,15 @@
 With its heartbeats each node reports the awaits of its actors that have lasted a while: actor X's
 running task waits for an object that a task of actor Y makes. An actor runs one task at a time,
 so if Y's running task waits in turn, directly or through others, for X, none of them can end.
-The head declares such a cycle only where it is sure of it:
+An await may also last because a value that exists is slow to come (a large one, or a recovering
+owner), so the head declares a cycle only once it is sure of it:
 
-- each await of the cycle lasted ``DEADLOCK_AFTER_S`` while the cluster was calm (no node
-  recovering or restarting: a recovering owner delays objects that exist, and an await then waits
-  without any cycle), and the heartbeats reporting them are recent, so all were pending at once;
-- a cycle is announced once; each node fails the awaits of it that are still pending.
+- every await of the cycle lasted ``DEADLOCK_AFTER_S``, in heartbeats at most ``FRESH_S`` old
+  (so all were pending at one moment);
+- then the head asks the nodes (a suspected ``Deadlock``), and the node of each producer confirms
+  that the task making the awaited object is yet to end there: queued behind the running task, or
+  the running task itself. Only a cycle confirmed whole is announced, once; each node fails the
+  awaits of it that are still pending.
 
 Pure logic over the reports, tested without sockets.
 """
@@ -19,10 +22,12 @@ from dataclasses import dataclass
 
 from actorrt.rpc import head_pb2
 
-# How long each await of a cycle must have lasted, in a calm cluster, before it is declared.
+# How long each await of a cycle must have lasted before the cycle is suspected.
 DEADLOCK_AFTER_S = 1.0
 # Reports older than this are not used (a node reports every heartbeat, 0.2 s).
 FRESH_S = 0.6
+# A suspected cycle not confirmed whole within this long is dropped (and may be suspected again).
+CONFIRM_WITHIN_S = 2.0
 # A cycle once announced is not announced again for this long (its awaits fail meanwhile).
 ANNOUNCED_KEPT_S = 60.0
 
@@ -40,42 +45,46 @@ def _key(a: head_pb2.Await) -> tuple[bytes, bytes, bytes]:
 class DeadlockDetector:
     def __init__(self) -> None:
         self._reports: dict[int, _Report] = {}
-        self._disturbed_at = float("-inf")
+        self._confirmed: dict[bytes, float] = {}  # object id -> when its producer's node confirmed it
+        self._suspected: dict[frozenset, float] = {}  # cycle -> when the nodes were asked
         self._announced: dict[frozenset, float] = {}
 
-    def observe(self, slot: int, awaits: list[head_pb2.Await], recovering: bool, now: float) -> None:
+    def observe(self, slot: int, awaits: list[head_pb2.Await], confirmed: list[bytes], now: float) -> None:
         """Node ``slot``'s heartbeat, received at ``now``."""
         self._reports[slot] = _Report(list(awaits), now)
-        if recovering:
-            self.disturbed(now)
-
-    def disturbed(self, now: float) -> None:
-        """A node is recovering or restarting now: awaits may be slow without being stuck."""
-        self._disturbed_at = now
+        for object_id in confirmed:
+            self._confirmed[object_id] = now
 
     def forget(self, slot: int) -> None:
         self._reports.pop(slot, None)
 
     def check(self, now: float) -> list[head_pb2.Deadlock]:
-        """The cycles of awaits found now, each once."""
-        for key, at in list(self._announced.items()):
-            if now - at > ANNOUNCED_KEPT_S:
-                del self._announced[key]
+        """What to broadcast now: cycles to confirm (``suspected``), and cycles confirmed whole."""
+        for table, kept in ((self._announced, ANNOUNCED_KEPT_S), (self._suspected, CONFIRM_WITHIN_S),
+                            (self._confirmed, 2 * CONFIRM_WITHIN_S)):
+            for key, at in list(table.items()):
+                if now - at > kept:
+                    del table[key]
         graph: dict[bytes, list[head_pb2.Await]] = {}
         for report in self._reports.values():
-            if now - report.at > FRESH_S:
-                continue
-            for a in report.awaits:
-                since = report.at - a.waited_s
-                if max(since, self._disturbed_at) <= report.at - DEADLOCK_AFTER_S:
-                    graph.setdefault(a.waiter, []).append(a)
-        found = []
+            if now - report.at <= FRESH_S:
+                for a in report.awaits:
+                    if a.waited_s >= DEADLOCK_AFTER_S:
+                        graph.setdefault(a.waiter, []).append(a)
+        out = []
         for cycle in _cycles(graph):
             key = frozenset(map(_key, cycle))
-            if key not in self._announced:
+            if key in self._announced:
+                continue
+            asked = self._suspected.get(key)
+            if asked is None:
+                self._suspected[key] = now
+                out.append(head_pb2.Deadlock(cycle=cycle, suspected=True))
+            elif all(self._confirmed.get(a.object_id, asked) > asked for a in cycle):
+                del self._suspected[key]
                 self._announced[key] = now
-                found.append(head_pb2.Deadlock(cycle=cycle, message=describe(cycle)))
-        return found
+                out.append(head_pb2.Deadlock(cycle=cycle, message=describe(cycle)))
+        return out
 
 
 def _cycles(graph: dict[bytes, list[head_pb2.Await]]) -> list[list[head_pb2.Await]]:

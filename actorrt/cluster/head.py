@@ -237,10 +237,9 @@ class Head:
             self._find_deadlocks(now)
 
     def _find_deadlocks(self, now: float) -> None:
-        if any(s.info.managed and s.info.state != head_pb2.ALIVE for s in self.slots.values()):
-            self.deadlocks.disturbed(now)  # a slot restarts: its objects come late, not never
-        for deadlock in self.deadlocks.check(now):
-            log.warning("deadlock: %s", deadlock.message)
+        for deadlock in self.deadlocks.check(now):  # suspected cycles to confirm, and confirmed ones
+            if not deadlock.suspected:
+                log.warning("deadlock: %s", deadlock.message)
             for queue in self._subscribers:
                 queue.put_nowait(head_pb2.HeadUpdate(deadlock=deadlock))
 
@@ -322,7 +321,7 @@ class Head:
             return False
         s.last_heartbeat = asyncio.get_running_loop().time()
         s.stats = beat.stats
-        self.deadlocks.observe(beat.slot, beat.awaits, beat.recovering, s.last_heartbeat)
+        self.deadlocks.observe(beat.slot, beat.awaits, beat.confirmed, s.last_heartbeat)
         return True
 
     def driver_joined(self, address: str) -> None:

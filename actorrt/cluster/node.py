@@ -133,9 +133,10 @@ class NodeProcess:
         asyncio.get_running_loop().call_soon(self._main_task.cancel)
 
     def _heartbeat(self) -> head_pb2.Heartbeat:
+        now = asyncio.get_running_loop().time()
         return head_pb2.Heartbeat(slot=self.servicer.slot, epoch=self.servicer.epoch, stats=self.servicer.stats(),
-                                  seq=self.worker.lease.heartbeat(), recovering=not self.worker.recovered.is_set(),
-                                  awaits=self.worker.awaits.report(asyncio.get_running_loop().time()))
+                                  seq=self.worker.lease.heartbeat(), awaits=self.worker.awaits.report(now),
+                                  confirmed=self.worker.awaits.confirmations(self.worker.host.yet_to_end, now))
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

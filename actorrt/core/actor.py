@@ -85,6 +85,7 @@ class ActorInstance:
         self.replay_order: list[pb.TaskSpec] = []  # those tasks, in order: their arguments are prefetched
         self._prefetched = 0  # how many of them had their arguments asked for
         self.replaying = b""  # the recorded task running again now, if one is
+        self.running = b""  # the task running now, if one is
         self.replayed = asyncio.Event()  # set once every recorded task ran again
         self.cancelled: set[bytes] = set()  # tasks actorrt.cancel() reached before they started
         self._runner = asyncio.ensure_future(self._run())
@@ -92,6 +93,10 @@ class ActorInstance:
 
     def stop(self) -> None:
         self._runner.cancel()
+
+    def waiting(self) -> list[pb.TaskSpec]:
+        """The tasks queued in the mailbox, in order."""
+        return list(self.mailbox._queue)  # asyncio.Queue keeps them in a deque; there is no public view
 
     def die(self, kind: int, message: str) -> None:
         """From now on every task of this actor fails with ``message``."""
@@ -134,7 +139,9 @@ class ActorInstance:
                 await ft.register_actor(self.services.slot, self.actor_id)  # a restarted slot finds it
             self.last_executed, self.last_sender = spec.task_id, spec.sender
             self.ledger.ran(spec)
+            self.running = spec.task_id
             value = await self._execute(spec)
+            self.running = b""
             self.executed += 1
             self.checkpointer.since += 1
             self.ledger.keep(spec, value)

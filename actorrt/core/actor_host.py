@@ -136,6 +136,16 @@ class ActorHost:
             value = pb.ObjectValue(object_id=ids.object_id(spec.task_id), error=error)
             self.services.send_result(spec.owner_address, value)
 
+    def yet_to_end(self, producer: bytes, task_id: bytes) -> bool:
+        """Whether task ``task_id`` of ``producer`` (an actor, or a function call) is queued or
+        running here: awaiting its value waits for it to run, not merely for the value to come."""
+        if task_id in self.functions.running:
+            return True
+        actor = self.actors.get(producer)
+        waiting = [*(actor.waiting() if actor is not None else ()), *self._early.get(producer, ()),
+                   *(self._held or ())]
+        return (actor is not None and actor.running == task_id) or any(s.task_id == task_id for s in waiting)
+
     def cancel(self, notice: node_pb2.Cancel) -> None:
         """Do not start the task if it has not started (``actorrt.cancel``); a task that ran (or is
         running: its sender's tasks run in counter order) is left alone."""

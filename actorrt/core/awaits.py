@@ -2,9 +2,11 @@
 
 An actor's running task waits when its method awaits a ref, or when its ref arguments are not
 there yet; a remote-function call waits the same ways. Each such await that lasts is reported
-with the node's heartbeats (``actorrt.cluster.deadlocks`` finds the cycles among them). When the
-head names a cycle, each of its awaits still pending raises ``DeadlockError``. That outcome is
-recorded in the actor task's application log, so a replay raises it at the same await at once.
+with the node's heartbeats (``actorrt.cluster.deadlocks`` finds the cycles among them). For a
+suspected cycle the node confirms, in its next heartbeats, which awaited tasks of it are yet to
+end here. When the head names a cycle, each of its awaits still pending raises ``DeadlockError``.
+That outcome is recorded in the actor task's application log, so a replay raises it at the same
+await at once.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import cloudpickle
 from actorrt.core import context
 from actorrt.core.task_spec import SenderContext
 from actorrt.exceptions import DeadlockError
+from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import head_pb2
 
@@ -28,6 +31,8 @@ T = TypeVar("T")
 REPORT_AFTER_S = 0.5
 # What a deadlocked await records in its task's log (with the object and the message).
 _MARK = "actorrt: deadlock"
+# How long a node answers for the objects of a suspected cycle.
+CONFIRM_FOR_S = 2.0
 
 
 @dataclass
@@ -44,12 +49,16 @@ class Awaits:
     def __init__(self, on_record: Callable[[], Callable[[pb.TaskSpec], None]]) -> None:
         self._on_record = on_record  # the lineage stash's, for the record of a deadlock
         self._pending: dict[tuple[bytes, bytes, bytes], _Pending] = {}
+        self._to_confirm: dict[bytes, tuple[bytes, float]] = {}  # object id -> (its producer, asked when)
 
     async def watch(self, waiter: SenderContext | None, ref: pb.ObjectRefProto,
                     value: Callable[[], Awaitable[T]]) -> T:
         """``await value()``, the value of ``ref``, for the task ``waiter`` runs now (if any)."""
         if waiter is None or not waiter.current_task or not ref.producer:  # not in a task, or a put
             return await value()
+        running = context.running_task.get(None)
+        if running is not None and running.spec.task_id != waiter.current_task:
+            return await value()  # an asyncio task an earlier method left behind: the actor is not waiting
         recorded = _recorded_deadlock(ref.object_id)
         if recorded is not None:  # a replay: the run before the failure deadlocked here
             raise DeadlockError(recorded)
@@ -61,9 +70,8 @@ class Awaits:
         try:
             return await value()
         except asyncio.CancelledError:
-            if not pending.deadlock:
+            if not pending.deadlock or pending.task.uncancel() > 0:  # not (only) the head's doing
                 raise
-            pending.task.uncancel()
         finally:
             del self._pending[key]
         if not waiter.function:  # a function call is run again, not replayed: it records nothing
@@ -77,12 +85,28 @@ class Awaits:
                 for p in self._pending.values() if now - p.since >= REPORT_AFTER_S]
 
     def deadlocked(self, deadlock: head_pb2.Deadlock) -> None:
-        """The head found these awaits waiting for each other: those pending here fail."""
+        """The head suspects these awaits wait for each other (confirm the tasks they await that
+        are yet to end here), or found it sure (those pending here fail)."""
+        if deadlock.suspected:
+            now = asyncio.get_running_loop().time()
+            for edge in deadlock.cycle:
+                self._to_confirm[edge.object_id] = (edge.producer, now)
+            return
         for edge in deadlock.cycle:
             pending = self._pending.get((edge.waiter, edge.task_id, edge.object_id))
             if pending is not None and not pending.deadlock:
                 pending.deadlock = deadlock.message
                 pending.task.cancel()
+
+
+    def confirmations(self, yet_to_end: Callable[[bytes, bytes], bool], now: float) -> list[bytes]:
+        """The objects of suspected cycles whose tasks are yet to end here: ``yet_to_end(producer,
+        task id)`` says whether that task is queued or running on this node."""
+        for object_id, (_, asked) in list(self._to_confirm.items()):
+            if now - asked > CONFIRM_FOR_S:
+                del self._to_confirm[object_id]
+        return [object_id for object_id, (producer, _) in self._to_confirm.items()
+                if yet_to_end(producer, ids.producer_task(object_id))]
 
 
 def _recorded_deadlock(object_id: bytes) -> str | None:

@@ -10,6 +10,7 @@ kept result, joins the run under way, or runs again: nothing of a call is rebuil
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 from collections import OrderedDict
 from collections.abc import Callable
@@ -63,7 +64,9 @@ class FunctionCalls:
             call.owners.add(spec.owner_address)
         else:
             call = self.running[spec.task_id] = _Call(spec, {spec.owner_address})
-            call.task = self.services.spawn(self._run(call))
+            # In a context of its own: a call that arrives from an actor task of this node must not
+            # see that task's log or sender as its own.
+            call.task = contextvars.Context().run(self.services.spawn, self._run(call))
 
     def cancel(self, notice: node_pb2.Cancel) -> None:
         """Do not start the call if its code has not started (``actorrt.cancel``)."""
@@ -81,9 +84,8 @@ class FunctionCalls:
         try:
             value = await self._execute(call)
         except asyncio.CancelledError:
-            if not call.cancelled:
+            if not call.cancelled or asyncio.current_task().uncancel() > 0:
                 raise  # the node is stopping
-            asyncio.current_task().uncancel()
             value = pb.ObjectValue(object_id=ids.object_id(spec.task_id), error=runtime_error(
                 pb.CANCELLED, f"call of remote function {spec.method} was cancelled before it started"))
         finally:
@@ -119,8 +121,10 @@ class FunctionCalls:
             return pb.ObjectValue(object_id=object_id, value=serialize(result))
         except ArgumentError as exc:
             return pb.ObjectValue(object_id=object_id, error=exc.error)
-        except asyncio.CancelledError:
-            raise
+        except asyncio.CancelledError as exc:
+            if asyncio.current_task().cancelling():
+                raise  # cancelled (before it started), or the node is stopping
+            return pb.ObjectValue(object_id=object_id, error=error_from_exception(exc))  # the function's own
         except BaseException as exc:  # noqa: BLE001 - any user error goes back to the caller
             return pb.ObjectValue(object_id=object_id, error=error_from_exception(exc))
 

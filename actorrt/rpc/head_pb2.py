@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from actorrt.rpc import node_pb2 as actorrt_dot_node__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x61\x63torrt/head.proto\x12\x07\x61\x63torrt\x1a\x12\x61\x63torrt/node.proto\"\xd7\x01\n\x08NodeInfo\x12\x0c\n\x04slot\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12!\n\x05state\x18\x03 \x01(\x0e\x32\x12.actorrt.NodeState\x12\x0f\n\x07\x61\x64\x64ress\x18\x04 \x01(\t\x12\x0b\n\x03pid\x18\x05 \x01(\x05\x12\x10\n\x08hostname\x18\x06 \x01(\t\x12\x0f\n\x07managed\x18\x07 \x01(\x08\x12\x11\n\x04heir\x18\x08 \x01(\x05H\x00\x88\x01\x01\x12\x18\n\x10\x66ormer_addresses\x18\t \x03(\t\x12\x14\n\x0clast_failure\x18\n \x01(\tB\x07\n\x05_heir\"<\n\nStoreShard\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\x05\x12\x10\n\x08restarts\x18\x03 \x01(\r\"\xe7\x01\n\x0e\x46\x61ultTolerance\x12\x0c\n\x04mode\x18\x01 \x01(\t\x12\x16\n\x0estore_delay_ms\x18\x02 \x01(\x01\x12\x14\n\x0cmax_forwards\x18\x03 \x01(\x05\x12\x13\n\x0bstash_limit\x18\x04 \x01(\r\x12\x16\n\x0e\x63heckpoint_dir\x18\x05 \x01(\t\x12\x1d\n\x10inline_max_bytes\x18\x06 \x01(\x04H\x00\x88\x01\x01\x12 \n\x13pinned_budget_bytes\x18\x07 \x01(\x04H\x01\x88\x01\x01\x42\x13\n\x11_inline_max_bytesB\x16\n\x14_pinned_budget_bytes\"\x87\x02\n\x0b\x43lusterView\x12\x10\n\x08revision\x18\x01 \x01(\x04\x12 \n\x05nodes\x18\x02 \x03(\x0b\x32\x11.actorrt.NodeInfo\x12)\n\x0cstore_shards\x18\x03 \x03(\x0b\x32\x13.actorrt.StoreShard\x12\x16\n\x0estore_password\x18\x04 \x01(\t\x12\x30\n\x0f\x66\x61ult_tolerance\x18\x05 \x01(\x0b\x32\x17.actorrt.FaultTolerance\x12\x11\n\tstore_url\x18\x06 \x01(\t\x12\x0f\n\x07\x64rivers\x18\x07 \x03(\t\x12\x11\n\trollbacks\x18\x08 \x01(\x04\x12\x18\n\x10\x64\x65parted_drivers\x18\t \x03(\t\"S\n\x13RegisterNodeRequest\x12\x0c\n\x04slot\x18\x01 \x01(\x05\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0b\n\x03pid\x18\x03 \x01(\x05\x12\x10\n\x08hostname\x18\x04 \x01(\t\"\x8f\x01\n\x11RegisterNodeReply\x12\x0c\n\x04slot\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\"\n\x04view\x18\x03 \x01(\x0b\x32\x14.actorrt.ClusterView\x12\x14\n\x0c\x64\x65tection_ms\x18\x04 \x01(\x01\x12\x12\n\nrestart_ms\x18\x05 \x01(\x01\x12\x0f\n\x07lease_s\x18\x06 \x01(\x01\"\x87\x01\n\nHeadUpdate\x12$\n\x04view\x18\x01 \x01(\x0b\x32\x14.actorrt.ClusterViewH\x00\x12$\n\x05lease\x18\x02 \x01(\x0b\x32\x13.actorrt.LeaseGrantH\x00\x12%\n\x08\x64\x65\x61\x64lock\x18\x03 \x01(\x0b\x32\x11.actorrt.DeadlockH\x00\x42\x06\n\x04kind\"t\n\x05\x41wait\x12\x0e\n\x06waiter\x18\x01 \x01(\x0c\x12\x0f\n\x07task_id\x18\x02 \x01(\x0c\x12\x11\n\tobject_id\x18\x03 \x01(\x0c\x12\x10\n\x08producer\x18\x04 \x01(\x0c\x12\x10\n\x08waited_s\x18\x05 \x01(\x01\x12\x13\n\x0bwaiter_name\x18\x06 \x01(\t\":\n\x08\x44\x65\x61\x64lock\x12\x1d\n\x05\x63ycle\x18\x01 \x03(\x0b\x32\x0e.actorrt.Await\x12\x0f\n\x07message\x18\x02 \x01(\t\"0\n\nLeaseGrant\x12\x11\n\theartbeat\x18\x01 \x01(\x04\x12\x0f\n\x07seconds\x18\x02 \x01(\x01\"\xa2\x01\n\tHeartbeat\x12\x0c\n\x04slot\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12&\n\x05stats\x18\x03 \x01(\x0b\x32\x17.actorrt.NodeStatsReply\x12\x0f\n\x07\x61\x64\x64ress\x18\x04 \x01(\t\x12\x0b\n\x03seq\x18\x05 \x01(\x04\x12\x1e\n\x06\x61waits\x18\x06 \x03(\x0b\x32\x0e.actorrt.Await\x12\x12\n\nrecovering\x18\x07 \x01(\x08\"\x1f\n\x0fKillNodeRequest\x12\x0c\n\x04slot\x18\x01 \x01(\x05\"\x1c\n\rKillNodeReply\x12\x0b\n\x03pid\x18\x01 \x01(\x05\"\x15\n\x13\x43lusterStatsRequest\"_\n\x11\x43lusterStatsReply\x12\"\n\x04view\x18\x01 \x01(\x0b\x32\x14.actorrt.ClusterView\x12&\n\x05nodes\x18\x02 \x03(\x0b\x32\x17.actorrt.NodeStatsReply\"\x11\n\x0fShutdownRequest\"\x0f\n\rShutdownReply\"_\n\nNamedActor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63tor_id\x18\x02 \x01(\x0c\x12\x12\n\nclass_name\x18\x03 \x01(\t\x12\x0f\n\x07methods\x18\x04 \x03(\t\x12\x0c\n\x04slot\x18\x05 \x01(\x05\"5\n\x0eNameActorReply\x12#\n\x06holder\x18\x01 \x01(\x0b\x32\x13.actorrt.NamedActor\"\x1f\n\x0fGetActorRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"3\n\rGetActorReply\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.actorrt.NamedActor*J\n\tNodeState\x12\x1a\n\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x0c\n\x08STARTING\x10\x01\x12\t\n\x05\x41LIVE\x10\x02\x12\x08\n\x04\x44\x45\x41\x44\x10\x03\x32\xc9\x03\n\x04Head\x12H\n\x0cRegisterNode\x12\x1c.actorrt.RegisterNodeRequest\x1a\x1a.actorrt.RegisterNodeReply\x12\x38\n\tSubscribe\x12\x12.actorrt.Heartbeat\x1a\x13.actorrt.HeadUpdate(\x01\x30\x01\x12<\n\x08KillNode\x12\x18.actorrt.KillNodeRequest\x1a\x16.actorrt.KillNodeReply\x12H\n\x0c\x43lusterStats\x12\x1c.actorrt.ClusterStatsRequest\x1a\x1a.actorrt.ClusterStatsReply\x12\x39\n\tNameActor\x12\x13.actorrt.NamedActor\x1a\x17.actorrt.NameActorReply\x12<\n\x08GetActor\x12\x18.actorrt.GetActorRequest\x1a\x16.actorrt.GetActorReply\x12<\n\x08Shutdown\x12\x18.actorrt.ShutdownRequest\x1a\x16.actorrt.ShutdownReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x61\x63torrt/head.proto\x12\x07\x61\x63torrt\x1a\x12\x61\x63torrt/node.proto\"\xd7\x01\n\x08NodeInfo\x12\x0c\n\x04slot\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12!\n\x05state\x18\x03 \x01(\x0e\x32\x12.actorrt.NodeState\x12\x0f\n\x07\x61\x64\x64ress\x18\x04 \x01(\t\x12\x0b\n\x03pid\x18\x05 \x01(\x05\x12\x10\n\x08hostname\x18\x06 \x01(\t\x12\x0f\n\x07managed\x18\x07 \x01(\x08\x12\x11\n\x04heir\x18\x08 \x01(\x05H\x00\x88\x01\x01\x12\x18\n\x10\x66ormer_addresses\x18\t \x03(\t\x12\x14\n\x0clast_failure\x18\n \x01(\tB\x07\n\x05_heir\"<\n\nStoreShard\x12\x0f\n\x07\x61\x64\x64ress\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\x05\x12\x10\n\x08restarts\x18\x03 \x01(\r\"\xe7\x01\n\x0e\x46\x61ultTolerance\x12\x0c\n\x04mode\x18\x01 \x01(\t\x12\x16\n\x0estore_delay_ms\x18\x02 \x01(\x01\x12\x14\n\x0cmax_forwards\x18\x03 \x01(\x05\x12\x13\n\x0bstash_limit\x18\x04 \x01(\r\x12\x16\n\x0e\x63heckpoint_dir\x18\x05 \x01(\t\x12\x1d\n\x10inline_max_bytes\x18\x06 \x01(\x04H\x00\x88\x01\x01\x12 \n\x13pinned_budget_bytes\x18\x07 \x01(\x04H\x01\x88\x01\x01\x42\x13\n\x11_inline_max_bytesB\x16\n\x14_pinned_budget_bytes\"\x87\x02\n\x0b\x43lusterView\x12\x10\n\x08revision\x18\x01 \x01(\x04\x12 \n\x05nodes\x18\x02 \x03(\x0b\x32\x11.actorrt.NodeInfo\x12)\n\x0cstore_shards\x18\x03 \x03(\x0b\x32\x13.actorrt.StoreShard\x12\x16\n\x0estore_password\x18\x04 \x01(\t\x12\x30\n\x0f\x66\x61ult_tolerance\x18\x05 \x01(\x0b\x32\x17.actorrt.FaultTolerance\x12\x11\n\tstore_url\x18\x06 \x01(\t\x12\x0f\n\x07\x64rivers\x18\x07 \x03(\t\x12\x11\n\trollbacks\x18\x08 \x01(\x04\x12\x18\n\x10\x64\x65parted_drivers\x18\t \x03(\t\"S\n\x13RegisterNodeRequest\x12\x0c\n\x04slot\x18\x01 \x01(\x05\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0b\n\x03pid\x18\x03 \x01(\x05\x12\x10\n\x08hostname\x18\x04 \x01(\t\"\x8f\x01\n\x11RegisterNodeReply\x12\x0c\n\x04slot\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\"\n\x04view\x18\x03 \x01(\x0b\x32\x14.actorrt.ClusterView\x12\x14\n\x0c\x64\x65tection_ms\x18\x04 \x01(\x01\x12\x12\n\nrestart_ms\x18\x05 \x01(\x01\x12\x0f\n\x07lease_s\x18\x06 \x01(\x01\"\x87\x01\n\nHeadUpdate\x12$\n\x04view\x18\x01 \x01(\x0b\x32\x14.actorrt.ClusterViewH\x00\x12$\n\x05lease\x18\x02 \x01(\x0b\x32\x13.actorrt.LeaseGrantH\x00\x12%\n\x08\x64\x65\x61\x64lock\x18\x03 \x01(\x0b\x32\x11.actorrt.DeadlockH\x00\x42\x06\n\x04kind\"t\n\x05\x41wait\x12\x0e\n\x06waiter\x18\x01 \x01(\x0c\x12\x0f\n\x07task_id\x18\x02 \x01(\x0c\x12\x11\n\tobject_id\x18\x03 \x01(\x0c\x12\x10\n\x08producer\x18\x04 \x01(\x0c\x12\x10\n\x08waited_s\x18\x05 \x01(\x01\x12\x13\n\x0bwaiter_name\x18\x06 \x01(\t\"M\n\x08\x44\x65\x61\x64lock\x12\x1d\n\x05\x63ycle\x18\x01 \x03(\x0b\x32\x0e.actorrt.Await\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x11\n\tsuspected\x18\x03 \x01(\x08\"0\n\nLeaseGrant\x12\x11\n\theartbeat\x18\x01 \x01(\x04\x12\x0f\n\x07seconds\x18\x02 \x01(\x01\"\xa1\x01\n\tHeartbeat\x12\x0c\n\x04slot\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12&\n\x05stats\x18\x03 \x01(\x0b\x32\x17.actorrt.NodeStatsReply\x12\x0f\n\x07\x61\x64\x64ress\x18\x04 \x01(\t\x12\x0b\n\x03seq\x18\x05 \x01(\x04\x12\x1e\n\x06\x61waits\x18\x06 \x03(\x0b\x32\x0e.actorrt.Await\x12\x11\n\tconfirmed\x18\x07 \x03(\x0c\"\x1f\n\x0fKillNodeRequest\x12\x0c\n\x04slot\x18\x01 \x01(\x05\"\x1c\n\rKillNodeReply\x12\x0b\n\x03pid\x18\x01 \x01(\x05\"\x15\n\x13\x43lusterStatsRequest\"_\n\x11\x43lusterStatsReply\x12\"\n\x04view\x18\x01 \x01(\x0b\x32\x14.actorrt.ClusterView\x12&\n\x05nodes\x18\x02 \x03(\x0b\x32\x17.actorrt.NodeStatsReply\"\x11\n\x0fShutdownRequest\"\x0f\n\rShutdownReply\"_\n\nNamedActor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63tor_id\x18\x02 \x01(\x0c\x12\x12\n\nclass_name\x18\x03 \x01(\t\x12\x0f\n\x07methods\x18\x04 \x03(\t\x12\x0c\n\x04slot\x18\x05 \x01(\x05\"5\n\x0eNameActorReply\x12#\n\x06holder\x18\x01 \x01(\x0b\x32\x13.actorrt.NamedActor\"\x1f\n\x0fGetActorRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"3\n\rGetActorReply\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.actorrt.NamedActor*J\n\tNodeState\x12\x1a\n\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x0c\n\x08STARTING\x10\x01\x12\t\n\x05\x41LIVE\x10\x02\x12\x08\n\x04\x44\x45\x41\x44\x10\x03\x32\xc9\x03\n\x04Head\x12H\n\x0cRegisterNode\x12\x1c.actorrt.RegisterNodeRequest\x1a\x1a.actorrt.RegisterNodeReply\x12\x38\n\tSubscribe\x12\x12.actorrt.Heartbeat\x1a\x13.actorrt.HeadUpdate(\x01\x30\x01\x12<\n\x08KillNode\x12\x18.actorrt.KillNodeRequest\x1a\x16.actorrt.KillNodeReply\x12H\n\x0c\x43lusterStats\x12\x1c.actorrt.ClusterStatsRequest\x1a\x1a.actorrt.ClusterStatsReply\x12\x39\n\tNameActor\x12\x13.actorrt.NamedActor\x1a\x17.actorrt.NameActorReply\x12<\n\x08GetActor\x12\x18.actorrt.GetActorRequest\x1a\x16.actorrt.GetActorReply\x12<\n\x08Shutdown\x12\x18.actorrt.ShutdownRequest\x1a\x16.actorrt.ShutdownReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'actorrt.head_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_NODESTATE']._serialized_start=2050
-  _globals['_NODESTATE']._serialized_end=2124
+  _globals['_NODESTATE']._serialized_start=2068
+  _globals['_NODESTATE']._serialized_end=2142
   _globals['_NODEINFO']._serialized_start=52
   _globals['_NODEINFO']._serialized_end=267
   _globals['_STORESHARD']._serialized_start=269
@@ -51,31 +51,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_AWAIT']._serialized_start=1200
   _globals['_AWAIT']._serialized_end=1316
   _globals['_DEADLOCK']._serialized_start=1318
-  _globals['_DEADLOCK']._serialized_end=1376
-  _globals['_LEASEGRANT']._serialized_start=1378
-  _globals['_LEASEGRANT']._serialized_end=1426
-  _globals['_HEARTBEAT']._serialized_start=1429
-  _globals['_HEARTBEAT']._serialized_end=1591
-  _globals['_KILLNODEREQUEST']._serialized_start=1593
-  _globals['_KILLNODEREQUEST']._serialized_end=1624
-  _globals['_KILLNODEREPLY']._serialized_start=1626
-  _globals['_KILLNODEREPLY']._serialized_end=1654
-  _globals['_CLUSTERSTATSREQUEST']._serialized_start=1656
-  _globals['_CLUSTERSTATSREQUEST']._serialized_end=1677
-  _globals['_CLUSTERSTATSREPLY']._serialized_start=1679
-  _globals['_CLUSTERSTATSREPLY']._serialized_end=1774
-  _globals['_SHUTDOWNREQUEST']._serialized_start=1776
-  _globals['_SHUTDOWNREQUEST']._serialized_end=1793
-  _globals['_SHUTDOWNREPLY']._serialized_start=1795
-  _globals['_SHUTDOWNREPLY']._serialized_end=1810
-  _globals['_NAMEDACTOR']._serialized_start=1812
-  _globals['_NAMEDACTOR']._serialized_end=1907
-  _globals['_NAMEACTORREPLY']._serialized_start=1909
-  _globals['_NAMEACTORREPLY']._serialized_end=1962
-  _globals['_GETACTORREQUEST']._serialized_start=1964
-  _globals['_GETACTORREQUEST']._serialized_end=1995
-  _globals['_GETACTORREPLY']._serialized_start=1997
-  _globals['_GETACTORREPLY']._serialized_end=2048
-  _globals['_HEAD']._serialized_start=2127
-  _globals['_HEAD']._serialized_end=2584
+  _globals['_DEADLOCK']._serialized_end=1395
+  _globals['_LEASEGRANT']._serialized_start=1397
+  _globals['_LEASEGRANT']._serialized_end=1445
+  _globals['_HEARTBEAT']._serialized_start=1448
+  _globals['_HEARTBEAT']._serialized_end=1609
+  _globals['_KILLNODEREQUEST']._serialized_start=1611
+  _globals['_KILLNODEREQUEST']._serialized_end=1642
+  _globals['_KILLNODEREPLY']._serialized_start=1644
+  _globals['_KILLNODEREPLY']._serialized_end=1672
+  _globals['_CLUSTERSTATSREQUEST']._serialized_start=1674
+  _globals['_CLUSTERSTATSREQUEST']._serialized_end=1695
+  _globals['_CLUSTERSTATSREPLY']._serialized_start=1697
+  _globals['_CLUSTERSTATSREPLY']._serialized_end=1792
+  _globals['_SHUTDOWNREQUEST']._serialized_start=1794
+  _globals['_SHUTDOWNREQUEST']._serialized_end=1811
+  _globals['_SHUTDOWNREPLY']._serialized_start=1813
+  _globals['_SHUTDOWNREPLY']._serialized_end=1828
+  _globals['_NAMEDACTOR']._serialized_start=1830
+  _globals['_NAMEDACTOR']._serialized_end=1925
+  _globals['_NAMEACTORREPLY']._serialized_start=1927
+  _globals['_NAMEACTORREPLY']._serialized_end=1980
+  _globals['_GETACTORREQUEST']._serialized_start=1982
+  _globals['_GETACTORREQUEST']._serialized_end=2013
+  _globals['_GETACTORREPLY']._serialized_start=2015
+  _globals['_GETACTORREPLY']._serialized_end=2066
+  _globals['_HEAD']._serialized_start=2145
+  _globals['_HEAD']._serialized_end=2602
 # @@protoc_insertion_point(module_scope)

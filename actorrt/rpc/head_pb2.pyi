@@ -148,12 +148,14 @@ class Await(_message.Message):
     def __init__(self, waiter: _Optional[bytes] = ..., task_id: _Optional[bytes] = ..., object_id: _Optional[bytes] = ..., producer: _Optional[bytes] = ..., waited_s: _Optional[float] = ..., waiter_name: _Optional[str] = ...) -> None: ...
 
 class Deadlock(_message.Message):
-    __slots__ = ("cycle", "message")
+    __slots__ = ("cycle", "message", "suspected")
     CYCLE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SUSPECTED_FIELD_NUMBER: _ClassVar[int]
     cycle: _containers.RepeatedCompositeFieldContainer[Await]
     message: str
-    def __init__(self, cycle: _Optional[_Iterable[_Union[Await, _Mapping]]] = ..., message: _Optional[str] = ...) -> None: ...
+    suspected: bool
+    def __init__(self, cycle: _Optional[_Iterable[_Union[Await, _Mapping]]] = ..., message: _Optional[str] = ..., suspected: _Optional[bool] = ...) -> None: ...
 
 class LeaseGrant(_message.Message):
     __slots__ = ("heartbeat", "seconds")
@@ -164,22 +166,22 @@ class LeaseGrant(_message.Message):
     def __init__(self, heartbeat: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("slot", "epoch", "stats", "address", "seq", "awaits", "recovering")
+    __slots__ = ("slot", "epoch", "stats", "address", "seq", "awaits", "confirmed")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     AWAITS_FIELD_NUMBER: _ClassVar[int]
-    RECOVERING_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMED_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     stats: _node_pb2.NodeStatsReply
     address: str
     seq: int
     awaits: _containers.RepeatedCompositeFieldContainer[Await]
-    recovering: bool
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., stats: _Optional[_Union[_node_pb2.NodeStatsReply, _Mapping]] = ..., address: _Optional[str] = ..., seq: _Optional[int] = ..., awaits: _Optional[_Iterable[_Union[Await, _Mapping]]] = ..., recovering: _Optional[bool] = ...) -> None: ...
+    confirmed: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., stats: _Optional[_Union[_node_pb2.NodeStatsReply, _Mapping]] = ..., address: _Optional[str] = ..., seq: _Optional[int] = ..., awaits: _Optional[_Iterable[_Union[Await, _Mapping]]] = ..., confirmed: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class KillNodeRequest(_message.Message):
     __slots__ = ("slot",)

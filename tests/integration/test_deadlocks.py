@@ -49,6 +49,10 @@ class Peer:
     def use(self, value):
         return value
 
+    def slowly(self, value):
+        time.sleep(0.5)
+        return value
+
     def history(self):
         return self.seen
 
@@ -91,6 +95,24 @@ def test_a_task_whose_argument_waits_behind_a_cycle_fails_instead_of_hanging(clu
     with pytest.raises(actorrt.DeadlockError, match="Peer\\(\\w+\\)\\.use awaits a result of"):
         actorrt.get(blocked, timeout=30)
     assert actorrt.get(b.use.remote(5), timeout=30) == 5
+
+
+@actorrt.remote
+class Busy:
+    async def hand_over(self, x):
+        made = x.slowly.remote(5)
+        used = x.use.remote(made)  # x awaits its own earlier task's value, owned by this node
+        await asyncio.sleep(0.3)  # both sent
+        time.sleep(3.0)  # this node's loop stops: the value x awaits comes here and waits
+        return [used]
+
+
+def test_a_late_value_of_a_task_that_ran_is_no_deadlock(cluster):
+    """x awaits a value its own earlier task made (an await of itself, as a cycle of one would be),
+    and its owner is stuck for 3 s: the task ran, so the await is only slow."""
+    x = Peer.options(node=1).remote()
+    [used] = actorrt.get(Busy.options(node=0).remote().hand_over.remote(x), timeout=30)
+    assert actorrt.get(used, timeout=30) == 5
 
 
 def test_slow_awaits_are_not_deadlocks(cluster):

@@ -87,7 +87,8 @@ def test_errors_are_the_remote_type_and_misuse_says_what_to_do(cluster):
     with pytest.raises(ValueError, match="no 3") as caught:
         actorrt.get(fails.remote(3), timeout=30)
     assert isinstance(caught.value, actorrt.TaskError)
-    assert "raise ValueError" in caught.value.remote_traceback and "actorrt/" not in caught.value.remote_traceback
+    trace = caught.value.remote_traceback
+    assert "raise ValueError" in trace and "function_calls.py" not in trace
     with pytest.raises(TypeError, match=r"call remote function square with square.remote\(...\)"):
         square(2)
     with pytest.raises(actorrt.TaskError, match="record\\(\\) in remote function records"):

@@ -270,7 +270,7 @@ def test_a_streaming_wordcount_applies_a_micro_batch_once_when_spark_runs_it_aga
     run_query()
     assert calls() > before, "Spark did not run the micro-batch again"
     assert counts() == expected  # not applied twice
-    with pytest.raises(bridge.BridgeError, match="streaming DataFrame"):
+    with pytest.raises(bridge.BridgeError, match="takes a streaming Spark DataFrame"):
         bridge.stream(spark.read.text(str(inbox)), mappers, "process", str(checkpoint))
 
 
