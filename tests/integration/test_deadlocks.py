@@ -69,13 +69,14 @@ def test_two_actors_awaiting_each_other_get_an_error_naming_the_cycle(cluster):
     with pytest.raises(actorrt.DeadlockError, match="a cycle of awaits: ") as caught:
         actorrt.get(a.ping.remote(), timeout=30)
     assert time.monotonic() - started < 10
+    # ping's await fails itself, or first gets relay's failure (whichever node hears the head first).
+    assert actorrt.get(a.history.remote(), timeout=30) in (["DeadlockError"], ["TaskError(DeadlockError)"])
     a_id, b_id = (ids.short(h.actor_id) for h in (a, b))
     for step in (f"Peer({a_id}).ping awaits a result of Peer({b_id}), which is running Peer({b_id}).relay",
                  f"Peer({b_id}).relay awaits a result of Peer({a_id}), which is running Peer({a_id}).ping"):
         assert step in str(caught.value)
     # Both go on serving: the pong queued behind the cycle ran too.
     assert actorrt.get([a.pong.remote(), b.pong.remote()], timeout=30) == ["pong", "pong"]
-    assert actorrt.get(a.history.remote(), timeout=30) == ["DeadlockError"]
 
 
 def test_an_actor_awaiting_its_own_queued_task_gets_the_error_too(cluster):
@@ -133,12 +134,14 @@ def test_slow_awaits_are_not_deadlocks(cluster):
 
 
 def test_a_replay_raises_the_deadlock_again_at_the_same_await(cluster):
-    """The outcome is in the task's log: the replayed ping raises DeadlockError itself, as it did,
-    instead of receiving the relay's failure (a TaskError) and storing another history."""
+    """The outcome is in the task's log: where ping's own await failed (DeadlockError), the replayed
+    ping raises it again, instead of receiving the relay's failure (a TaskError) and storing
+    another history. (Where the relay's failure came first, the replay receives it again.)"""
     a, b = pair()
     with pytest.raises(actorrt.DeadlockError):
         actorrt.get(a.ping.remote(), timeout=30)
-    assert actorrt.get(a.history.remote(), timeout=30) == ["DeadlockError"]
+    before = actorrt.get(a.history.remote(), timeout=30)
+    assert before in (["DeadlockError"], ["TaskError(DeadlockError)"])
     actorrt.kill_node(0)  # a's node: a is rebuilt by replaying its tasks
-    assert actorrt.get(a.history.remote(), timeout=60) == ["DeadlockError"]
+    assert actorrt.get(a.history.remote(), timeout=60) == before
     assert actorrt.get(a.pong.remote(), timeout=30) == "pong"
