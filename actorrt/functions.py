@@ -20,7 +20,7 @@ import cloudpickle
 
 from actorrt.core import context
 from actorrt.core.object_ref import ObjectRef
-from actorrt.handles import check_option_names
+from actorrt.handles import check_node, check_option_names
 from actorrt.lineage.options import MAX_SPEC_BYTES
 
 R = TypeVar("R")
@@ -42,9 +42,7 @@ class FunctionOptions:
     node: int | None = None
 
     def __post_init__(self) -> None:
-        if self.node is not None and (not isinstance(self.node, int) or isinstance(self.node, bool)
-                                      or self.node < 0):
-            raise ValueError(f"node must be a slot number >= 0 or None, not {self.node!r}")
+        check_node(self.node)
 
 
 def check_function_options(options: dict[str, Any]) -> None:

@@ -40,8 +40,7 @@ class ActorOptions:
     name: str | None = None
 
     def __post_init__(self) -> None:
-        if self.node is not None and (not isinstance(self.node, int) or self.node < 0):
-            raise ValueError(f"node must be a slot number >= 0 or None, not {self.node!r}")
+        check_node(self.node)
         if not isinstance(self.nondeterministic, bool):
             raise TypeError("nondeterministic must be a bool")
         if self.checkpoint_every is not None and (not isinstance(self.checkpoint_every, int)
@@ -54,6 +53,12 @@ class ActorOptions:
 # Ray options a Ray user may pass, and what to use here instead.
 _RAY_ONLY = {"num_cpus": "see node=", "num_gpus": "see node=", "resources": "see node=", "memory": "see node=",
              "max_restarts": "see ft=", "max_task_retries": "see ft=", "max_concurrency": "see async methods"}
+
+
+def check_node(node: Any) -> None:
+    """``node=`` (of an actor or a function) must be a slot number or None."""
+    if node is not None and (isinstance(node, bool) or not isinstance(node, int) or node < 0):
+        raise ValueError(f"node must be a slot number >= 0 or None, not {node!r}")
 
 
 def check_options(options: dict[str, Any]) -> None:

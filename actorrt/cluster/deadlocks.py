@@ -55,9 +55,6 @@ class DeadlockDetector:
         for object_id in confirmed:
             self._confirmed[object_id] = now
 
-    def forget(self, slot: int) -> None:
-        self._reports.pop(slot, None)
-
     def check(self, now: float) -> list[head_pb2.Deadlock]:
         """What to broadcast now: cycles to confirm (``suspected``), and cycles confirmed whole."""
         for table, kept in ((self._announced, ANNOUNCED_KEPT_S), (self._suspected, CONFIRM_WITHIN_S),

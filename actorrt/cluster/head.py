@@ -240,8 +240,7 @@ class Head:
         for deadlock in self.deadlocks.check(now):  # suspected cycles to confirm, and confirmed ones
             if not deadlock.suspected:
                 log.warning("deadlock: %s", deadlock.message)
-            for queue in self._subscribers:
-                queue.put_nowait(head_pb2.HeadUpdate(deadlock=deadlock))
+            self._broadcast(head_pb2.HeadUpdate(deadlock=deadlock))
 
     async def _watch_parent(self) -> None:
         while os.getppid() == self.parent_pid:
@@ -268,9 +267,11 @@ class Head:
     def publish(self) -> None:
         """Send the view, one revision newer, to every subscriber."""
         self.revision += 1
-        view = self.view()
+        self._broadcast(head_pb2.HeadUpdate(view=self.view()))
+
+    def _broadcast(self, update: head_pb2.HeadUpdate) -> None:
         for queue in self._subscribers:
-            queue.put_nowait(head_pb2.HeadUpdate(view=view))
+            queue.put_nowait(update)
 
     # ---- what the RPCs ask ----------------------------------------------------------------------
 

@@ -73,13 +73,16 @@ class Submitter:
             return self._submit(spec, slot, encoded)
 
     def _submit(self, spec: pb.TaskSpec, slot: int, encoded: EncodedArgs) -> ObjectRef:
-        large = attach_large_args(spec, encoded.large, self.address)
         # An await of the ref waits for the receiver (for a function, for this very call).
         producer = ids.function_call(spec.task_id) if spec.function else spec.receiver
         ref = ObjectRef(ids.object_id(spec.task_id), self.address, producer, owned=True)
+        self._send(spec, slot, encoded)
+        return ref
+
+    def _send(self, spec: pb.TaskSpec, slot: int, encoded: EncodedArgs) -> None:
+        large = attach_large_args(spec, encoded.large, self.address)
         self.built += 1
         self._hand_off(spec, slot, encoded.refs, large, not _replaying())
-        return ref
 
     def create_actor(self, creation: pb.ActorCreation, args: Sequence[Any], kwargs: dict[str, Any],
                      node: int | None, before_send: Callable[[bytes, int], None] = lambda actor_id, slot: None,
@@ -95,10 +98,8 @@ class Submitter:
             slot = self._place(node, ctx.actors_created)
             creation.slot = slot
             before_send(actor_id, slot)
-            spec = build_task(ctx, actor_id, "__init__", encoded.args, encoded.refs, self.address, creation)
-            large = attach_large_args(spec, encoded.large, self.address)
-            self.built += 1
-            self._hand_off(spec, slot, encoded.refs, large, not _replaying())
+            self._send(build_task(ctx, actor_id, "__init__", encoded.args, encoded.refs, self.address, creation),
+                       slot, encoded)
         return actor_id, slot
 
     def _inline_max_bytes(self) -> int:
