@@ -16,12 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
-import cloudpickle
-
 from actorrt.core import context
 from actorrt.core.object_ref import ObjectRef
 from actorrt.handles import check_node, check_option_names
 from actorrt.lineage.options import MAX_SPEC_BYTES
+from actorrt.util import pickling
 
 R = TypeVar("R")
 
@@ -78,7 +77,7 @@ class RemoteFunction(Generic[R]):
 
     def _pickled(self) -> bytes:
         if self._blob is None:
-            blob = cloudpickle.dumps(self._fn)
+            blob = pickling.dumps(self._fn)
             if len(blob) > MAX_SPEC_BYTES // 2:
                 raise ValueError(f"remote function {self.__qualname__} pickles to {len(blob)} bytes (what it closes "
                                  f"over goes with every call, into its task spec): pass large data as an argument, "

@@ -16,14 +16,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-import cloudpickle
-
 from actorrt.core import context
 from actorrt.core.task_spec import SenderContext
 from actorrt.exceptions import DeadlockError
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import head_pb2
+from actorrt.util import pickling
 
 T = TypeVar("T")
 
@@ -117,7 +116,7 @@ def _recorded_deadlock(object_id: bytes) -> str | None:
     entry = task.spec.application_log[task.position]
     if _MARK.encode() not in entry[:64]:
         return None
-    mark, recorded_object, message = cloudpickle.loads(entry)
+    mark, recorded_object, message = pickling.loads(entry)
     if recorded_object != object_id:
         return None
     task.position += 1

@@ -14,10 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-import cloudpickle
-
 from actorrt.lineage.options import MAX_SPEC_BYTES
 from actorrt.rpc import common_pb2 as pb
+from actorrt.util import pickling
 
 T = TypeVar("T")
 
@@ -46,10 +45,10 @@ class RunningTask:
         """The logged value of this task's next event, or ``fn()``, logged through
         ``on_new_version`` (the lineage stash) before it is returned."""
         if self.position < len(self.spec.application_log):
-            value = cloudpickle.loads(self.spec.application_log[self.position])
+            value = pickling.loads(self.spec.application_log[self.position])
         else:
             value = fn()
-            entry = cloudpickle.dumps(value)
+            entry = pickling.dumps(value)
             logged = sum(map(len, self.spec.application_log)) + len(entry)
             if logged > MAX_RECORD_BYTES:
                 raise ValueError(f"actorrt.record() would log {logged} bytes for this task, over the limit of "

@@ -16,11 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
-
 from actorrt.lineage import ids
 from actorrt.rpc import checkpoint_pb2
 from actorrt.rpc import common_pb2 as pb
+from actorrt.util import pickling
 from actorrt.util.files import write_atomically
 
 # Files kept per actor: the newest, and the one before it (its pointer in the store may lag).
@@ -75,16 +74,16 @@ def snapshot_state(instance: Any) -> bytes:
     """The actor's state: what its ``checkpoint()`` returns, else the instance itself."""
     hook = getattr(instance, "checkpoint", None)
     if callable(hook) and callable(getattr(instance, "restore", None)):
-        return cloudpickle.dumps(("hook", hook()))
-    return cloudpickle.dumps(("instance", instance))
+        return pickling.dumps(("hook", hook()))
+    return pickling.dumps(("instance", instance))
 
 
 def restore_state(creation: pb.ActorCreation, state: bytes) -> Any:
     """A new instance of the actor with ``state`` (its constructor does not run again)."""
-    kind, value = cloudpickle.loads(state)
+    kind, value = pickling.loads(state)
     if kind == "instance":
         return value
-    cls = cloudpickle.loads(creation.class_blob)
+    cls = pickling.loads(creation.class_blob)
     instance = cls.__new__(cls)
     instance.restore(value)
     return instance

@@ -1,0 +1,83 @@
+"""cloudpickle that keeps where pickled code was written.
+
+Classes and functions defined in a script, a notebook cell or a test are pickled by value, code
+objects included. cloudpickle (3.1.3 on) renames the file of every such code object to
+``"<dynamic-code>"``, so a traceback raised on a node would name no file and show no line.
+
+Each code object pickled here carries its file name and the source lines it spans, and gets them
+back when it is loaded: tracebacks name the caller's file and show its lines, whatever the pickler
+does with ``co_filename``, on a host where the file does not exist, and for a notebook cell, whose
+source lives only in the kernel's ``linecache``. The name rides inside the pickle, beside the code
+it belongs to, rather than in a side table the receiver would have to match up: every consumer of
+the pickle (an actor's node, a replay, an actor that received a function as an argument) gets it,
+and a pickle stays deterministic (same code, same bytes).
+"""
+
+from __future__ import annotations
+
+import io
+import linecache
+import os
+import types
+from collections import ChainMap
+from typing import Any
+
+import cloudpickle
+
+_cloudpickle_code_reduce = cloudpickle.Pickler.dispatch_table.get(types.CodeType)
+
+
+def _code_reduce(code: types.CodeType) -> tuple:
+    rebuild, args = _cloudpickle_code_reduce(code)
+    return _code_with_source, (rebuild, args, code.co_filename, code.co_firstlineno, _source_lines(code))
+
+
+def _source_lines(code: types.CodeType) -> tuple[str, ...]:
+    last = max((line for _, _, line in code.co_lines() if line is not None), default=code.co_firstlineno)
+    return tuple(linecache.getlines(code.co_filename)[code.co_firstlineno - 1:last])
+
+
+def _code_with_source(rebuild: Any, args: tuple, filename: str, first_line: int,
+                      lines: tuple[str, ...]) -> types.CodeType:
+    """Load a pickled code object under its own file name, and make its lines known to tracebacks
+    where that file cannot be read (another host, a notebook cell)."""
+    code = rebuild(*args)
+    if code.co_filename != filename:
+        code = code.replace(co_filename=filename)
+    if lines and not os.path.exists(filename):
+        _remember_lines(filename, first_line, lines)
+    return code
+
+
+def _remember_lines(filename: str, first_line: int, lines: tuple[str, ...]) -> None:
+    # An entry whose mtime is None is one linecache never checks against the disk (as IPython's cells).
+    entry = linecache.cache.get(filename)
+    known = list(entry[2]) if entry is not None and entry[1] is None else []
+    end = first_line - 1 + len(lines)
+    if len(known) < end:
+        known.extend("\n" for _ in range(end - len(known)))
+    known[first_line - 1:end] = lines
+    linecache.cache[filename] = (sum(map(len, known)), None, known, filename)
+
+
+class Pickler(cloudpickle.Pickler):
+    """``cloudpickle.Pickler`` whose code objects keep their file name and source lines."""
+
+    if _cloudpickle_code_reduce is not None:  # else cloudpickle pickles code its own way: nothing to restore
+        dispatch_table = ChainMap({types.CodeType: _code_reduce}, cloudpickle.Pickler.dispatch_table)
+
+
+def dumps(obj: Any, protocol: int = 5, buffer_callback: Any = None) -> bytes:
+    """``cloudpickle.dumps``, keeping the file names and lines of code pickled by value."""
+    with io.BytesIO() as file:
+        Pickler(file, protocol=protocol, buffer_callback=buffer_callback).dump(obj)
+        return file.getvalue()
+
+
+def send_by_value(module: Any) -> None:
+    """Pickle what ``module`` (and its submodules) defines by value from now on, as if defined in
+    ``__main__``: for code the receiving processes cannot import."""
+    cloudpickle.register_pickle_by_value(module)
+
+
+loads = cloudpickle.loads
