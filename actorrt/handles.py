@@ -7,8 +7,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
-import cloudpickle
-
 from actorrt.core import context
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.task_spec import ONCE_METHOD
@@ -16,6 +14,7 @@ from actorrt.exceptions import ActorMethodError
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import head_pb2
+from actorrt.util import pickling
 
 T = TypeVar("T")
 
@@ -104,7 +103,7 @@ class ActorClass(Generic[T]):
     def remote(self, *args: Any, **kwargs: Any) -> ActorHandle:
         """Create the actor (its constructor runs on its node) and return its handle at once."""
         if self._blob is None:
-            self._blob = cloudpickle.dumps(self._cls)
+            self._blob = pickling.dumps(self._cls)
         creation = pb.ActorCreation(
             class_blob=self._blob,
             class_name=self._cls.__qualname__,
@@ -125,6 +124,29 @@ class ActorClass(Generic[T]):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"create the actor with {self.__name__}.remote(...), not {self.__name__}(...)")
+
+    def __getattr__(self, name: str) -> Any:
+        # The class's own attributes through the decorated name, as a method reads them
+        # (``Worker.GP``, ``Worker.helper(...)`` for a static method), here and on the nodes.
+        if name.startswith("__") or "_cls" not in self.__dict__:
+            raise AttributeError(name)
+        try:
+            return getattr(self._cls, name)
+        except AttributeError:
+            raise AttributeError(f"actor class {self.__name__} has no attribute {name!r}") from None
+
+    def __reduce__(self) -> tuple:
+        # Not the cached pickle of the class (a copy of it inside itself); and the method names as
+        # they are, since a method of the class may be what holds this (then the class is still
+        # being unpickled when this is, and has no methods yet).
+        return (_actor_class, (self._cls, self._options, self._methods))
+
+
+def _actor_class(cls: type[T], options: ActorOptions, methods: list[str]) -> ActorClass[T]:
+    actor_class = ActorClass.__new__(ActorClass)
+    actor_class.__dict__.update(_cls=cls, _options=options, _methods=methods, _blob=None, __name__=cls.__name__,
+                                __doc__=cls.__doc__)
+    return actor_class
 
 
 class ActorHandle:
