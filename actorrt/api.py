@@ -7,6 +7,8 @@ and makes one call into it.
 from __future__ import annotations
 
 import atexit
+import functools
+import os
 import pickle
 import shutil
 import signal
@@ -16,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from actorrt.cluster import session
+from actorrt.cluster import driver_code, session
 from actorrt.cluster.driver import Driver
 from actorrt.cluster.head_options import HEARTBEAT_TIMEOUT_S, HeadOptions
 from actorrt.cluster.launch import start_head
@@ -32,12 +34,16 @@ from actorrt.lineage.options import (
     DEFAULT_STASH_LIMIT,
     FaultToleranceOptions,
 )
-from actorrt.util import signals
+from actorrt.util import signals, tracebacks
 
 T = TypeVar("T")
 _lock = threading.Lock()
+_PACKAGE_DIR = str(Path(__file__).resolve().parent) + os.sep
+# Errors leave the public functions as if raised where the user called them (see util/tracebacks).
+_public = functools.partial(tracebacks.at_call_site, ActorRTError)
 
 
+@_public
 def init(
     address: str | None = None,
     *,
@@ -55,6 +61,7 @@ def init(
     inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
     pinned_budget_bytes: int = DEFAULT_PINNED_BUDGET_BYTES,
     heartbeat_timeout: float = HEARTBEAT_TIMEOUT_S,
+    runtime_env: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Start an embedded cluster, or connect to a running one.
 
@@ -85,6 +92,10 @@ def init(
             arguments of tasks it sent, until their receivers checkpoint); past it, on local disk.
         heartbeat_timeout: seconds without heartbeats before the embedded cluster declares a node
             dead (a hung node; a crash is seen at once). A node that resumes after it is fenced off.
+        runtime_env: code for the nodes to run that they cannot import: ``{"py_modules": [module or
+            name, ...]}`` sends those modules by value with the classes and functions that use them.
+            Not needed for the embedded cluster, whose processes run in this driver's working
+            directory with its ``sys.path``.
 
     Returns:
         ``{"address": head address, "nodes": [...]}``.
@@ -92,6 +103,7 @@ def init(
     with _lock:
         if context.is_initialized():
             raise ActorRTError("actorrt is already initialized; call actorrt.shutdown() first")
+        driver_code.send_modules(runtime_env)
         if address is None:
             if not isinstance(num_nodes, int) or num_nodes < 1:
                 raise ValueError(f"num_nodes must be an int >= 1, not {num_nodes!r}")
@@ -102,7 +114,7 @@ def init(
                                   store_url=store_url or "", heartbeat_timeout=heartbeat_timeout)
             session_dir = Path(tempfile.mkdtemp(prefix="actorrt-"))
             try:
-                head = start_head(session_dir, options)
+                head = start_head(session_dir, options, code_paths=driver_code.search_paths())
             except BaseException:
                 shutil.rmtree(session_dir, ignore_errors=True)
                 raise
@@ -120,6 +132,7 @@ def init(
                 head.wait_stopped()
             raise
         context.set_current(driver)
+        tracebacks.hide_frames_under(ActorRTError, _PACKAGE_DIR)
         if head is not None:  # a SIGTERM stops the embedded cluster and removes its session directory
             signals.clean_up_before(signal.SIGTERM, _shutdown_unless_busy)
         return {"address": driver.head_address, "nodes": driver.nodes()}
@@ -171,6 +184,7 @@ def remote(target: Any = None, /, **options: Any) -> Any:
     raise TypeError(f"@actorrt.remote takes a class or a function, not a {type(target).__name__}")
 
 
+@_public
 def get(refs: ObjectRef | Sequence[ObjectRef], *, timeout: float | None = None) -> Any:
     """The value of a ref, or the values of a list of refs, waiting for them.
 
@@ -192,6 +206,7 @@ def get(refs: ObjectRef | Sequence[ObjectRef], *, timeout: float | None = None) 
     return context.current().get(refs, timeout)
 
 
+@_public
 def wait(refs: Sequence[ObjectRef], *, num_returns: int = 1,
          timeout: float | None = None) -> tuple[list[ObjectRef], list[ObjectRef]]:
     """Wait until ``num_returns`` of ``refs`` are ready (hold a value or an error), or ``timeout``.
@@ -213,6 +228,7 @@ def wait(refs: Sequence[ObjectRef], *, num_returns: int = 1,
     return context.current().wait(refs, num_returns, timeout)
 
 
+@_public
 def put(value: Any) -> ObjectRef:
     """Store ``value`` in this process and return a ref to it, as if a task had returned it.
 
@@ -267,6 +283,7 @@ def kill(actor: ActorHandle) -> None:
     context.current().worker.submitter.submit_task(actor.actor_id, actor.slot, KILL_METHOD, (), {})
 
 
+@_public
 def get_actor(name: str) -> ActorHandle:
     """The handle of the actor created with ``options(name=name)``, from any driver of the cluster.
 
@@ -280,6 +297,7 @@ def get_actor(name: str) -> ActorHandle:
     return ActorHandle(found.actor_id, found.class_name, tuple(found.methods), found.slot)
 
 
+@_public
 def checkpoint(handles: Sequence[ActorHandle], *, timeout: float | None = None) -> dict[str, Any]:
     """Checkpoint ``handles`` together: a global checkpoint.
 
@@ -364,6 +382,7 @@ def record(fn: Callable[[], T]) -> T:
     return context.record(fn, ft.on_record if ft is not None else lambda spec: None)
 
 
+@_public
 def rollbacks() -> int:
     """With ``ft="checkpoint"``: how many global rollbacks the cluster has made. A driver loop
     compares it before and after a step: a change means every actor went back to the last global
@@ -372,6 +391,7 @@ def rollbacks() -> int:
     return _driver().rollbacks()
 
 
+@_public
 def kill_node(node: int) -> int:
     """SIGKILL node process ``node`` (fail-stop); returns once the cluster has noticed. Returns its pid."""
     if isinstance(node, bool) or not isinstance(node, int):
@@ -379,11 +399,13 @@ def kill_node(node: int) -> int:
     return _driver().kill_node(node)
 
 
+@_public
 def nodes() -> list[dict[str, Any]]:
     """The node slots: ``node``, ``epoch``, ``state``, ``address``, ``pid``, ``hostname``, ``managed``."""
     return _driver().nodes()
 
 
+@_public
 def stats() -> dict[str, Any]:
     """Nodes with their actors and queue sizes, the store shards, and this driver's counters."""
     return _driver().stats()

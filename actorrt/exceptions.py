@@ -40,17 +40,21 @@ class TaskError(ActorRTError):
         remote_message: ``str()`` of the remote exception.
         remote_traceback: the formatted traceback from the remote process (the method's frames).
         cause: the remote exception itself, if it could be sent, else None.
+        where: the task that raised, e.g. ``"Parser.parse on node 0 (pid 4242)"`` (may be empty).
     """
 
     def __init__(self, type_name: str, remote_message: str, remote_traceback: str,
-                 cause: BaseException | None = None) -> None:
+                 cause: BaseException | None = None, where: str = "") -> None:
         self.type_name = type_name
         self.remote_message = remote_message
         self.remote_traceback = remote_traceback
         self.cause = cause
+        self.where = where
+        shown_type = type_name.removeprefix("builtins.")
         # Not super().__init__: in a class that also derives from the remote type, that would be
         # the remote type's constructor, whose arguments are its own.
-        Exception.__init__(self, f"{type_name}: {remote_message}\n\nRemote traceback:\n{remote_traceback}")
+        Exception.__init__(self, f"{where + ' raised ' if where else ''}{shown_type}: {remote_message}\n\n"
+                                 f"Remote traceback:\n{remote_traceback}")
 
     def __str__(self) -> str:  # not the remote type's (KeyError's quotes its argument)
         return str(self.args[0]) if self.args else ""
@@ -64,35 +68,35 @@ class TaskError(ActorRTError):
     def __reduce__(self):
         # The remote type travels too when only the type came across (an instance that did not pickle).
         cause = self.cause if self.cause is not None else self.__dict__.get("_cause_type")
-        return (task_error, (self.type_name, self.remote_message, self.remote_traceback, cause))
+        return (task_error, (self.type_name, self.remote_message, self.remote_traceback, cause, self.where))
 
 
 _dual_classes: dict[type, type] = {}
 
 
 def task_error(type_name: str, remote_message: str, remote_traceback: str,
-               cause: BaseException | type | None = None) -> TaskError:
+               cause: BaseException | type | None = None, where: str = "") -> TaskError:
     """The ``TaskError`` for a remote exception: an instance of its type too when ``cause`` (the
     exception or its class) is an ``Exception`` type that can be combined with ``TaskError``."""
     if isinstance(cause, TaskError):  # re-raised by a task that awaited it: the original counts
-        type_name, remote_message = cause.type_name, cause.remote_message
+        type_name, remote_message, where = cause.type_name, cause.remote_message, cause.where
         cause = cause.cause if cause.cause is not None else cause.__dict__.get("_cause_type")
     cause_type = cause if isinstance(cause, type) else type(cause) if cause is not None else None
     instance = cause if isinstance(cause, BaseException) else None
     if cause_type is None or not issubclass(cause_type, Exception) or issubclass(cause_type, TaskError):
-        return TaskError(type_name, remote_message, remote_traceback, instance)
+        return TaskError(type_name, remote_message, remote_traceback, instance, where)
     cls = _dual_classes.get(cause_type)
     if cls is None:
         try:
             cls = type(f"TaskError({cause_type.__name__})", (TaskError, cause_type), {"__module__": __name__})
         except TypeError:  # a type that cannot be a base (final, or a conflicting layout)
-            return TaskError(type_name, remote_message, remote_traceback, instance)
+            return TaskError(type_name, remote_message, remote_traceback, instance, where)
         _dual_classes[cause_type] = cls
     try:  # a type whose __new__ wants arguments of its own (ExceptionGroup) cannot be made this way
         error = cls.__new__(cls)
-        TaskError.__init__(error, type_name, remote_message, remote_traceback, instance)
+        TaskError.__init__(error, type_name, remote_message, remote_traceback, instance, where)
     except Exception:  # noqa: BLE001 - then the caller gets what it always gets: a TaskError
-        return TaskError(type_name, remote_message, remote_traceback, instance)
+        return TaskError(type_name, remote_message, remote_traceback, instance, where)
     error._cause_type = cause_type
     return error
 

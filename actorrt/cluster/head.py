@@ -25,7 +25,7 @@ import uvloop
 from grpc import aio
 
 from actorrt.cluster import session
-from actorrt.cluster.daemon import NODE_HASH_SEED, daemon_setup
+from actorrt.cluster.daemon import daemon_setup, node_environment
 from actorrt.cluster.deadlocks import DeadlockDetector
 from actorrt.cluster.head_options import HeadOptions, head_options
 from actorrt.cluster.head_service import HeadServicer
@@ -139,7 +139,7 @@ class Head:
         s.info.address, s.info.pid = "", 0
         logs = self.session_dir / session.LOGS_DIR
         logs.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, **{TOKEN_ENV: self.token, "PYTHONHASHSEED": NODE_HASH_SEED})  # no re-exec to set it
+        env = dict(node_environment(os.environ), **{TOKEN_ENV: self.token})  # as the node wants it: no re-exec
         argv = [sys.executable, "-m", "actorrt.cluster.node", "--head", self.address, "--slot", str(slot),
                 "--host", self.options.host]
         s.process = await spawn(argv, env, logs / f"node-{slot}.log")

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,11 +41,12 @@ class HeadProcess:
 
 
 def start_head(session_dir: Path, options: HeadOptions, *, token: str | None = None,
-               tied_to_caller: bool = True) -> HeadProcess:
+               tied_to_caller: bool = True, code_paths: Sequence[str] = ()) -> HeadProcess:
     """Launch a head and wait until its session file names its address.
 
     With ``tied_to_caller`` the head (and so its nodes and shards) stops when this process exits;
-    the CLI launches a head that outlives it instead.
+    the CLI launches a head that outlives it instead. ``code_paths`` go first on the ``PYTHONPATH``
+    of the head and its nodes (a driver's, so that they import what it imports).
     """
     options.check_store_url()
     session_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -60,6 +62,9 @@ def start_head(session_dir: Path, options: HeadOptions, *, token: str | None = N
         argv += ["--parent-pid", str(os.getpid())]
     with open(logs / "head.log", "ab") as log:
         env = dict(os.environ, **{TOKEN_ENV: token, STORE_URL_ENV: options.store_url})
+        if code_paths:
+            inherited = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+            env["PYTHONPATH"] = os.pathsep.join([*code_paths, *inherited])
         proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=not tied_to_caller)
     deadline = time.monotonic() + HEAD_START_TIMEOUT_S

@@ -18,7 +18,7 @@ import time
 import click
 import uvloop
 
-from actorrt.cluster.daemon import NODE_HASH_SEED, daemon_setup
+from actorrt.cluster.daemon import daemon_setup, node_environment
 from actorrt.cluster.head_client import HEAD_LOSS_GRACE_S, HeadClient
 from actorrt.cluster.node_recovery import NodeRecoveries
 from actorrt.cluster.node_service import NodeServicer
@@ -145,10 +145,10 @@ class NodeProcess:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 def main(head_address: str, slot: int, host: str) -> None:
     """Run a node process in the foreground, with the cluster token in ACTORRT_TOKEN."""
-    if os.environ.get("PYTHONHASHSEED") != NODE_HASH_SEED:  # started by other means: again, with the seed
+    env = node_environment(os.environ)
+    if env != dict(os.environ):  # started by other means: again, in the environment a node needs (hash seed, BLAS)
         # The same interpreter flags (``-X``, ``-W``, a coverage wrapper's) and arguments.
-        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]],
-                  dict(os.environ, PYTHONHASHSEED=NODE_HASH_SEED))
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
     token = daemon_setup("actorrt.cluster.node")
 
     async def amain() -> None:

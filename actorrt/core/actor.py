@@ -12,10 +12,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
 from collections.abc import Coroutine
 from typing import Any, Protocol
-
-import cloudpickle
 
 from actorrt.core import context
 from actorrt.core.arguments import ArgumentError, MissingArgumentError, resolve_args
@@ -23,13 +22,14 @@ from actorrt.core.awaits import Awaits
 from actorrt.core.checkpointer import Checkpointer
 from actorrt.core.fetches import Fetches
 from actorrt.core.ledger import SenderLedger
-from actorrt.core.serialization import error_from_exception, runtime_error, serialize
+from actorrt.core.serialization import error_from_exception, missing_module, runtime_error, serialize
 from actorrt.core.task_spec import CHECKPOINT_METHOD, KILL_METHOD, ONCE_METHOD, SenderContext
 from actorrt.lineage import ids
 from actorrt.lineage.application_log import RunningTask
 from actorrt.lineage.strategy import FaultTolerance
 from actorrt.rpc import checkpoint_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
+from actorrt.util import pickling
 from actorrt.util.lease import Lease
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 REPLAY_PREFETCH = 32
 # What a task cancelled before it started records first in its log.
 _CANCELLED = "actorrt: cancelled before it started"
-_CANCELLED_ENTRY = cloudpickle.dumps(_CANCELLED)
+_CANCELLED_ENTRY = pickling.dumps(_CANCELLED)
 
 
 class ActorServices(Protocol):
@@ -73,6 +73,7 @@ class ActorInstance:
         self.nondeterministic = creation.nondeterministic
         self.context = SenderContext(actor_id)
         self.mailbox: asyncio.Queue[pb.TaskSpec] = asyncio.Queue()
+        self.cls: type | None = None  # loaded by the constructor task
         self.instance: Any = None
         self.death: pb.RemoteError | None = None
         self.executed = 0
@@ -214,12 +215,15 @@ class ActorInstance:
         except asyncio.CancelledError as exc:
             if asyncio.current_task().cancelling():
                 raise  # the actor itself is being stopped
-            return pb.ObjectValue(object_id=object_id, error=error_from_exception(exc, self.actor_id))
+            error = error_from_exception(exc, self.actor_id, self._where(spec))
+            return pb.ObjectValue(object_id=object_id, error=error)
         except BaseException as exc:  # noqa: BLE001 - any user error, SystemExit included, goes back
-            error = error_from_exception(exc, self.actor_id)
+            error = error_from_exception(exc, self.actor_id, self._where(spec))
+            log.warning("%s raised %s: %s\n%s", error.where, error.type_name, error.message, error.traceback)
             if spec.method == "__init__":
-                self.die(pb.ACTOR_DIED, f"actor {self.who} died: its constructor raised {error.type_name}: "
-                                        f"{error.message}")
+                why = (f"its constructor raised {error.type_name}: {error.message}" if self.cls is not None
+                       else f"its class could not be loaded on node {self.services.slot}: {error.message}")
+                self.die(pb.ACTOR_DIED, f"actor {self.who} died: {why}")
             return pb.ObjectValue(object_id=object_id, error=error)
         finally:
             context.current_sender.reset(token)
@@ -227,10 +231,16 @@ class ActorInstance:
             for oid in resolved:
                 self.services.fetches.unborrow(oid)
 
+    def _where(self, spec: pb.TaskSpec) -> str:
+        return f"{self.who}.{spec.method} on node {self.services.slot} (pid {os.getpid()})"
+
     def _call(self, spec: pb.TaskSpec, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if spec.method == "__init__":
-            cls = cloudpickle.loads(spec.actor_creation.class_blob)
-            self.instance = cls(*args, **kwargs)
+            try:
+                self.cls = pickling.loads(spec.actor_creation.class_blob)
+            except ModuleNotFoundError as exc:
+                raise missing_module(exc, f"class {self.class_name}") from None
+            self.instance = self.cls(*args, **kwargs)
             return None
         if spec.method == CHECKPOINT_METHOD:
             return self.checkpointer.take(spec)

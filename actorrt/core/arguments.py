@@ -6,7 +6,7 @@ from typing import Any
 
 from actorrt.core.awaits import Awaits
 from actorrt.core.fetches import Fetches
-from actorrt.core.serialization import deserialize, runtime_error
+from actorrt.core.serialization import deserialize, missing_module, runtime_error
 from actorrt.core.task_spec import SenderContext
 from actorrt.exceptions import DeadlockError
 from actorrt.rpc import common_pb2 as pb
@@ -48,9 +48,11 @@ async def resolve_args(fetches: Fetches, awaits: Awaits, waiter: SenderContext, 
                 if value.error.kind in (pb.OBJECT_LOST, pb.RESULT_NOT_KEPT):
                     raise MissingArgumentError(arg.ref.object_id, value.error)
                 raise ArgumentError(value.error)  # its task failed: so did this one, the first time too
-            item = deserialize(value.value)
-        else:
-            item = deserialize(arg.value)
+        try:
+            item = deserialize(value.value if arg.WhichOneof("kind") == "ref" else arg.value)
+        except ModuleNotFoundError as exc:
+            what = f"argument {arg.keyword!r}" if arg.keyword else f"argument {len(args)}"
+            raise missing_module(exc, f"{what} of {spec.method}") from None
         if arg.keyword:
             kwargs[arg.keyword] = item
         else:

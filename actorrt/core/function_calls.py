@@ -12,23 +12,25 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import logging
+import os
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import cloudpickle
-
 from actorrt.core import context
 from actorrt.core.actor import ActorServices
 from actorrt.core.arguments import ArgumentError, resolve_args
-from actorrt.core.serialization import error_from_exception, runtime_error, serialize
+from actorrt.core.serialization import error_from_exception, missing_module, runtime_error, serialize
 from actorrt.core.task_spec import SenderContext
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import node_pb2
+from actorrt.util import pickling
 
 # Results kept for calls that come again: a caller's replay asks for them, else they run again.
+log = logging.getLogger(__name__)
 RESULTS_KEPT = 4096
 RESULT_BYTES_KEPT = 64 * 1024 * 1024
 # Functions kept unpickled, by their pickle (a caller sends the same pickle with every call).
@@ -113,7 +115,7 @@ class FunctionCalls:
                                               kept_for_replay=False)
             if not lease.valid():  # a node that hung may have been replaced meanwhile
                 await lease.held()
-            fn = self._function(spec.function)
+            fn = self._function(spec.function, spec.method)
             call.started = True
             result = fn(*args, **kwargs)
             if inspect.isawaitable(result):
@@ -124,14 +126,22 @@ class FunctionCalls:
         except asyncio.CancelledError as exc:
             if asyncio.current_task().cancelling():
                 raise  # cancelled (before it started), or the node is stopping
-            return pb.ObjectValue(object_id=object_id, error=error_from_exception(exc))  # the function's own
+            return pb.ObjectValue(object_id=object_id, error=error_from_exception(exc, where=self._where(spec)))
         except BaseException as exc:  # noqa: BLE001 - any user error goes back to the caller
-            return pb.ObjectValue(object_id=object_id, error=error_from_exception(exc))
+            error = error_from_exception(exc, where=self._where(spec))
+            log.warning("%s raised %s: %s\n%s", error.where, error.type_name, error.message, error.traceback)
+            return pb.ObjectValue(object_id=object_id, error=error)
 
-    def _function(self, blob: bytes) -> Callable[..., Any]:
+    def _where(self, spec: pb.TaskSpec) -> str:
+        return f"remote function {spec.method} on node {self.services.slot} (pid {os.getpid()})"
+
+    def _function(self, blob: bytes, name: str) -> Callable[..., Any]:
         fn = self._functions.get(blob)
         if fn is None:
-            fn = self._functions[blob] = cloudpickle.loads(blob)
+            try:
+                fn = self._functions[blob] = pickling.loads(blob)
+            except ModuleNotFoundError as exc:
+                raise missing_module(exc, f"remote function {name}") from None
             if len(self._functions) > FUNCTIONS_KEPT:
                 self._functions.popitem(last=False)
         return fn

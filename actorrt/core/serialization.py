@@ -14,8 +14,6 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
-
 from actorrt.exceptions import (
     ActorDiedError,
     ActorMethodError,
@@ -30,6 +28,7 @@ from actorrt.exceptions import (
     task_error,
 )
 from actorrt.rpc import common_pb2 as pb
+from actorrt.util import pickling
 
 # Arrays smaller than this are cheaper to keep inside the pickle stream.
 _OUT_OF_BAND_MIN = 1024
@@ -58,7 +57,7 @@ def serialize_sized(value: Any) -> tuple[pb.SerializedObject, int]:
         buffers.append(buf)
         return False
 
-    data = cloudpickle.dumps(value, protocol=5, buffer_callback=keep_large)
+    data = pickling.dumps(value, protocol=5, buffer_callback=keep_large)
     out = [bytes(b.raw()) for b in buffers]
     return pb.SerializedObject(data=data, buffers=out), len(data) + sum(map(len, out))
 
@@ -67,9 +66,21 @@ def deserialize(obj: pb.SerializedObject) -> Any:
     return pickle.loads(obj.data, buffers=list(obj.buffers))
 
 
-def error_from_exception(exc: BaseException, actor_id: bytes = b"") -> pb.RemoteError:
-    """The wire form of an exception a method raised: its traceback without the runtime's frames,
-    and the exception itself (or its class) for the caller to raise an instance of its type."""
+def missing_module(exc: ModuleNotFoundError, what: str) -> ModuleNotFoundError:
+    """The error for ``what`` (a class, a function, an argument) whose code imports a module this
+    process cannot: what is missing, and how to make it reach the nodes."""
+    name = exc.name or str(exc)
+    return ModuleNotFoundError(
+        f"{what} needs module {name!r}, which node process {os.getpid()} cannot import. A cluster started by "
+        f"actorrt.init() sees the driver's working directory and sys.path; to a cluster started apart, send the "
+        f"module with actorrt.init(address=..., runtime_env={{'py_modules': [{name.split('.')[0]!r}]}}), or "
+        f"install it where the nodes run", name=exc.name)
+
+
+def error_from_exception(exc: BaseException, actor_id: bytes = b"", where: str = "") -> pb.RemoteError:
+    """The wire form of an exception a method raised (``where``: which task, for people): its
+    traceback without the runtime's frames, and the exception itself (or its class) for the caller
+    to raise an instance of its type."""
     cls = type(exc)
     return pb.RemoteError(
         kind=pb.TASK_ERROR,
@@ -78,6 +89,7 @@ def error_from_exception(exc: BaseException, actor_id: bytes = b"") -> pb.Remote
         traceback=_user_traceback(exc),
         actor_id=actor_id,
         cause=_pickled_cause(exc),
+        where=where,
     )
 
 
@@ -107,7 +119,7 @@ def _pickled_cause(exc: BaseException) -> bytes:
     other arguments than ``args`` does not) and is small; else its class; else nothing."""
     for cause in (exc, type(exc)):
         try:
-            blob = cloudpickle.dumps(cause)
+            blob = pickling.dumps(cause)
             if cause is exc:
                 pickle.loads(blob)
         except Exception:  # noqa: BLE001 - whatever fails, the caller gets less (a plain TaskError at worst)
@@ -144,5 +156,5 @@ def exception_from_error(err: pb.RemoteError) -> ActorRTError:
                 cause = pickle.loads(err.cause)
             except Exception:  # noqa: BLE001 - its type does not exist here: a plain TaskError
                 cause = None
-        return task_error(err.type_name, err.message, err.traceback, cause)
+        return task_error(err.type_name, err.message, err.traceback, cause, err.where)
     return _KIND_TO_EXCEPTION.get(err.kind, ActorRTError)(err.message)

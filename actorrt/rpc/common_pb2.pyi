@@ -45,20 +45,22 @@ class SerializedObject(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ..., plain: _Optional[bool] = ...) -> None: ...
 
 class RemoteError(_message.Message):
-    __slots__ = ("kind", "type_name", "message", "traceback", "actor_id", "cause")
+    __slots__ = ("kind", "type_name", "message", "traceback", "actor_id", "cause", "where")
     KIND_FIELD_NUMBER: _ClassVar[int]
     TYPE_NAME_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     TRACEBACK_FIELD_NUMBER: _ClassVar[int]
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     CAUSE_FIELD_NUMBER: _ClassVar[int]
+    WHERE_FIELD_NUMBER: _ClassVar[int]
     kind: ErrorKind
     type_name: str
     message: str
     traceback: str
     actor_id: bytes
     cause: bytes
-    def __init__(self, kind: _Optional[_Union[ErrorKind, str]] = ..., type_name: _Optional[str] = ..., message: _Optional[str] = ..., traceback: _Optional[str] = ..., actor_id: _Optional[bytes] = ..., cause: _Optional[bytes] = ...) -> None: ...
+    where: str
+    def __init__(self, kind: _Optional[_Union[ErrorKind, str]] = ..., type_name: _Optional[str] = ..., message: _Optional[str] = ..., traceback: _Optional[str] = ..., actor_id: _Optional[bytes] = ..., cause: _Optional[bytes] = ..., where: _Optional[str] = ...) -> None: ...
 
 class ObjectRefProto(_message.Message):
     __slots__ = ("object_id", "owner_address", "producer")
