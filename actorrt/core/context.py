@@ -61,10 +61,11 @@ def is_initialized() -> bool:
     return _current is not None
 
 
-def release(object_id: bytes) -> None:
-    """Free an owned object whose last ref went away (called from ``ObjectRef.__del__``)."""
+def release(object_id: bytes, retrieved: bool) -> None:
+    """Free an owned object whose last ref went away (called from ``ObjectRef.__del__``);
+    ``retrieved``: its value was asked for (else an error it holds is reported)."""
     if _current is not None:
-        _current.worker.release(object_id)
+        _current.worker.release(object_id, retrieved)
 
 
 def current_task_id() -> bytes:

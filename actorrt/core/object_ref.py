@@ -18,13 +18,14 @@ class ObjectRef:
     one, and its owner keeps the value for the rest of the session.
     """
 
-    __slots__ = ("object_id", "owner_address", "producer", "_owned")
+    __slots__ = ("object_id", "owner_address", "producer", "_owned", "_retrieved")
 
     def __init__(self, object_id: bytes, owner_address: str, producer: bytes = b"", owned: bool = False) -> None:
         self.object_id = object_id
         self.owner_address = owner_address
         self.producer = producer  # the actor whose task makes it: who an await of it waits for
         self._owned = owned  # this process holds the value and may free it when the ref goes
+        self._retrieved = False  # a get or an await asked for the value (else its error is reported when dropped)
 
     @classmethod
     def from_proto(cls, proto: pb.ObjectRefProto) -> ObjectRef:
@@ -38,11 +39,12 @@ class ObjectRef:
         return (ObjectRef, (self.object_id, self.owner_address, self.producer))
 
     def __await__(self) -> Generator[Any, None, Any]:
+        self._retrieved = True
         return context.current().worker.get_async(self).__await__()
 
     def __del__(self) -> None:
         if self._owned:
-            context.release(self.object_id)
+            context.release(self.object_id, self._retrieved)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ObjectRef) and other.object_id == self.object_id

@@ -52,6 +52,11 @@ class ObjectStore:
         fut.set_result(value)
         return True
 
+    def held(self, object_id: bytes) -> pb.ObjectValue | None:
+        """The value held in memory for ``object_id``, if it is there."""
+        fut = self._entries.get(object_id)
+        return fut.result() if fut is not None and fut.done() and not fut.cancelled() else None
+
     def size(self, object_id: bytes) -> int | None:
         """The wire size of a value held in memory (None if absent, spilled or not there yet)."""
         fut = self._entries.get(object_id)

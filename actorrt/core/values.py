@@ -98,6 +98,8 @@ def get(worker: Worker, refs: ObjectRef | Sequence[ObjectRef], timeout: float | 
     """The value of ``refs`` (one ref), or their values (a list of them), waiting ``timeout`` at most."""
     _blocking(worker, "get")
     items = _as_refs("get", refs, one_allowed=True)
+    for ref in items:
+        ref._retrieved = True  # its error, if it has one, is the caller's to see from here
 
     async def gather() -> list[Any]:
         tasks = {r: _value_task(worker, r) for r in dict.fromkeys(items)}

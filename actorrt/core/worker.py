@@ -26,7 +26,7 @@ from actorrt.core.membership import Membership
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.object_store import ObjectStore
 from actorrt.core.retention import Retention
-from actorrt.core.serialization import runtime_error
+from actorrt.core.serialization import exception_from_error, runtime_error
 from actorrt.core.submitter import Submitter
 from actorrt.lineage import ids
 from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
@@ -44,6 +44,10 @@ if TYPE_CHECKING:
     from actorrt.core.actor_host import ActorHost
 
 log = logging.getLogger(__name__)
+# Its own logger, for users to silence: logging.getLogger("actorrt.unretrieved").disabled = True
+unretrieved_log = logging.getLogger("actorrt.unretrieved")
+# Failures that are the answer to what the user did (cancel, shutdown, a rollback they poll for).
+_EXPECTED_FAILURES = frozenset({pb.CANCELLED, pb.CLUSTER_LOST, pb.ROLLED_BACK})
 
 
 @dataclass
@@ -64,6 +68,7 @@ class Worker:
         self.loop = loop
         self.address = ""
         self.slot = -1  # the node slot this process serves (-1: a driver)
+        self.closing = False  # fail_all ran: the process is going away
         self.epoch = 0  # and which incarnation of it this process is
         self.lease = Lease()  # a node acts only under it (see actorrt.util.lease); a driver's never ends
         self.objects = ObjectStore()
@@ -280,6 +285,8 @@ class Worker:
             self.host.replay_diverged(task.spec, value.error)
         if not self.ft.logs_lineage or task.spec.function:  # no replay of the receiver needs them
             self._drop_large_args(task.large_args)
+        if value.object_id not in self.objects and value.WhichOneof("kind") == "error":
+            self._report_unretrieved(value.error)  # its ref is gone already
         self.objects.put(value)
 
     def on_batch(self, peer: str, batch: node_pb2.PeerBatch) -> None:
@@ -336,13 +343,26 @@ class Worker:
 
     # ---- values -------------------------------------------------------------------------------
 
-    def release(self, object_id: bytes) -> None:
-        """An owned ref was garbage-collected (any thread)."""
+    def release(self, object_id: bytes, retrieved: bool) -> None:
+        """An owned ref was garbage-collected (any thread); ``retrieved``: someone asked for its value."""
         if not self.loop.is_closed():
             try:
-                self.call_soon(self.retention.unreferenced, object_id)
+                self.call_soon(self._unreferenced, object_id, retrieved)
             except RuntimeError:  # the loop closed meanwhile
                 pass
+
+    def _unreferenced(self, object_id: bytes, retrieved: bool) -> None:
+        value = None if retrieved else self.objects.held(object_id)
+        if value is not None and value.WhichOneof("kind") == "error":
+            self._report_unretrieved(value.error)
+        self.retention.unreferenced(object_id)
+
+    def _report_unretrieved(self, error: pb.RemoteError) -> None:
+        """Say, in this process's log (a driver's stderr), that a task failed and nobody will see
+        it: its ref was dropped without a get or an await (a fire-and-forget call)."""
+        if error.kind not in _EXPECTED_FAILURES and not self.closing:
+            unretrieved_log.error("a task failed and its result was never retrieved (its ref was dropped without "
+                                  "get or await): %s", exception_from_error(error))
 
     async def get_async(self, ref: ObjectRef) -> Any:
         """``await ref`` from any event loop."""
@@ -378,6 +398,7 @@ class Worker:
 
     def fail_all(self, reason: str, kind: int = pb.ACTOR_DIED) -> None:
         """Fail every task still waiting for a result (the cluster is going away)."""
+        self.closing = True  # and nobody needs to hear of each of them
         for tid in self._inflight:
             self.objects.put(pb.ObjectValue(object_id=ids.object_id(tid), error=runtime_error(kind, reason)))
         self._inflight.clear()
