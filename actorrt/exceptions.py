@@ -50,10 +50,9 @@ class TaskError(ActorRTError):
         self.remote_traceback = remote_traceback
         self.cause = cause
         self.where = where
-        shown_type = type_name.removeprefix("builtins.")
         # Not super().__init__: in a class that also derives from the remote type, that would be
         # the remote type's constructor, whose arguments are its own.
-        Exception.__init__(self, f"{where + ' raised ' if where else ''}{shown_type}: {remote_message}\n\n"
+        Exception.__init__(self, f"{task_failure(where, type_name, remote_message)}\n\n"
                                  f"Remote traceback:\n{remote_traceback}")
 
     def __str__(self) -> str:  # not the remote type's (KeyError's quotes its argument)
@@ -69,6 +68,11 @@ class TaskError(ActorRTError):
         # The remote type travels too when only the type came across (an instance that did not pickle).
         cause = self.cause if self.cause is not None else self.__dict__.get("_cause_type")
         return (task_error, (self.type_name, self.remote_message, self.remote_traceback, cause, self.where))
+
+
+def task_failure(where: str, type_name: str, message: str) -> str:
+    """One line for people: ``Parser(3f2a).parse on node 0 (pid 4242) raised ValueError: ...``."""
+    return f"{where + ' raised ' if where else ''}{type_name.removeprefix('builtins.')}: {message}"
 
 
 _dual_classes: dict[type, type] = {}

@@ -24,6 +24,7 @@ from actorrt.core.fetches import Fetches
 from actorrt.core.ledger import SenderLedger
 from actorrt.core.serialization import error_from_exception, missing_module, runtime_error, serialize
 from actorrt.core.task_spec import CHECKPOINT_METHOD, KILL_METHOD, ONCE_METHOD, SenderContext
+from actorrt.exceptions import task_failure
 from actorrt.lineage import ids
 from actorrt.lineage.application_log import RunningTask
 from actorrt.lineage.strategy import FaultTolerance
@@ -219,7 +220,7 @@ class ActorInstance:
             return pb.ObjectValue(object_id=object_id, error=error)
         except BaseException as exc:  # noqa: BLE001 - any user error, SystemExit included, goes back
             error = error_from_exception(exc, self.actor_id, self._where(spec))
-            log.warning("%s raised %s: %s\n%s", error.where, error.type_name, error.message, error.traceback)
+            log.warning("%s\n%s", task_failure(error.where, error.type_name, error.message), error.traceback)
             if spec.method == "__init__":
                 why = (f"its constructor raised {error.type_name}: {error.message}" if self.cls is not None
                        else f"its class could not be loaded on node {self.services.slot}: {error.message}")

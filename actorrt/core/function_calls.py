@@ -24,6 +24,7 @@ from actorrt.core.actor import ActorServices
 from actorrt.core.arguments import ArgumentError, resolve_args
 from actorrt.core.serialization import error_from_exception, missing_module, runtime_error, serialize
 from actorrt.core.task_spec import SenderContext
+from actorrt.exceptions import task_failure
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import node_pb2
@@ -129,7 +130,7 @@ class FunctionCalls:
             return pb.ObjectValue(object_id=object_id, error=error_from_exception(exc, where=self._where(spec)))
         except BaseException as exc:  # noqa: BLE001 - any user error goes back to the caller
             error = error_from_exception(exc, where=self._where(spec))
-            log.warning("%s raised %s: %s\n%s", error.where, error.type_name, error.message, error.traceback)
+            log.warning("%s\n%s", task_failure(error.where, error.type_name, error.message), error.traceback)
             return pb.ObjectValue(object_id=object_id, error=error)
 
     def _where(self, spec: pb.TaskSpec) -> str:

@@ -5,10 +5,11 @@ raised deep in the runtime: on the driver's loop thread, through ``concurrent.fu
 frames say nothing to the user, whose traceback should read: their own call, then the remote
 frames in the error's message. Three places print tracebacks, and each is told here:
 - the exception leaves the public function with no traceback of its own (``at_call_site``);
-- IPython and pytest hide a frame that sets ``__tracebackhide__``, so the public function's own
-  frame does not show in a notebook or a test report either;
-- a script's uncaught error goes through ``sys.excepthook``, which ``hide_frames_under`` wraps for
-  the errors of one package, so the last frame (the re-raise) is left out there too.
+- pytest hides a frame that sets ``__tracebackhide__``, so the public function's own frame does
+  not show in a test report;
+- a script's uncaught error goes through ``sys.excepthook``, and a notebook's through IPython's
+  handler of custom exceptions: ``hide_frames_under`` sets both for the errors of one package, so
+  the last frame (the re-raise, which IPython never hides) is left out there too.
 """
 
 from __future__ import annotations
@@ -62,7 +63,21 @@ class _HidingHook:
 
 
 def hide_frames_under(errors: type[BaseException], directory: str) -> None:
-    """Make ``sys.excepthook`` print uncaught ``errors`` without frames under ``directory``."""
+    """Make ``sys.excepthook``, and IPython's shell if this is one, show uncaught ``errors``
+    without frames under ``directory``."""
     if not isinstance(sys.excepthook, _HidingHook):
         sys.excepthook = _HidingHook(errors, directory, sys.excepthook)
+    shell = _ipython_shell()
+    if shell is not None and errors not in getattr(shell, "custom_exceptions", ()):
+
+        def show(shell: Any, kind: type, value: BaseException, tb: TracebackType | None,
+                 tb_offset: int | None = None) -> None:
+            shell.showtraceback((kind, value, without_frames_under(tb, directory) or tb), tb_offset=tb_offset)
+
+        shell.set_custom_exc((errors,), show)
+
+
+def _ipython_shell() -> Any:
+    ipython = sys.modules.get("IPython")  # only if the process runs it: never imported here
+    return ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
 
