@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
+import types
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
@@ -131,9 +133,16 @@ class ActorClass(Generic[T]):
         if name.startswith("__") or "_cls" not in self.__dict__:
             raise AttributeError(name)
         try:
-            return getattr(self._cls, name)
+            value = getattr(self._cls, name)
         except AttributeError:
             raise AttributeError(f"actor class {self.__name__} has no attribute {name!r}") from None
+        if isinstance(value, types.FunctionType):
+            # A stand-in, not the function: cloudpickle looks up a method of a class it pickles by
+            # value under its qualified name (``module.Worker.step``), and finding the very
+            # function here, it would pickle it by reference, for nodes that cannot import ``module``.
+            function = value
+            value = functools.wraps(function)(lambda *args, **kwargs: function(*args, **kwargs))
+        return value
 
     def __reduce__(self) -> tuple:
         # Not the cached pickle of the class (a copy of it inside itself); and the method names as

@@ -5,6 +5,7 @@ from __future__ import annotations
 import linecache
 import subprocess
 import sys
+import types
 
 import cloudpickle
 
@@ -44,3 +45,19 @@ def test_the_pickle_is_deterministic_and_loads_with_plain_cloudpickle():
     assert pickling.dumps(fn) == pickling.dumps(fn)
     loaded = cloudpickle.loads(pickling.dumps(fn))
     assert loaded.__code__.co_filename == CELL and loaded(4) == 0.25
+
+
+def test_a_remote_class_in_a_module_the_nodes_cannot_import_pickles_whole():
+    """Its methods and static methods travel by value although the decorated name exposes them."""
+    import actorrt
+
+    module = types.ModuleType("a_module_only_the_driver_has")
+    exec("import actorrt\n@actorrt.remote\nclass Worker:\n    K = 2\n    @staticmethod\n    def twice(x):\n"
+         "        return Worker.K * x\n    def step(self, x):\n        return Worker.twice(x)\n", module.__dict__)
+    sys.modules[module.__name__] = module
+    try:
+        assert isinstance(module.Worker, actorrt.ActorClass) and module.Worker.twice(3) == 6
+        blob = pickling.dumps(module.Worker._cls)
+    finally:
+        del sys.modules[module.__name__]
+    assert pickling.loads(blob)().step(5) == 10  # nothing imported by name
