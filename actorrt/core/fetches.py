@@ -118,9 +118,8 @@ class Fetches:
 
     def on_push(self, value: pb.ObjectValue) -> None:
         """An argument arrived beside its task: held like a fetched copy, until the task is done."""
-        fut = self._objects.expect(value.object_id)
-        if not fut.done():
-            fut.set_result(value)
+        self._objects.expect(value.object_id)
+        if self._objects.put(value):
             self._borrowed.setdefault(value.object_id, 0)
 
     def drop_unused(self, spec: pb.TaskSpec) -> None:

@@ -1,9 +1,10 @@
 """A process's object store: task results and arguments by ObjectID, in their wire form.
 
 Values stay serialized until someone reads them, so an object forwarded to another process is
-never pickled twice. A reader waits on an entry that has no value yet. An object kept only for
-other actors' replays may be *spilled*: its bytes go to a local file, and a reader gets them back
-from there.
+never pickled twice. A value whose buffers are in shared memory is *held* while an entry keeps it
+(``objects/shared.py``): its segment is not reused under it. A reader waits on an entry that has
+no value yet. An object kept only for other actors' replays may be *spilled*: its bytes go to a
+local file, and a reader gets them back from there.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import logging
 from pathlib import Path
 
+from actorrt.objects.shared import SharedObjects
 from actorrt.rpc import common_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -21,10 +23,22 @@ def _read_value(path: Path) -> pb.ObjectValue:
     return pb.ObjectValue.FromString(path.read_bytes())
 
 
+def shared_part(value: pb.ObjectValue) -> pb.SharedObject | None:
+    """The shared-memory descriptor of ``value``'s buffers, if they are in shared memory."""
+    return value.value.shared if value.WhichOneof("kind") == "value" and value.value.HasField("shared") else None
+
+
+def wire_size(value: pb.ObjectValue) -> int:
+    """The bytes ``value`` holds: its message, and its buffers in shared memory."""
+    shared = shared_part(value)
+    return value.ByteSize() + (sum(shared.lengths) if shared is not None else 0)
+
+
 class ObjectStore:
     def __init__(self) -> None:
         self._entries: dict[bytes, asyncio.Future[pb.ObjectValue]] = {}
         self._spilled: dict[bytes, Path] = {}
+        self.shared: SharedObjects | None = None  # once the process serves
 
     def __len__(self) -> int:
         return len(self._entries) + len(self._spilled)
@@ -49,8 +63,22 @@ class ObjectStore:
         fut = self._entries.get(value.object_id)
         if fut is None or fut.done():
             return False
-        fut.set_result(value)
+        fut.set_result(self._held(value))
         return True
+
+    def _held(self, value: pb.ObjectValue) -> pb.ObjectValue:
+        shared = shared_part(value)
+        if shared is None or self.shared is None or self.shared.hold(shared):
+            return value
+        return pb.ObjectValue(object_id=value.object_id, error=pb.RemoteError(
+            kind=pb.OBJECT_LOST, message=f"object {value.object_id.hex()[:12]} was in shared memory that every "
+                                         f"process holding it let go of"))
+
+    def _let_go(self, fut: asyncio.Future[pb.ObjectValue]) -> None:
+        if fut.done() and not fut.cancelled() and self.shared is not None:
+            shared = shared_part(fut.result())
+            if shared is not None:
+                self.shared.unhold(shared)
 
     def held(self, object_id: bytes) -> pb.ObjectValue | None:
         """The value held in memory for ``object_id``, if it is there."""
@@ -62,7 +90,7 @@ class ObjectStore:
         fut = self._entries.get(object_id)
         if fut is None or not fut.done() or fut.cancelled():
             return None
-        return fut.result().ByteSize()
+        return wire_size(fut.result())
 
     def spill(self, object_id: bytes, path: Path) -> int:
         """Move a value held in memory to ``path``; returns its size (0 if there was none to move).
@@ -70,7 +98,8 @@ class ObjectStore:
         fut = self._entries.get(object_id)
         if fut is None or not fut.done() or fut.cancelled():
             return 0
-        data = fut.result().SerializeToString()
+        value = fut.result()
+        data = (self.shared.materialize(value) if self.shared else value).SerializeToString()  # a file holds bytes
 
         def written(done: asyncio.Future) -> None:
             if done.exception() is not None:
@@ -81,6 +110,7 @@ class ObjectStore:
             else:
                 del self._entries[object_id]
                 self._spilled[object_id] = path
+                self._let_go(fut)
 
         asyncio.ensure_future(asyncio.to_thread(path.write_bytes, data)).add_done_callback(written)
         return len(data)
@@ -89,6 +119,8 @@ class ObjectStore:
         fut = self._entries.pop(object_id, None)
         if fut is not None and not fut.done():
             fut.cancel()
+        elif fut is not None:
+            self._let_go(fut)
         path = self._spilled.pop(object_id, None)
         if path is not None:
             path.unlink(missing_ok=True)

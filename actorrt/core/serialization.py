@@ -1,9 +1,10 @@
 """Values and errors to and from their wire form.
 
 Values are cloudpickled with pickle protocol 5; buffers that support out-of-band transfer (numpy
-arrays, Arrow buffers) are handed over as raw bytes next to the pickle stream, so their contents are
-copied once into the message and never pickled. Arrays rebuilt from a message are read-only views of
-its bytes, as in Ray.
+arrays, Arrow buffers) are never pickled. Small ones are copied next to the pickle stream into the
+message; when they add up to ``SHARED_MIN_BYTES`` or more, they are copied once into shared memory
+and the message names where (``objects/shared.py``). Arrays rebuilt from either are read-only views
+of those bytes, as in Ray.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from actorrt.core import context
 from actorrt.exceptions import (
     ActorDiedError,
     ActorMethodError,
@@ -27,11 +29,13 @@ from actorrt.exceptions import (
     UnknownActorError,
     task_error,
 )
+from actorrt.objects.shared import SharedObjects
 from actorrt.rpc import common_pb2 as pb
 from actorrt.util import pickling
 
-# Arrays smaller than this are cheaper to keep inside the pickle stream.
-_OUT_OF_BAND_MIN = 1024
+# Out-of-band bytes from which a value goes to shared memory (as Ray's 100 KB): below, copying it
+# into the message costs less than a segment's bookkeeping.
+SHARED_MIN_BYTES = 100 * 1024
 
 
 # Values of these types pickle by value with the standard pickler (several times faster than
@@ -39,30 +43,49 @@ _OUT_OF_BAND_MIN = 1024
 _PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})
 
 
+def _shared() -> SharedObjects | None:
+    return context.current().worker.shared if context.is_initialized() else None
+
+
 def serialize(value: Any) -> pb.SerializedObject:
     return serialize_sized(value)[0]
 
 
-def serialize_sized(value: Any) -> tuple[pb.SerializedObject, int]:
+def serialize_sized(value: Any, shared_min: int = SHARED_MIN_BYTES) -> tuple[pb.SerializedObject, int]:
     """``value`` serialized, and the bytes it holds (measured here: reading a bytes field back
-    from a protobuf copies it, and ``ByteSize`` serializes the message)."""
+    from a protobuf copies it, and ``ByteSize`` serializes the message). Its buffers go to shared
+    memory if they hold ``shared_min`` bytes or more."""
     if type(value) in _PLAIN:
         data = pickle.dumps(value, protocol=5)
         return pb.SerializedObject(data=data, plain=True), len(data)
     buffers: list[pickle.PickleBuffer] = []
 
     def keep_large(buf: pickle.PickleBuffer) -> bool:
-        if buf.raw().nbytes < _OUT_OF_BAND_MIN:
+        if buf.raw().nbytes < pickling.OUT_OF_BAND_MIN:
             return True  # serialize in-band
         buffers.append(buf)
         return False
 
     data = pickling.dumps(value, protocol=5, buffer_callback=keep_large)
-    out = [bytes(b.raw()) for b in buffers]
-    return pb.SerializedObject(data=data, buffers=out), len(data) + sum(map(len, out))
+    raw = [b.raw() for b in buffers]
+    size = len(data) + sum(r.nbytes for r in raw)
+    shared = _shared() if size - len(data) >= shared_min else None
+    placed = shared.write(raw) if shared is not None else None
+    if placed is not None:
+        return pb.SerializedObject(data=data, shared=placed), size
+    return pb.SerializedObject(data=data, buffers=[bytes(r) for r in raw]), size
 
 
 def deserialize(obj: pb.SerializedObject) -> Any:
+    if obj.HasField("shared"):
+        shared = _shared()
+        if shared is None:
+            raise ActorRTError("a value in shared memory, read by a process that is not running actorrt")
+        try:
+            buffers = shared.read(obj.shared)
+        except LookupError as exc:
+            raise ObjectLostError(f"a value in shared memory is gone: {exc}") from None
+        return pickle.loads(obj.data, buffers=buffers)
     return pickle.loads(obj.data, buffers=list(obj.buffers))
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actorrt.core.object_ref import ObjectRef
-from actorrt.core.serialization import serialize_sized
+from actorrt.core.serialization import SHARED_MIN_BYTES, serialize_sized
 from actorrt.lineage import ids
 from actorrt.lineage.options import MAX_SPEC_BYTES
 from actorrt.rpc import common_pb2 as pb
@@ -102,7 +102,8 @@ def encode_args(args: Iterable[Any], kwargs: Mapping[str, Any], inline_max_bytes
             out.args.append(pb.Arg(keyword=keyword, ref=value.to_proto()))
             continue
         try:
-            serialized, size = serialize_sized(value)
+            # Only what travels beside the task may be in shared memory: the spec goes to the store whole.
+            serialized, size = serialize_sized(value, max(SHARED_MIN_BYTES, inline_max_bytes + 1))
         except Exception as exc:  # noqa: BLE001 - pickle raises many types; the caller needs to know which argument
             which = f"argument {keyword!r}" if keyword else f"argument {len(out.args) + 1}"
             raise TypeError(f"{which} (a {type(value).__name__}) cannot be pickled to go with the task: "

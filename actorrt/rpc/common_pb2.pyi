@@ -35,14 +35,50 @@ CANCELLED: ErrorKind
 DEADLOCK: ErrorKind
 
 class SerializedObject(_message.Message):
-    __slots__ = ("data", "buffers", "plain")
+    __slots__ = ("data", "buffers", "plain", "shared")
     DATA_FIELD_NUMBER: _ClassVar[int]
     BUFFERS_FIELD_NUMBER: _ClassVar[int]
     PLAIN_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
     data: bytes
     buffers: _containers.RepeatedScalarFieldContainer[bytes]
     plain: bool
-    def __init__(self, data: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ..., plain: _Optional[bool] = ...) -> None: ...
+    shared: SharedObject
+    def __init__(self, data: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ..., plain: _Optional[bool] = ..., shared: _Optional[_Union[SharedObject, _Mapping]] = ...) -> None: ...
+
+class SharedObject(_message.Message):
+    __slots__ = ("host", "pid", "fd", "inode", "generation", "creator", "creator_pid", "offsets", "lengths")
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    FD_FIELD_NUMBER: _ClassVar[int]
+    INODE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    CREATOR_FIELD_NUMBER: _ClassVar[int]
+    CREATOR_PID_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    LENGTHS_FIELD_NUMBER: _ClassVar[int]
+    host: str
+    pid: int
+    fd: int
+    inode: int
+    generation: int
+    creator: str
+    creator_pid: int
+    offsets: _containers.RepeatedScalarFieldContainer[int]
+    lengths: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, host: _Optional[str] = ..., pid: _Optional[int] = ..., fd: _Optional[int] = ..., inode: _Optional[int] = ..., generation: _Optional[int] = ..., creator: _Optional[str] = ..., creator_pid: _Optional[int] = ..., offsets: _Optional[_Iterable[int]] = ..., lengths: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class SharedRegion(_message.Message):
+    __slots__ = ("creator_pid", "inode", "generation", "count")
+    CREATOR_PID_FIELD_NUMBER: _ClassVar[int]
+    INODE_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    creator_pid: int
+    inode: int
+    generation: int
+    count: int
+    def __init__(self, creator_pid: _Optional[int] = ..., inode: _Optional[int] = ..., generation: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
 class RemoteError(_message.Message):
     __slots__ = ("kind", "type_name", "message", "traceback", "actor_id", "cause", "where")

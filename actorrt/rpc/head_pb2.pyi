@@ -20,7 +20,7 @@ ALIVE: NodeState
 DEAD: NodeState
 
 class NodeInfo(_message.Message):
-    __slots__ = ("slot", "epoch", "state", "address", "pid", "hostname", "managed", "heir", "former_addresses", "last_failure")
+    __slots__ = ("slot", "epoch", "state", "address", "pid", "hostname", "managed", "heir", "former_addresses", "last_failure", "host_id")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +31,7 @@ class NodeInfo(_message.Message):
     HEIR_FIELD_NUMBER: _ClassVar[int]
     FORMER_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
     LAST_FAILURE_FIELD_NUMBER: _ClassVar[int]
+    HOST_ID_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     state: NodeState
@@ -41,7 +42,8 @@ class NodeInfo(_message.Message):
     heir: int
     former_addresses: _containers.RepeatedScalarFieldContainer[str]
     last_failure: str
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[NodeState, str]] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., hostname: _Optional[str] = ..., managed: _Optional[bool] = ..., heir: _Optional[int] = ..., former_addresses: _Optional[_Iterable[str]] = ..., last_failure: _Optional[str] = ...) -> None: ...
+    host_id: str
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[NodeState, str]] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., hostname: _Optional[str] = ..., managed: _Optional[bool] = ..., heir: _Optional[int] = ..., former_addresses: _Optional[_Iterable[str]] = ..., last_failure: _Optional[str] = ..., host_id: _Optional[str] = ...) -> None: ...
 
 class StoreShard(_message.Message):
     __slots__ = ("address", "pid", "restarts")
@@ -94,16 +96,18 @@ class ClusterView(_message.Message):
     def __init__(self, revision: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., store_shards: _Optional[_Iterable[_Union[StoreShard, _Mapping]]] = ..., store_password: _Optional[str] = ..., fault_tolerance: _Optional[_Union[FaultTolerance, _Mapping]] = ..., store_url: _Optional[str] = ..., drivers: _Optional[_Iterable[str]] = ..., rollbacks: _Optional[int] = ..., departed_drivers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
-    __slots__ = ("slot", "address", "pid", "hostname")
+    __slots__ = ("slot", "address", "pid", "hostname", "host_id")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    HOST_ID_FIELD_NUMBER: _ClassVar[int]
     slot: int
     address: str
     pid: int
     hostname: str
-    def __init__(self, slot: _Optional[int] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., hostname: _Optional[str] = ...) -> None: ...
+    host_id: str
+    def __init__(self, slot: _Optional[int] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., hostname: _Optional[str] = ..., host_id: _Optional[str] = ...) -> None: ...
 
 class RegisterNodeReply(_message.Message):
     __slots__ = ("slot", "epoch", "view", "detection_ms", "restart_ms", "lease_s")

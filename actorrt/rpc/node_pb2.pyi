@@ -22,19 +22,23 @@ class FlushStashReply(_message.Message):
     def __init__(self, written: _Optional[int] = ...) -> None: ...
 
 class PeerBatch(_message.Message):
-    __slots__ = ("messages", "view_revision", "sender_epoch", "sender_slot")
+    __slots__ = ("messages", "view_revision", "sender_epoch", "sender_slot", "sender_pid", "sender_host")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     VIEW_REVISION_FIELD_NUMBER: _ClassVar[int]
     SENDER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     SENDER_SLOT_FIELD_NUMBER: _ClassVar[int]
+    SENDER_PID_FIELD_NUMBER: _ClassVar[int]
+    SENDER_HOST_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[PeerMessage]
     view_revision: int
     sender_epoch: int
     sender_slot: int
-    def __init__(self, messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ..., view_revision: _Optional[int] = ..., sender_epoch: _Optional[int] = ..., sender_slot: _Optional[int] = ...) -> None: ...
+    sender_pid: int
+    sender_host: str
+    def __init__(self, messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ..., view_revision: _Optional[int] = ..., sender_epoch: _Optional[int] = ..., sender_slot: _Optional[int] = ..., sender_pid: _Optional[int] = ..., sender_host: _Optional[str] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
-    __slots__ = ("submit", "result", "fetch", "object", "lineage", "push", "checkpointed", "committed", "cancel")
+    __slots__ = ("submit", "result", "fetch", "object", "lineage", "push", "checkpointed", "committed", "cancel", "release", "forwarded")
     SUBMIT_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     FETCH_FIELD_NUMBER: _ClassVar[int]
@@ -44,6 +48,8 @@ class PeerMessage(_message.Message):
     CHECKPOINTED_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
     CANCEL_FIELD_NUMBER: _ClassVar[int]
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    FORWARDED_FIELD_NUMBER: _ClassVar[int]
     submit: _common_pb2.TaskSpec
     result: _common_pb2.ObjectValue
     fetch: ObjectRequest
@@ -53,7 +59,9 @@ class PeerMessage(_message.Message):
     checkpointed: Checkpointed
     committed: Committed
     cancel: Cancel
-    def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., lineage: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., push: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., checkpointed: _Optional[_Union[Checkpointed, _Mapping]] = ..., committed: _Optional[_Union[Committed, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ...) -> None: ...
+    release: _common_pb2.SharedRegion
+    forwarded: _common_pb2.SharedRegion
+    def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., lineage: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., push: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., checkpointed: _Optional[_Union[Checkpointed, _Mapping]] = ..., committed: _Optional[_Union[Committed, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., release: _Optional[_Union[_common_pb2.SharedRegion, _Mapping]] = ..., forwarded: _Optional[_Union[_common_pb2.SharedRegion, _Mapping]] = ...) -> None: ...
 
 class Cancel(_message.Message):
     __slots__ = ("task_id", "receiver", "sender", "task_counter")
@@ -128,7 +136,7 @@ class ActorStats(_message.Message):
     def __init__(self, actor_id: _Optional[bytes] = ..., class_name: _Optional[str] = ..., queued: _Optional[int] = ..., executed: _Optional[int] = ..., dead: _Optional[bool] = ..., results_kept_bytes: _Optional[int] = ...) -> None: ...
 
 class NodeStatsReply(_message.Message):
-    __slots__ = ("slot", "epoch", "actors", "pending_results", "objects", "messages_sent", "batches_sent", "lineage", "recoveries", "objects_kept")
+    __slots__ = ("slot", "epoch", "actors", "pending_results", "objects", "messages_sent", "batches_sent", "lineage", "recoveries", "objects_kept", "shared_memory")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     ACTORS_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +147,7 @@ class NodeStatsReply(_message.Message):
     LINEAGE_FIELD_NUMBER: _ClassVar[int]
     RECOVERIES_FIELD_NUMBER: _ClassVar[int]
     OBJECTS_KEPT_FIELD_NUMBER: _ClassVar[int]
+    SHARED_MEMORY_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     actors: _containers.RepeatedCompositeFieldContainer[ActorStats]
@@ -149,7 +158,30 @@ class NodeStatsReply(_message.Message):
     lineage: LineageStats
     recoveries: _containers.RepeatedCompositeFieldContainer[RecoveryStats]
     objects_kept: ObjectsKept
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., actors: _Optional[_Iterable[_Union[ActorStats, _Mapping]]] = ..., pending_results: _Optional[int] = ..., objects: _Optional[int] = ..., messages_sent: _Optional[int] = ..., batches_sent: _Optional[int] = ..., lineage: _Optional[_Union[LineageStats, _Mapping]] = ..., recoveries: _Optional[_Iterable[_Union[RecoveryStats, _Mapping]]] = ..., objects_kept: _Optional[_Union[ObjectsKept, _Mapping]] = ...) -> None: ...
+    shared_memory: SharedMemory
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., actors: _Optional[_Iterable[_Union[ActorStats, _Mapping]]] = ..., pending_results: _Optional[int] = ..., objects: _Optional[int] = ..., messages_sent: _Optional[int] = ..., batches_sent: _Optional[int] = ..., lineage: _Optional[_Union[LineageStats, _Mapping]] = ..., recoveries: _Optional[_Iterable[_Union[RecoveryStats, _Mapping]]] = ..., objects_kept: _Optional[_Union[ObjectsKept, _Mapping]] = ..., shared_memory: _Optional[_Union[SharedMemory, _Mapping]] = ...) -> None: ...
+
+class SharedMemory(_message.Message):
+    __slots__ = ("in_use_bytes", "in_use", "pooled_bytes", "created", "reused", "held_from_others", "written_bytes", "read_bytes", "lent")
+    IN_USE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    IN_USE_FIELD_NUMBER: _ClassVar[int]
+    POOLED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    REUSED_FIELD_NUMBER: _ClassVar[int]
+    HELD_FROM_OTHERS_FIELD_NUMBER: _ClassVar[int]
+    WRITTEN_BYTES_FIELD_NUMBER: _ClassVar[int]
+    READ_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LENT_FIELD_NUMBER: _ClassVar[int]
+    in_use_bytes: int
+    in_use: int
+    pooled_bytes: int
+    created: int
+    reused: int
+    held_from_others: int
+    written_bytes: int
+    read_bytes: int
+    lent: int
+    def __init__(self, in_use_bytes: _Optional[int] = ..., in_use: _Optional[int] = ..., pooled_bytes: _Optional[int] = ..., created: _Optional[int] = ..., reused: _Optional[int] = ..., held_from_others: _Optional[int] = ..., written_bytes: _Optional[int] = ..., read_bytes: _Optional[int] = ..., lent: _Optional[int] = ...) -> None: ...
 
 class ObjectsKept(_message.Message):
     __slots__ = ("pinned_objects", "pinned_bytes", "spilled_objects", "spilled_bytes", "released_bytes")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import linecache
 import os
+import sys
 import types
 from collections import ChainMap
 from typing import Any
@@ -25,6 +26,8 @@ from typing import Any
 import cloudpickle
 
 _cloudpickle_code_reduce = cloudpickle.Pickler.dispatch_table.get(types.CodeType)
+# Arrays smaller than this are cheaper to keep inside the pickle stream.
+OUT_OF_BAND_MIN = 1024
 
 
 def _code_reduce(code: types.CodeType) -> tuple:
@@ -61,10 +64,19 @@ def _remember_lines(filename: str, first_line: int, lines: tuple[str, ...]) -> N
 
 
 class Pickler(cloudpickle.Pickler):
-    """``cloudpickle.Pickler`` whose code objects keep their file name and source lines."""
+    """``cloudpickle.Pickler`` whose code objects keep their file name and source lines, and whose
+    non-contiguous numpy arrays go out of band like contiguous ones (numpy pickles them in-band:
+    a copy inside the stream, and a writable array on the other side)."""
 
     if _cloudpickle_code_reduce is not None:  # else cloudpickle pickles code its own way: nothing to restore
         dispatch_table = ChainMap({types.CodeType: _code_reduce}, cloudpickle.Pickler.dispatch_table)
+
+    def reducer_override(self, obj: Any) -> Any:
+        numpy = sys.modules.get("numpy")  # only if the process uses it: never imported here
+        if (numpy is not None and type(obj) is numpy.ndarray and not obj.flags.c_contiguous
+                and not obj.flags.f_contiguous and not obj.dtype.hasobject and obj.nbytes >= OUT_OF_BAND_MIN):
+            return numpy.ascontiguousarray(obj).__reduce_ex__(5)
+        return super().reducer_override(obj)
 
 
 def dumps(obj: Any, protocol: int = 5, buffer_callback: Any = None) -> bytes:

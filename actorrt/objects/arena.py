@@ -1,0 +1,152 @@
+"""A process's arena: the shared-memory segments it writes large objects into.
+
+Each large object gets a segment of its own: a ``memfd`` (an anonymous shared-memory file), sized
+with ``posix_fallocate`` and mapped here with its pages populated. Other processes of the host map
+it read-only through ``/proc/<pid>/fd/<fd>``. Why these choices:
+
+- ``memfd`` and not named segments in ``/dev/shm``: a segment lives exactly as long as some
+  process holds it open or mapped, so a crash leaks nothing and no sweep is needed; and it is not
+  bounded by the size of ``/dev/shm`` (64 MB in many containers), only by memory.
+- ``posix_fallocate`` before use: shared memory that cannot be had fails here, as an error the
+  caller handles (the value then travels inline), never as a SIGBUS at the first write.
+- Segments are recycled: a segment whose object nobody holds any more goes to a pool, keeping its
+  pages and its mapping, and the next object of a similar size is written into it without page
+  faults. The pool keeps at most ``pool_bytes``; what is over is closed.
+- One segment per object, not a heap of them in one slab: a segment is the unit the kernel
+  reference-counts, so a reader's mapping keeps exactly its object alive, whatever this process does.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from dataclasses import dataclass, field
+
+PAGE = mmap.PAGESIZE
+ALIGN = 64  # each buffer starts on a cache line (and numpy's alignment)
+DEFAULT_POOL_BYTES = 1 << 30
+
+
+class ArenaFullError(MemoryError):
+    """The host has no shared memory left for an object of this size."""
+
+
+def size_class(size: int) -> int:
+    """The segment size for an object of ``size`` bytes: whole pages, rounded up to one of four
+    sizes per power of two (at most 25% more), so that recycled segments fit later objects."""
+    size = max(size, PAGE)
+    step = max(PAGE, 1 << max(size.bit_length() - 3, 0))
+    return -(-size // step) * step
+
+
+@dataclass(eq=False)
+class Segment:
+    """A memfd this process created, and its writable mapping here."""
+
+    fd: int
+    size: int
+    inode: int
+    view: mmap.mmap
+    generation: int = 0  # how often it was reused: a holder names the use it holds
+    in_use: bool = field(default=True)
+
+    def close(self) -> None:
+        try:
+            self.view.close()
+        except BufferError:  # a view of it is still alive here: the mapping goes with the last one
+            pass
+        os.close(self.fd)
+
+
+class Arena:
+    """The segments of one process: created, handed out, taken back into a pool, closed."""
+
+    def __init__(self, pool_bytes: int = DEFAULT_POOL_BYTES) -> None:
+        self.pool_bytes = pool_bytes
+        self._lock = threading.Lock()  # drivers write from their callers' threads
+        self._pool: dict[int, list[Segment]] = {}  # size -> idle segments
+        self._pooled_bytes = 0
+        self._in_use: dict[int, Segment] = {}  # fd -> segment
+        self.in_use_bytes = 0
+        self.created = 0
+        self.reused = 0
+        self.closed = False
+
+    def allocate(self, nbytes: int) -> Segment:
+        """A segment of at least ``nbytes``, reused if one is idle.
+
+        Raises:
+            ArenaFullError: the host has no shared memory for it.
+        """
+        size = size_class(nbytes)
+        with self._lock:
+            idle = self._pool.get(size)
+            segment = idle.pop() if idle else None
+            if segment is not None:
+                self._pooled_bytes -= size
+                segment.generation += 1
+                self.reused += 1
+        return self._hand_out(segment if segment is not None else self._create(size))
+
+    def _create(self, size: int) -> Segment:
+        fd = os.memfd_create("actorrt-object", os.MFD_CLOEXEC)
+        try:
+            os.posix_fallocate(fd, 0, size)
+            view = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+        except OSError as exc:
+            os.close(fd)
+            raise ArenaFullError(f"no shared memory for an object of {size >> 20} MiB: {exc}") from exc
+        self.created += 1
+        return Segment(fd, size, os.fstat(fd).st_ino, view)
+
+    def _hand_out(self, segment: Segment) -> Segment:
+        with self._lock:
+            segment.in_use = True
+            self._in_use[segment.fd] = segment
+            self.in_use_bytes += segment.size
+        return segment
+
+    def recycle(self, segment: Segment) -> None:
+        """Nobody holds ``segment``'s object any more: pool it for the next one, or close it."""
+        with self._lock:
+            if not segment.in_use:
+                return
+            segment.in_use = False
+            self._in_use.pop(segment.fd, None)
+            self.in_use_bytes -= segment.size
+            if not self.closed and self._pooled_bytes + segment.size <= self.pool_bytes:
+                self._pool.setdefault(segment.size, []).append(segment)
+                self._pooled_bytes += segment.size
+                return
+        segment.close()
+
+    def discard(self, segment: Segment) -> None:
+        """Close ``segment`` instead of pooling it: other processes may still map it (the kernel
+        frees it with the last of them), so it must never hold another object."""
+        with self._lock:
+            if segment.in_use:
+                segment.in_use = False
+                self._in_use.pop(segment.fd, None)
+                self.in_use_bytes -= segment.size
+        segment.close()
+
+    def segment(self, fd: int) -> Segment | None:
+        """The segment in use under ``fd``."""
+        return self._in_use.get(fd)
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"in_use_bytes": self.in_use_bytes, "in_use": len(self._in_use), "pooled_bytes": self._pooled_bytes,
+                    "created": self.created, "reused": self.reused}
+
+    def close(self) -> None:
+        """Close every segment (mappings other processes hold stay valid: the kernel keeps them)."""
+        with self._lock:
+            self.closed = True
+            segments = [s for idle in self._pool.values() for s in idle] + list(self._in_use.values())
+            self._pool.clear()
+            self._in_use.clear()
+            self._pooled_bytes = self.in_use_bytes = 0
+        for segment in segments:
+            segment.close()

@@ -1,0 +1,281 @@
+"""Large objects in shared memory: who holds which segment, and when it can be reused.
+
+A value whose out-of-band buffers are large is written once into a segment of this process's
+arena (``objects/arena.py``); only its descriptor (``pb.SharedObject``: the host, the process and
+fd to open it through, which use of the segment) travels in messages. Every process that keeps
+such a value (its object store, kept results) or reads it (a live mapping) *holds* the segment:
+
+- The creator lends it with each message that carries the descriptor (a *lease*, counted per
+  address), and takes a segment back into its pool only once nothing here holds it and every
+  lease came back (``release`` from the holder, with how many of its messages it returns; at once
+  for a message it did not keep) or its holder is dead. So no reader ever sees a segment reused
+  under its views, whatever the order of messages, and a lost message or a holder that hangs only
+  delays reuse.
+- A process that keeps a value it did not create opens the segment at once and keeps the fd: the
+  object survives its creator (a node that died still answers through its owner).
+- A process that passes on a descriptor it did not create tells the creator first (``forwarded``,
+  ordered before its own release on the same stream): such a segment is never reused, only
+  closed, and the kernel frees it with its last holder. The new descriptor names the passer as
+  the process to open it through.
+
+Reads map a segment read-only, so arrays come back read-only and zero-copy (as in Ray); a mapping
+lives as long as some array or buffer made from it.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from actorrt.objects.arena import ALIGN, Arena, ArenaFullError, Segment
+from actorrt.rpc import common_pb2 as pb
+from actorrt.rpc import node_pb2 as pb_node
+
+log = logging.getLogger(__name__)
+
+RegionKey = tuple[int, int, int]  # (creator pid, segment inode, generation)
+# Notices to a segment's creator: ``(creator address, kind, key, count)``, sent on the peer stream.
+Notify = Callable[[str, str, RegionKey, int], None]
+
+
+def key_of(shared: pb.SharedObject) -> RegionKey:
+    return shared.creator_pid, shared.inode, shared.generation
+
+
+@dataclass(eq=False)
+class Region:
+    """A segment as this process knows it: created here, or held from another process."""
+
+    shared: pb.SharedObject  # how this process names it to others
+    fd: int  # the segment, open here
+    segment: Segment | None = None  # created here: the arena's
+    holds: int = 0  # keepers here (store entries, kept results)
+    mapping: weakref.ref | None = None  # a read mapping alive here
+    leases: dict[str, int] = field(default_factory=dict)  # created here: messages lent, per address
+    received: int = 0  # held from another process: the creator's lends to give back when let go
+    forwarded: bool = False  # created here: someone passed it on, so it is closed, never reused
+
+    @property
+    def created_here(self) -> bool:
+        return self.segment is not None
+
+    def busy(self) -> bool:
+        return self.holds > 0 or (self.mapping is not None and self.mapping() is not None) or bool(self.leases)
+
+
+class SharedObjects:
+    """This process's view of shared segments. Thread-safe: drivers write from their callers'
+    threads, and mappings die on whichever thread drops the last array."""
+
+    def __init__(self, host: str, address: str, notify: Notify, arena: Arena | None = None) -> None:
+        self.host = host
+        self.address = address  # this process's serving address: where holders send releases
+        self.pid = os.getpid()
+        self.arena = arena or Arena()
+        self._notify = notify
+        self._lock = threading.RLock()
+        self._regions: dict[RegionKey, Region] = {}
+        self.read_bytes = 0
+        self.written_bytes = 0
+
+    # ---- writing ------------------------------------------------------------------------------
+
+    def write(self, buffers: list[memoryview]) -> pb.SharedObject | None:
+        """Copy ``buffers`` (contiguous, as pickle hands them out) into a segment; its descriptor,
+        or None when the host has no shared memory left (the caller sends them inline)."""
+        offsets, end = [], 0
+        for buf in buffers:
+            offsets.append(end)
+            end += -(-buf.nbytes // ALIGN) * ALIGN
+        try:
+            segment = self.arena.allocate(end)
+        except ArenaFullError as exc:
+            log.warning("%s: sending inline", exc)
+            return None
+        for buf, offset in zip(buffers, offsets, strict=True):
+            segment.view[offset:offset + buf.nbytes] = buf
+        shared = pb.SharedObject(host=self.host, pid=self.pid, fd=segment.fd, inode=segment.inode,
+                                 generation=segment.generation, creator=self.address, creator_pid=self.pid,
+                                 offsets=offsets, lengths=[b.nbytes for b in buffers])
+        with self._lock:
+            self._regions[key_of(shared)] = Region(shared, segment.fd, segment)
+            self.written_bytes += end
+        return shared
+
+    # ---- holding ------------------------------------------------------------------------------
+
+    def hold(self, shared: pb.SharedObject) -> bool:
+        """A keeper here took the value (its store, kept results). False if the segment cannot
+        be had here any more (its holders closed it): the value is lost to this process."""
+        key = key_of(shared)
+        with self._lock:
+            region = self._regions.get(key)
+            if region is None:
+                fd = self._open(shared)
+                if fd is None:
+                    return False
+                region = self._regions[key] = Region(self._as_holder(shared, fd), fd)
+            region.holds += 1
+            return True
+
+    def unhold(self, shared: pb.SharedObject) -> None:
+        """A keeper here let the value go."""
+        with self._lock:
+            region = self._regions.get(key_of(shared))
+            if region is not None:
+                region.holds -= 1
+                self._settle(key_of(shared), region)
+
+    def lend(self, shared: pb.SharedObject, address: str) -> pb.SharedObject | None:
+        """``shared`` is about to be sent to ``address``: the descriptor to send. A segment made
+        here is leased to it; one made elsewhere is passed on (its creator is told first). None
+        if this process has it no more (the caller sends the bytes, or nothing)."""
+        key = key_of(shared)
+        with self._lock:
+            region = self._regions.get(key)
+            if region is None:
+                return None
+            if region.created_here:
+                region.leases[address] = region.leases.get(address, 0) + 1
+                return region.shared
+        if shared.creator != address:
+            self._notify(shared.creator, "forwarded", key, 0)
+        return region.shared
+
+    def received(self, shared: pb.SharedObject) -> None:
+        """A message carrying ``shared`` was handled (its value kept here, or not). The lease its
+        creator lent with it goes back when the last holder here lets go, or now if none holds it."""
+        if shared.pid != shared.creator_pid or shared.creator_pid == self.pid:
+            return  # passed on by a holder (no lease came with it), or made here
+        key = key_of(shared)
+        with self._lock:
+            region = self._regions.get(key)
+            if region is not None:
+                region.received += 1
+                return
+        self._notify(shared.creator, "release", key, 1)
+
+    def on_release(self, address: str, key: RegionKey, count: int) -> None:
+        """``address`` gives back ``count`` of the leases of a segment made here."""
+        with self._lock:
+            region = self._regions.get(key)
+            if region is not None and region.created_here and address in region.leases:
+                left = region.leases[address] - count
+                if left > 0:
+                    region.leases[address] = left
+                else:
+                    del region.leases[address]
+                self._settle(key, region)
+
+    def on_forwarded(self, key: RegionKey) -> None:
+        with self._lock:
+            region = self._regions.get(key)
+            if region is not None and region.created_here:
+                region.forwarded = True
+
+    def forget_holder(self, address: str) -> None:
+        """``address`` is dead: what it held of this process's segments is free."""
+        with self._lock:
+            for key, region in list(self._regions.items()):
+                if region.leases.pop(address, None) is not None:
+                    self._settle(key, region)
+
+    def _settle(self, key: RegionKey, region: Region) -> None:
+        if region.busy():
+            return
+        del self._regions[key]
+        if region.created_here:
+            if region.forwarded:
+                self.arena.discard(region.segment)
+            else:
+                self.arena.recycle(region.segment)
+        else:
+            os.close(region.fd)
+            if region.received:
+                self._notify(region.shared.creator, "release", key, region.received)
+
+    # ---- reading ------------------------------------------------------------------------------
+
+    def read(self, shared: pb.SharedObject) -> list[memoryview]:
+        """Read-only views of the buffers of ``shared``, without copying. The mapping lives as
+        long as any of them (or anything built on them).
+
+        Raises:
+            LookupError: the segment cannot be had here (it is neither held nor openable).
+        """
+        key = key_of(shared)
+        with self._lock:
+            region = self._regions.get(key)
+            mapped = region.mapping() if region is not None and region.mapping is not None else None
+            if mapped is None:
+                fd = region.fd if region is not None else self._open(shared)
+                if fd is None:
+                    raise LookupError(f"shared object {key} is gone")
+                size = max(o + n for o, n in zip(shared.offsets, shared.lengths, strict=True)) if shared.lengths else 1
+                mapped = mmap.mmap(fd, -(-size // mmap.PAGESIZE) * mmap.PAGESIZE, flags=mmap.MAP_SHARED
+                                   | mmap.MAP_POPULATE, prot=mmap.PROT_READ)
+                if region is None:  # read without keeping (a value passing through): the mapping holds it
+                    region = self._regions[key] = Region(self._as_holder(shared, fd), fd)
+                region.mapping = weakref.ref(mapped)
+                weakref.finalize(mapped, self._unmapped, key).atexit = False  # at exit, nobody is told
+                self.read_bytes += size
+        whole = memoryview(mapped)
+        return [whole[o:o + n].toreadonly() for o, n in zip(shared.offsets, shared.lengths, strict=True)]
+
+    def materialize(self, value: pb.ObjectValue) -> pb.ObjectValue:
+        """``value`` with its buffers' bytes inline: for what outlives this host's memory (a spill
+        or checkpoint file) or goes to another host."""
+        if value.WhichOneof("kind") != "value" or not value.value.HasField("shared"):
+            return value
+        buffers = [bytes(b) for b in self.read(value.value.shared)]
+        return pb.ObjectValue(object_id=value.object_id,
+                              value=pb.SerializedObject(data=value.value.data, buffers=buffers))
+
+    def _unmapped(self, key: RegionKey) -> None:
+        with self._lock:
+            region = self._regions.get(key)
+            if region is not None and region.mapping is not None and region.mapping() is None:
+                region.mapping = None
+                self._settle(key, region)
+
+    # ---- opening ------------------------------------------------------------------------------
+
+    def _open(self, shared: pb.SharedObject) -> int | None:
+        """Open the segment through the process the descriptor names; None if it is gone there."""
+        try:
+            fd = os.open(f"/proc/{shared.pid}/fd/{shared.fd}", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        if os.fstat(fd).st_ino != shared.inode:  # that fd is another file now
+            os.close(fd)
+            return None
+        return fd
+
+    def _as_holder(self, shared: pb.SharedObject, fd: int) -> pb.SharedObject:
+        """The descriptor naming this process as the one to open it through."""
+        own = pb.SharedObject()
+        own.CopyFrom(shared)
+        own.pid, own.fd = self.pid, fd
+        return own
+
+    # ---- life ---------------------------------------------------------------------------------
+
+    def stats(self) -> pb_node.SharedMemory:
+        with self._lock:
+            held = [r for r in self._regions.values() if not r.created_here]
+            return pb_node.SharedMemory(**self.arena.stats(), held_from_others=len(held),
+                                        written_bytes=self.written_bytes, read_bytes=self.read_bytes,
+                                        lent=sum(sum(r.leases.values()) for r in self._regions.values()))
+
+    def close(self) -> None:
+        with self._lock:
+            for region in self._regions.values():
+                if not region.created_here:
+                    os.close(region.fd)
+            self._regions.clear()
+        self.arena.close()
