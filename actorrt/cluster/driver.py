@@ -182,6 +182,7 @@ class Driver:
                 lineage=_fields_dict(s.lineage) if s else {},
                 recoveries=[_fields_dict(r) for r in s.recoveries] if s else [],
                 objects_kept=_fields_dict(s.objects_kept) if s else {},
+                shared_memory=_fields_dict(s.shared_memory) if s else {},
             )
             nodes.append(entry)
         return {
@@ -193,6 +194,7 @@ class Driver:
             "fault_tolerance": _ft_dict(self.worker.membership.view.fault_tolerance),
             "driver": {"pending_results": self.worker.pending_results(), "objects": len(self.worker.objects),
                        "objects_kept": _fields_dict(self.call(self._objects_kept(), timeout=10.0)),
+                       "shared_memory": _fields_dict(self.worker.shared.stats()),
                        "lineage": _fields_dict(self.worker.ft.stats()) if self.worker.ft else {}},
         }
 

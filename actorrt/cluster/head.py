@@ -290,6 +290,7 @@ class Head:
         s = self.slots[slot]
         s.info.state = head_pb2.ALIVE
         s.info.address, s.info.pid, s.info.hostname = request.address, request.pid, request.hostname
+        s.info.host_id = request.host_id
         s.last_heartbeat = asyncio.get_running_loop().time()
         if self.mode.logs_lineage:  # dead slots that found no heir when they died
             for orphan in self.slots.values():

@@ -37,8 +37,9 @@ class HeadClient:
                 raise ClusterError(f"the head at {self.address} rejected the cluster token") from None
             raise ClusterError(f"head {self.address}: {name} failed: {exc.code().name}: {exc.details()}") from None
 
-    async def register(self, slot: int, address: str, pid: int, hostname: str) -> head_pb2.RegisterNodeReply:
-        req = head_pb2.RegisterNodeRequest(slot=slot, address=address, pid=pid, hostname=hostname)
+    async def register(self, slot: int, address: str, pid: int, hostname: str,
+                       host_id: str) -> head_pb2.RegisterNodeReply:
+        req = head_pb2.RegisterNodeRequest(slot=slot, address=address, pid=pid, hostname=hostname, host_id=host_id)
         return await self._unary("RegisterNode", req)
 
     async def kill_node(self, slot: int) -> int:

@@ -80,7 +80,8 @@ class NodeProcess:
         lease = self.worker.lease
         lease.on_revoked = self._revoked
         asked_at = time.monotonic()
-        reply = await self.head.register(self.requested_slot, address, os.getpid(), socket.gethostname())
+        reply = await self.head.register(self.requested_slot, address, os.getpid(), socket.gethostname(),
+                                         self.worker.shared.host)
         lease.limit(asked_at, reply.lease_s)
         self.servicer.slot, self.servicer.epoch = reply.slot, reply.epoch
         self.worker.slot, self.worker.epoch = reply.slot, reply.epoch

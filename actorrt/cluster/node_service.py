@@ -37,6 +37,7 @@ class NodeServicer:
             actors=host.stats() if host is not None else [],
             pending_results=self.worker.pending_results(),
             objects=len(self.worker.objects),
+            shared_memory=self.worker.shared.stats(),
             messages_sent=self.worker.router.sent.messages,
             batches_sent=self.worker.router.sent.batches,
             lineage=self.worker.ft.stats() if self.worker.ft is not None else None,

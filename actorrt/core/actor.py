@@ -28,6 +28,7 @@ from actorrt.exceptions import task_failure
 from actorrt.lineage import ids
 from actorrt.lineage.application_log import RunningTask
 from actorrt.lineage.strategy import FaultTolerance
+from actorrt.objects.shared import SharedObjects
 from actorrt.rpc import checkpoint_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
 from actorrt.util import pickling
@@ -52,6 +53,7 @@ class ActorServices(Protocol):
     fetches: Fetches
     awaits: Awaits
     lease: Lease
+    shared: SharedObjects | None
 
     def send_result(self, owner_address: str, value: pb.ObjectValue, task: pb.TaskSpec | None = None) -> None: ...
 
@@ -80,7 +82,7 @@ class ActorInstance:
         self.executed = 0
         self.last_executed = b""  # the predecessor of the next task, for AssignTask
         self.last_sender = b""  # its sender: a deterministic actor records where the sender changes
-        self.ledger = SenderLedger(actor_id, self.who, senders_replay=services.ft.logs_lineage)
+        self.ledger = SenderLedger(actor_id, self.who, senders_replay=services.ft.logs_lineage, shared=services.shared)
         self.checkpointer = Checkpointer(self)
         self.watermarks: dict[str, tuple[int, int]] = {}  # ONCE_METHOD marks applied, per source
         self.replay: set[bytes] = set()  # tasks queued as recorded (recovery), not as new arrivals

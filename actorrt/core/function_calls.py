@@ -22,6 +22,7 @@ from typing import Any
 from actorrt.core import context
 from actorrt.core.actor import ActorServices
 from actorrt.core.arguments import ArgumentError, resolve_args
+from actorrt.core.object_store import shared_part, wire_size
 from actorrt.core.serialization import error_from_exception, missing_module, runtime_error, serialize
 from actorrt.core.task_spec import SenderContext
 from actorrt.exceptions import task_failure
@@ -148,11 +149,16 @@ class FunctionCalls:
         return fn
 
     def _keep(self, task_id: bytes, value: pb.ObjectValue) -> None:
-        size = value.ByteSize()
+        shared, size = shared_part(value), wire_size(value)
+        if shared is not None and not self.services.shared.hold(shared):
+            return  # cannot happen to a result made here; a re-send then runs the call again
         self._results[task_id] = (value, size)
         self._kept_bytes += size
         while len(self._results) > RESULTS_KEPT or (self._kept_bytes > RESULT_BYTES_KEPT and len(self._results) > 1):
-            self._kept_bytes -= self._results.popitem(last=False)[1][1]
+            dropped, dropped_size = self._results.popitem(last=False)[1]
+            self._kept_bytes -= dropped_size
+            if (shared := shared_part(dropped)) is not None:
+                self.services.shared.unhold(shared)
 
     def stats(self) -> list[node_pb2.ActorStats]:
         if not self.executed and not self.running:

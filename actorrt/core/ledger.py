@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 
+from actorrt.core.object_store import shared_part, wire_size
 from actorrt.core.serialization import runtime_error
 from actorrt.core.task_spec import call_digest
 from actorrt.lineage import ids
+from actorrt.objects.shared import SharedObjects
 from actorrt.rpc import checkpoint_pb2
 from actorrt.rpc import common_pb2 as pb
 
@@ -30,8 +32,9 @@ CALLS_KEPT_PER_SENDER = 1024
 
 
 class SenderLedger:
-    def __init__(self, actor_id: bytes, who: str, senders_replay: bool) -> None:
+    def __init__(self, actor_id: bytes, who: str, senders_replay: bool, shared: SharedObjects | None = None) -> None:
         self._actor_id = actor_id
+        self._shared = shared  # kept results in shared memory are held while kept
         self._who = who  # "Class(actor id)", for messages
         self._senders_replay = senders_replay  # only where lineage is logged
         self.last_counter: dict[bytes, int] = {}
@@ -55,13 +58,29 @@ class SenderLedger:
     def keep(self, spec: pb.TaskSpec, value: pb.ObjectValue) -> None:
         """Keep ``value``, the result of ``spec``, to answer a re-send of it."""
         kept = self.results.setdefault(spec.sender, OrderedDict())
-        _, replaced = kept.pop(spec.task_counter, (None, 0))
-        kept[spec.task_counter] = (value, value.ByteSize())
-        size = self._kept_bytes.get(spec.sender, 0) + kept[spec.task_counter][1] - replaced
+        replaced, replaced_size = kept.pop(spec.task_counter, (None, 0))
+        if replaced is not None:
+            self._let_go(replaced)
+        value = self._held(value)
+        kept[spec.task_counter] = (value, wire_size(value))
+        size = self._kept_bytes.get(spec.sender, 0) + kept[spec.task_counter][1] - replaced_size
         if not spec.parent_id or not self._senders_replay:  # a process, or nothing logged: never replayed
             while len(kept) > RESULTS_KEPT_PER_PROCESS and size > RESULT_BYTES_KEPT_PER_PROCESS:
-                size -= kept.popitem(last=False)[1][1]
+                dropped, dropped_size = kept.popitem(last=False)[1]
+                self._let_go(dropped)
+                size -= dropped_size
         self._kept_bytes[spec.sender] = size
+
+    def _held(self, value: pb.ObjectValue) -> pb.ObjectValue:
+        shared = shared_part(value)
+        if shared is not None and not self._shared.hold(shared):
+            return self._shared.materialize(value)  # cannot happen to a result made here; then bytes
+        return value
+
+    def _let_go(self, value: pb.ObjectValue) -> None:
+        shared = shared_part(value)
+        if shared is not None:
+            self._shared.unhold(shared)
 
     def kept_bytes(self) -> int:
         return sum(self._kept_bytes.values())
@@ -70,7 +89,9 @@ class SenderLedger:
         """``sender``'s checkpoint covers its tasks up to counter ``upto``: it never awaits them again."""
         kept = self.results.get(sender)
         while kept and next(iter(kept)) <= upto:
-            self._kept_bytes[sender] -= kept.popitem(last=False)[1][1]
+            dropped, dropped_size = kept.popitem(last=False)[1]
+            self._let_go(dropped)
+            self._kept_bytes[sender] -= dropped_size
 
     def answer(self, spec: pb.TaskSpec) -> pb.ObjectValue:
         """The answer to a re-sent ``spec``: its kept result; an error if the call differs from
@@ -98,7 +119,7 @@ class SenderLedger:
         return [
             checkpoint_pb2.SenderProgress(
                 sender=sender, last_counter=last, collected=collected.get(sender, 0),
-                results=[checkpoint_pb2.KeptResult(counter=c, value=v)
+                results=[checkpoint_pb2.KeptResult(counter=c, value=self._shared.materialize(v) if self._shared else v)
                          for c, (v, _) in self.results.get(sender, {}).items()],
             )
             for sender, last in self.last_counter.items()
@@ -107,6 +128,6 @@ class SenderLedger:
     def restore(self, senders: list[checkpoint_pb2.SenderProgress]) -> None:
         for progress in senders:
             self.last_counter[progress.sender] = progress.last_counter
-            self.results[progress.sender] = OrderedDict((r.counter, (r.value, r.value.ByteSize()))
+            self.results[progress.sender] = OrderedDict((r.counter, (r.value, wire_size(r.value)))
                                                         for r in progress.results)
             self._kept_bytes[progress.sender] = sum(size for _, size in self.results[progress.sender].values())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import zlib
 from dataclasses import dataclass, field
@@ -32,13 +33,28 @@ from actorrt.lineage import ids
 from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
 from actorrt.lineage.strategies import create_strategy
 from actorrt.lineage.strategy import FaultTolerance
-from actorrt.net.peer_streams import CANCEL, CHECKPOINTED, COMMITTED, LINEAGE, PUSH, RESULT, SUBMIT, Router
+from actorrt.net.peer_streams import (
+    CANCEL,
+    CHECKPOINTED,
+    COMMITTED,
+    FORWARDED,
+    LINEAGE,
+    OBJECT,
+    PUSH,
+    RELEASE,
+    RESULT,
+    SUBMIT,
+    Router,
+)
+from actorrt.objects.host import host_identity
+from actorrt.objects.shared import RegionKey, SharedObjects
 from actorrt.rpc import checkpoint_pb2, head_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
 from actorrt.store.clients import open_store
 from actorrt.store.lineage_store import LineageStore
 from actorrt.util.background import BackgroundTasks
 from actorrt.util.lease import Lease
+from actorrt.util.processes import process_alive
 
 if TYPE_CHECKING:
     from actorrt.core.actor_host import ActorHost
@@ -46,6 +62,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 # Its own logger, for users to silence: logging.getLogger("actorrt.unretrieved").disabled = True
 unretrieved_log = logging.getLogger("actorrt.unretrieved")
+# Peer messages that carry an object's value (with its buffers in shared memory, maybe).
+_VALUE_KINDS = frozenset({RESULT, PUSH, OBJECT})
+_VALUE_FIELDS = frozenset({"result", "push", "object"})
 # Failures that are the answer to what the user did (cancel, shutdown, a rollback they poll for).
 _EXPECTED_FAILURES = frozenset({pb.CANCELLED, pb.CLUSTER_LOST, pb.ROLLED_BACK})
 
@@ -72,6 +91,8 @@ class Worker:
         self.epoch = 0  # and which incarnation of it this process is
         self.lease = Lease()  # a node acts only under it (see actorrt.util.lease); a driver's never ends
         self.objects = ObjectStore()
+        self.shared: SharedObjects | None = None  # this process's shared memory, once it serves
+        self._peers: dict[str, tuple[str, int]] = {}  # peer address -> (its host identity, its pid)
         self.retention = Retention(self.objects, DEFAULT_PINNED_BUDGET_BYTES)
         self.host: ActorHost | None = None
         self.router: Router | None = None
@@ -101,8 +122,9 @@ class Worker:
         """Start routing as ``address`` (this process's gRPC server)."""
         self.address = self.fetches.address = self.submitter.address = address
         self._loop_thread = threading.get_ident()
-        self.router = Router(address, self.token, self.on_batch, self.fetches.on_peer_lost,
-                             lambda: self.membership.revision, self.lease)
+        self.shared = self.objects.shared = SharedObjects(host_identity(), address, self._notify_shared)
+        self.router = Router(address, self.token, self.on_batch, self._on_peer_lost,
+                             lambda: self.membership.revision, self.lease, (os.getpid(), self.shared.host))
 
     def spawn(self, coro: Any) -> asyncio.Task:
         """Run ``coro`` in the background of this process (logged if it fails)."""
@@ -119,7 +141,41 @@ class Worker:
             self.loop.call_soon_threadsafe(fn, *args)
 
     def _send(self, address: str, kind: int, message: Message) -> None:
+        if kind in _VALUE_KINDS and message.WhichOneof("kind") == "value" and message.value.HasField("shared"):
+            message = self._lent(address, message)
         self.router.send(address, kind, message)
+
+    # ---- shared memory ------------------------------------------------------------------------
+
+    def _lent(self, address: str, value: pb.ObjectValue) -> pb.ObjectValue:
+        """``value`` as sent to ``address``: the descriptor of its shared buffers, lent, if they
+        share a host; else the buffers' bytes."""
+        out = pb.ObjectValue()
+        lent = self.shared.lend(value.value.shared, address) if self._host_of(address) == self.shared.host else None
+        if lent is not None:
+            out.CopyFrom(value)
+            out.value.shared.CopyFrom(lent)
+        else:
+            out.CopyFrom(self.shared.materialize(value))
+        return out
+
+    def _host_of(self, address: str) -> str | None:
+        peer = self._peers.get(address)
+        return peer[0] if peer is not None else self.membership.host_of(address)
+
+    def _notify_shared(self, address: str, kind: str, key: RegionKey, count: int) -> None:
+        """Tell a segment's creator that this process let it go, or passed it on (any thread)."""
+        region = pb.SharedRegion(creator_pid=key[0], inode=key[1], generation=key[2], count=count)
+        try:
+            self.call_soon(self.router.send, address, RELEASE if kind == "release" else FORWARDED, region)
+        except RuntimeError:  # the loop is closed: the process is going away, and its holds with it
+            pass
+
+    def _on_peer_lost(self, address: str) -> None:
+        self.fetches.on_peer_lost(address)
+        peer = self._peers.get(address)
+        if peer is not None and peer[0] == self.shared.host and not process_alive(peer[1]):
+            self.shared.forget_holder(address)  # a holder of this process's segments died
 
     # ---- cluster view -------------------------------------------------------------------------
 
@@ -135,6 +191,8 @@ class Worker:
         for address in gone:
             if self.router is not None and address != self.address:
                 self.router.forget(address)
+            if self.shared is not None:
+                self.shared.forget_holder(address)
         for tid, t in list(self._inflight.items()):
             info = self.membership.serving(t.slot)
             if info is not None and info.state == head_pb2.ALIVE and info.address == t.address:
@@ -203,7 +261,8 @@ class Worker:
 
     def pending_sent(self, sender: bytes) -> list[checkpoint_pb2.PendingTask]:
         """The tasks ``sender`` (an actor here) sent that have no result yet."""
-        return [checkpoint_pb2.PendingTask(spec=t.spec, slot=t.slot, large_args=t.large_args)
+        return [checkpoint_pb2.PendingTask(spec=t.spec, slot=t.slot,
+                                           large_args=[self.shared.materialize(v) for v in t.large_args])
                 for t in self._inflight.values() if t.spec.sender == sender]
 
     def send_again(self, pending: checkpoint_pb2.PendingTask) -> None:
@@ -253,7 +312,7 @@ class Worker:
             for ancestor in lineage:  # ahead of the task on the same ordered stream
                 self.router.send(info.address, LINEAGE, ancestor)
             for value in task.large_args if task.push_large else ():
-                self.router.send(info.address, PUSH, value)
+                self._send(info.address, PUSH, value)
             self.router.send(info.address, SUBMIT, task.spec)
 
     def _assign(self, spec: pb.TaskSpec) -> None:
@@ -274,7 +333,7 @@ class Worker:
         if task is not None:
             for ancestor in self.ft.on_result(task, owner_address):
                 self.router.send(owner_address, LINEAGE, ancestor)
-        self.router.send(owner_address, RESULT, value)
+        self._send(owner_address, RESULT, value)
 
     def _on_result(self, value: pb.ObjectValue) -> None:
         # A replayed task's result may come again; only the first one counts.
@@ -297,9 +356,13 @@ class Worker:
         if batch.sender_epoch and not self.membership.incarnation_alive(batch.sender_slot, batch.sender_epoch):
             self._refuse_stale(peer, batch)
             return
+        if batch.sender_pid and self._peers.get(peer, ("", 0))[1] != batch.sender_pid:  # new, or a new process there
+            self._peers[peer] = (batch.sender_host, batch.sender_pid)
         for message in batch.messages:
             kind = message.WhichOneof("kind")
-            if kind == "submit":
+            if kind in _VALUE_FIELDS and (value := getattr(message, kind)).value.HasField("shared"):
+                self._on_value(kind, value, peer)
+            elif kind == "submit":
                 self.ft.on_receive(message.submit, peer)
                 self._assign(message.submit)
             elif kind == "result":
@@ -318,6 +381,23 @@ class Worker:
                 self.ft.on_committed(list(zip(message.committed.task_ids, message.committed.versions, strict=False)))
             elif kind == "cancel" and self.host is not None:
                 self.host.cancel(message.cancel)
+            elif kind == "release":
+                r = message.release
+                self.shared.on_release(peer, (r.creator_pid, r.inode, r.generation), r.count)
+            elif kind == "forwarded":
+                r = message.forwarded
+                self.shared.on_forwarded((r.creator_pid, r.inode, r.generation))
+
+    def _on_value(self, kind: str, value: pb.ObjectValue, peer: str) -> None:
+        """A value whose buffers are in shared memory: kept (or not) like any, then the lease that
+        came with it is accounted for."""
+        if kind == "result":
+            self._on_result(value)
+        elif kind == "object":
+            self.fetches.on_object(value)
+        else:
+            self.fetches.on_push(value)
+        self.shared.received(value.value.shared)
 
     def _refuse_stale(self, peer: str, batch: node_pb2.PeerBatch) -> None:
         """A node incarnation declared dead (it hung, then resumed) sent a batch: it takes no effect."""
@@ -406,6 +486,8 @@ class Worker:
 
     async def aclose(self) -> None:
         self._background.cancel_all()
+        if self.shared is not None:
+            self.shared.close()
         if self.ft is not None:
             await self.ft.aclose()
         if self.router is not None:

@@ -35,10 +35,14 @@ PUSH = node_pb2.PeerMessage.PUSH_FIELD_NUMBER
 CHECKPOINTED = node_pb2.PeerMessage.CHECKPOINTED_FIELD_NUMBER
 COMMITTED = node_pb2.PeerMessage.COMMITTED_FIELD_NUMBER
 CANCEL = node_pb2.PeerMessage.CANCEL_FIELD_NUMBER
+RELEASE = node_pb2.PeerMessage.RELEASE_FIELD_NUMBER
+FORWARDED = node_pb2.PeerMessage.FORWARDED_FIELD_NUMBER
 _BATCH_ENTRY_TAG = bytes([node_pb2.PeerBatch.MESSAGES_FIELD_NUMBER << 3 | 2])
 _VIEW_REVISION_TAG = bytes([node_pb2.PeerBatch.VIEW_REVISION_FIELD_NUMBER << 3 | 0])
 _SENDER_EPOCH_TAG = bytes([node_pb2.PeerBatch.SENDER_EPOCH_FIELD_NUMBER << 3 | 0])
 _SENDER_SLOT_TAG = bytes([node_pb2.PeerBatch.SENDER_SLOT_FIELD_NUMBER << 3 | 0])
+_SENDER_PID_TAG = bytes([node_pb2.PeerBatch.SENDER_PID_FIELD_NUMBER << 3 | 0])
+_SENDER_HOST_TAG = bytes([node_pb2.PeerBatch.SENDER_HOST_FIELD_NUMBER << 3 | 2])
 
 
 def _varint(n: int) -> bytes:
@@ -117,8 +121,11 @@ class Router:
     """
 
     def __init__(self, own_address: str, token: str, on_batch: OnBatch, on_peer_lost: OnPeerLost,
-                 view_revision: Callable[[], int], lease: Lease):
+                 view_revision: Callable[[], int], lease: Lease, identity: tuple[int, str] = (0, "")):
         self.own_address = own_address
+        pid, host = identity
+        # Who sends (pid, host identity), on every batch: a peer learns it from the first it gets.
+        self._identity = _SENDER_PID_TAG + _varint(pid) + _SENDER_HOST_TAG + _varint(len(host.encode())) + host.encode()
         self._view_revision = view_revision
         self._lease = lease
         self._incarnation = b""  # this node's slot and epoch fields, once it has them
@@ -137,7 +144,7 @@ class Router:
     def _trailer(self) -> bytes:
         # The view revision is stamped when written: never older than the view the messages were
         # queued under.
-        return _VIEW_REVISION_TAG + _varint(self._view_revision()) + self._incarnation
+        return _VIEW_REVISION_TAG + _varint(self._view_revision()) + self._incarnation + self._identity
 
     def _link(self, address: str, write: Callable[[bytes], Awaitable[None]]) -> PeerLink:
         link = self._links[address] = PeerLink(address, write, self.sent, self._trailer, self._lease)

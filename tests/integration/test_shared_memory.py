@@ -1,0 +1,201 @@
+"""Large objects cross processes of one host through shared memory: what arrives, that it is
+read-only and not a copy, that segments are freed and reused, and that no kill leaks one.
+
+Segments are memfds named ``actorrt-object``: ``/proc/<pid>/fd`` and ``/proc/<pid>/maps`` show
+which processes hold each one, so the tests count them from outside the runtime."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import cloudpickle
+import numpy as np
+import pytest
+
+import actorrt
+from tests.support.waiting import eventually
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+MB = 1 << 20
+
+
+def segments() -> set[int]:
+    """The inodes of every actorrt segment some process on this machine holds open or maps."""
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("/memfd:actorrt-object"):
+                    found.add(os.stat(fd).st_ino)
+            for line in (proc / "maps").read_text().splitlines():
+                if "/memfd:actorrt-object" in line:
+                    found.add(int(line.split()[4]))
+        except (FileNotFoundError, PermissionError, ProcessLookupError):
+            continue
+    return found
+
+
+@actorrt.remote
+class Holder:
+    def __init__(self):
+        self.kept = []
+
+    def describe(self, value):
+        return describe(value)
+
+    def keep(self, value):
+        self.kept.append(value)
+        return len(self.kept)
+
+    def drop(self):
+        self.kept.clear()
+        return 0
+
+    def total(self):
+        return float(sum(float(np.asarray(v).sum()) for v in self.kept))
+
+    def make(self, n, fill):
+        return np.full(n, fill, dtype=np.float64)
+
+    def pid(self):
+        return os.getpid()
+
+
+def describe(value):
+    """What a value is, with arrays as (dtype, shape, read-only, checksum)."""
+    if isinstance(value, np.ndarray):
+        return ("array", str(value.dtype), value.shape, not value.flags.writeable or value.nbytes < 1024,
+                float(np.asarray(value, dtype=np.float64).sum()) if value.dtype.kind in "biuf" else value.tobytes())
+    if isinstance(value, dict):
+        return {k: describe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value).__name__, [describe(v) for v in value]
+    return value
+
+
+def test_arrays_of_every_kind_arrive_whole_read_only_and_equal(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=1):
+        _round_trips()
+
+
+def _round_trips():
+    holder = Holder.options(node=1).remote()
+    rng = np.random.default_rng(7)
+    values = [rng.integers(-100, 100, size=(300, 200), dtype=dtype) for dtype in (np.int8, np.int32, np.int64)]
+    values += [rng.random((400, 300)).astype(dtype) for dtype in (np.float16, np.float32, np.float64)]
+    values += [rng.random((500, 400))[::2, ::3],  # not contiguous: pickled in-band, still equal
+               np.asfortranarray(rng.random((300, 300))),
+               np.arange(200_000, dtype=np.uint16), (rng.random(50_000) > 0.5),
+               {"weights": rng.random((256, 256)), "bias": [rng.random(40_000), rng.random(3)]}]
+    for value in values:
+        sent = describe(value)
+        got = actorrt.get(holder.describe.remote(value), timeout=60)
+        expected = _as_read_only(sent)
+        assert got == expected, (sent, got)
+    big = rng.random(2 * MB // 8)
+    back = actorrt.get(holder.make.remote(len(big), 3.5), timeout=60)
+    assert back.dtype == np.float64 and back.shape == big.shape and not back.flags.writeable
+    assert float(back.sum()) == 3.5 * len(big)
+    writable = back.copy()  # how to get a writable copy
+    writable[0] = 1.0
+    assert writable.flags.writeable and back[0] == 3.5
+
+
+def _as_read_only(described):
+    """``describe``'s view of a value as the receiver sees it: arrays arrive read-only (but the
+    smallest, pickled in the stream, which ``describe`` counts as such)."""
+    if isinstance(described, tuple) and described and described[0] == "array":
+        return ("array", described[1], described[2], True, described[4])
+    if isinstance(described, dict):
+        return {k: _as_read_only(v) for k, v in described.items()}
+    if isinstance(described, tuple) and len(described) == 2 and isinstance(described[1], list):
+        return described[0], [_as_read_only(v) for v in described[1]]
+    return described
+
+
+@pytest.mark.parametrize("ft", ["none", "lineage_stash"])
+def test_a_large_argument_is_not_a_copy_and_its_segment_is_reused(cluster_with, ft):
+    with cluster_with(num_nodes=1, store_shards=1, ft=ft):
+        holder = Holder.options(node=0).remote()
+        array = np.ones(8 * MB // 8)
+        before = _driver_shared()
+        for _ in range(10):
+            assert actorrt.get(holder.describe.remote(array), timeout=60)[4] == len(array)
+        if ft == "lineage_stash":  # kept for the actor's replay until its checkpoint covers the calls
+            assert _driver_shared()["in_use_bytes"] >= 10 * array.nbytes
+            actorrt.checkpoint([holder], timeout=60)
+            for _ in range(10):
+                assert actorrt.get(holder.describe.remote(array), timeout=60)[4] == len(array)
+            actorrt.checkpoint([holder], timeout=60)
+        after = _driver_shared()
+        calls = 10 if ft == "none" else 20
+        assert after["written_bytes"] - before["written_bytes"] >= calls * array.nbytes  # a copy each, into shared memory
+        assert after["reused"] - before["reused"] >= calls - 11  # segments nobody held any more came back
+        assert after["in_use_bytes"] <= 2 * 16 * MB
+
+
+def test_shared_memory_stays_bounded_over_a_long_loop_of_large_arguments(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=1, ft="none"):
+        holder = Holder.options(node=1).remote()
+        start = len(segments())
+        for i in range(40):
+            array = np.full(25 * MB // 8, float(i))
+            assert actorrt.get(holder.describe.remote(array), timeout=60)[4] == i * len(array)
+        assert len(segments()) - start <= 4, "segments pile up"
+        assert _driver_shared()["in_use_bytes"] <= 2 * 32 * MB
+
+
+def test_what_an_actor_keeps_stays_valid_until_it_lets_go(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=1, ft="none"):
+        holder = Holder.options(node=1).remote()
+        for i in range(5):
+            actorrt.get(holder.keep.remote(np.full(MB // 8 * 2, float(i))), timeout=60)  # kept past the call
+        assert _driver_shared()["lent"] == 5
+        for i in range(10):  # same size, not kept: their segments are reused, never the kept ones
+            actorrt.get(holder.describe.remote(np.full(MB // 8 * 2, -1.0)), timeout=60)
+        assert _driver_shared()["reused"] >= 8
+        assert actorrt.get(holder.total.remote(), timeout=60) == sum(i * (MB // 8 * 2) for i in range(5))
+        actorrt.get(holder.drop.remote(), timeout=60)
+        eventually(lambda: _driver_shared()["lent"] == 0, timeout=10, what="the actor to give its leases back")
+
+
+def test_a_killed_process_leaks_no_segment(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=1, ft="none"):
+        baseline = segments()
+        holder = Holder.options(node=1).remote()
+        made = [holder.make.remote(2 * MB // 8, float(i)) for i in range(3)]  # results it created
+        actorrt.get([holder.keep.remote(np.full(MB, 1.0)) for _ in range(3)], timeout=60)  # arguments it maps
+        got = actorrt.get(made, timeout=60)
+        assert len(segments() - baseline) >= 6
+        os.kill(actorrt.get(holder.pid.remote(), timeout=60), signal.SIGKILL)
+        eventually(lambda: next(n for n in actorrt.nodes() if n["node"] == 1)["epoch"] > 1, timeout=30,
+                   what="node 1 to be restarted")
+        # The driver's own arguments come back to its pool once the dead holder is known dead, and
+        # the results it holds (made by the dead process) survive it: it still reads them.
+        assert [float(a[0]) for a in got] == [0.0, 1.0, 2.0]
+        del got, made
+        eventually(lambda: len(segments() - baseline) <= 3, timeout=30,
+                   what="the dead process's segments to be freed")
+
+
+def _driver_shared():
+    return actorrt.stats()["driver"]["shared_memory"]
+
+
+@pytest.mark.parametrize("ft", ["lineage_stash"])
+def test_a_replay_gets_its_large_inputs_again(cluster_with, ft):
+    with cluster_with(num_nodes=2, store_shards=1, ft=ft):
+        holder = Holder.options(node=1).remote()
+        arrays = [np.full(MB // 4, float(i)) for i in range(6)]
+        for a in arrays:
+            actorrt.get(holder.keep.remote(a), timeout=60)
+        actorrt.kill_node(1)
+        # The replay runs the six keeps again: their arguments come from the driver, which kept them.
+        assert actorrt.get(holder.total.remote(), timeout=120) == float(sum(a.sum() for a in arrays))
