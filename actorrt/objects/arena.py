@@ -11,13 +11,15 @@ it read-only through ``/proc/<pid>/fd/<fd>``. Why these choices:
   caller handles (the value then travels inline), never as a SIGBUS at the first write.
 - Segments are recycled: a segment whose object nobody holds any more goes to a pool, keeping its
   pages and its mapping, and the next object of a similar size is written into it without page
-  faults. The pool keeps at most ``pool_bytes``; what is over is closed.
+  faults. The pool keeps at most ``pool_bytes``, the most recently used first; what is over is
+  closed.
 - One segment per object, not a heap of them in one slab: a segment is the unit the kernel
   reference-counts, so a reader's mapping keeps exactly its object alive, whatever this process does.
 """
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 import threading
@@ -50,6 +52,7 @@ class Segment:
     view: mmap.mmap
     generation: int = 0  # how often it was reused: a holder names the use it holds
     in_use: bool = field(default=True)
+    pooled_at: int = 0
 
     def close(self) -> None:
         try:
@@ -65,12 +68,13 @@ class Arena:
     def __init__(self, pool_bytes: int = DEFAULT_POOL_BYTES) -> None:
         self.pool_bytes = pool_bytes
         self._lock = threading.Lock()  # drivers write from their callers' threads
-        self._pool: dict[int, list[Segment]] = {}  # size -> idle segments
+        self._pool: dict[int, list[Segment]] = {}  # size -> idle segments, the most recently pooled last
         self._pooled_bytes = 0
         self._in_use: dict[int, Segment] = {}  # fd -> segment
         self.in_use_bytes = 0
         self.created = 0
         self.reused = 0
+        self._clock = itertools.count()
         self.closed = False
 
     def allocate(self, nbytes: int) -> Segment:
@@ -115,11 +119,23 @@ class Arena:
             segment.in_use = False
             self._in_use.pop(segment.fd, None)
             self.in_use_bytes -= segment.size
-            if not self.closed and self._pooled_bytes + segment.size <= self.pool_bytes:
+            evicted = []
+            if not self.closed and segment.size <= self.pool_bytes:
+                while self._pooled_bytes + segment.size > self.pool_bytes:
+                    evicted.append(self._evict_oldest())
                 self._pool.setdefault(segment.size, []).append(segment)
                 self._pooled_bytes += segment.size
-                return
-        segment.close()
+                segment.pooled_at = next(self._clock)
+            else:
+                evicted.append(segment)
+        for old in evicted:
+            old.close()
+
+    def _evict_oldest(self) -> Segment:
+        size, idle = min(((size, idle) for size, idle in self._pool.items() if idle), key=lambda p: p[1][0].pooled_at)
+        segment = idle.pop(0)
+        self._pooled_bytes -= size
+        return segment
 
     def discard(self, segment: Segment) -> None:
         """Close ``segment`` instead of pooling it: other processes may still map it (the kernel

@@ -217,8 +217,10 @@ class SharedObjects:
                 if fd is None:
                     raise LookupError(f"shared object {key} is gone")
                 size = max(o + n for o, n in zip(shared.offsets, shared.lengths, strict=True)) if shared.lengths else 1
-                mapped = mmap.mmap(fd, -(-size // mmap.PAGESIZE) * mmap.PAGESIZE, flags=mmap.MAP_SHARED
-                                   | mmap.MAP_POPULATE, prot=mmap.PROT_READ)
+                # Not populated: a reader pays for the pages it touches (a task that looks at part
+                # of a large input maps it in microseconds), and they are in memory already.
+                mapped = mmap.mmap(fd, -(-size // mmap.PAGESIZE) * mmap.PAGESIZE, flags=mmap.MAP_SHARED,
+                                   prot=mmap.PROT_READ)
                 if region is None:  # read without keeping (a value passing through): the mapping holds it
                     region = self._regions[key] = Region(self._as_holder(shared, fd), fd)
                 region.mapping = weakref.ref(mapped)
