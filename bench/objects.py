@@ -141,6 +141,7 @@ def _plot(result: dict[str, Any], path: Path) -> None:
                         label=f"{system} {path_name}")
     ax.plot(sizes, [_gbps(s, result["memcpy"][str(s)]) for s in sizes], ":", color="grey", label="memcpy")
     ax.set_xscale("log")
+    ax.set_yscale("log")
     ax.set_xlabel("array size (MB)")
     ax.set_ylabel(f"GB/s (best of {result['repeat']})")
     ax.set_title("Large objects between processes, one host")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv (if missing) and install actorrt with its dev extras. Idempotent.
+# Create .venv (if missing) and install exactly what requirements.lock pins (hashes checked), then
+# actorrt itself, editable. Idempotent. scripts/upgrade-deps.sh moves the lock to newer versions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -7,5 +8,6 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[dev]'
+.venv/bin/python -m pip install --quiet --require-hashes -r requirements.lock
+.venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
 echo "actorrt installed in $(pwd)/.venv"
