@@ -160,7 +160,8 @@ def main() -> None:
     print(f"{args.iterations} iterations in {elapsed:.2f} s; bit-identical to plain numpy: {identical}")
     for node in actorrt.stats()["nodes"]:
         for recovery in node["recoveries"]:
-            print(f"node {node['node']} recovered:", {k: round(v, 1) for k, v in recovery.items()})
+            shown = {k: round(v, 1) if isinstance(v, float) else v for k, v in recovery.items()}
+            print(f"node {node['node']} recovered:", shown)
     actorrt.shutdown()
 
 
