@@ -273,14 +273,16 @@ def kill(actor: ActorHandle) -> None:
     Unlike Ray's ``kill``, it does not interrupt the running task or drop the queued ones: the kill
     is a task in the actor's lineage like any other, so a replay after a failure stops the actor at
     the same point, and it stays stopped. A killed actor checkpoints no more, so what its senders
-    keep for its replays since its last checkpoint stays; a name it had stays taken.
+    keep for its replays since its last checkpoint stays. Its name is free again at once.
 
     Raises:
         TypeError: ``actor`` is not an actor handle.
     """
     if not isinstance(actor, ActorHandle):
         raise TypeError(f"kill() takes an actor handle, not {type(actor).__name__}")
-    context.current().worker.submitter.submit_task(actor.actor_id, actor.slot, KILL_METHOD, (), {})
+    rt = context.current()
+    rt.worker.submitter.submit_task(actor.actor_id, actor.slot, KILL_METHOD, (), {})
+    rt.free_actor_names(actor.actor_id)
 
 
 @_public

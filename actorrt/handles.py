@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 from actorrt.core import context
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.task_spec import ONCE_METHOD
-from actorrt.exceptions import ActorMethodError
+from actorrt.exceptions import ActorMethodError, ActorRTError
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import head_pb2
@@ -32,13 +32,17 @@ class ActorOptions:
         checkpoint_every: checkpoint the actor after every N tasks it runs (None: only when
             ``actorrt.checkpoint`` asks), so recovery replays at most N tasks.
         name: a name, unique in the cluster, by which any driver finds the actor
-            (``actorrt.get_actor``).
+            (``actorrt.get_actor``); it lives until the actor is killed, beyond its driver.
+        get_if_exists: with ``name``, from a driver: if an actor of that name exists, ``.remote()``
+            returns its handle instead of creating one (its constructor does not run again); it
+            must be of the same class.
     """
 
     node: int | None = None
     nondeterministic: bool = True
     checkpoint_every: int | None = None
     name: str | None = None
+    get_if_exists: bool = False
 
     def __post_init__(self) -> None:
         check_node(self.node)
@@ -49,6 +53,10 @@ class ActorOptions:
             raise ValueError(f"checkpoint_every must be an int >= 1 or None, not {self.checkpoint_every!r}")
         if self.name is not None and (not isinstance(self.name, str) or not self.name):
             raise ValueError(f"name must be a non-empty str or None, not {self.name!r}")
+        if not isinstance(self.get_if_exists, bool):
+            raise TypeError(f"get_if_exists must be a bool, not {self.get_if_exists!r}")
+        if self.get_if_exists and self.name is None:
+            raise ValueError("get_if_exists=True needs a name=: it looks the actor up by its name")
 
 
 # Ray options a Ray user may pass, and what to use here instead.
@@ -114,15 +122,32 @@ class ActorClass(Generic[T]):
             checkpoint_every=self._options.checkpoint_every or 0,
         )
         rt = context.current()
-        name = self._options.name
+        name, class_name = self._options.name, self._cls.__qualname__
+        if self._options.get_if_exists and context.current_sender.get(None) is not None:
+            raise ActorRTError(
+                "options(get_if_exists=True) is for drivers: an actor cannot wait for the head's answer; "
+                "pass the actor's handle to it instead")
 
         def take_name(actor_id: bytes, slot: int) -> None:
-            if name is not None:
-                rt.name_actor(head_pb2.NamedActor(name=name, actor_id=actor_id, class_name=self._cls.__qualname__,
-                                                  methods=self._methods, slot=slot))
+            if name is None:
+                return
+            holder = rt.name_actor(head_pb2.NamedActor(name=name, actor_id=actor_id, class_name=class_name,
+                                                       methods=self._methods, slot=slot))
+            if holder is None or holder.actor_id == actor_id:
+                return
+            if not self._options.get_if_exists:
+                raise ValueError(f"an actor named {name!r} exists already (a {holder.class_name}): get it with "
+                                 f"actorrt.get_actor({name!r}) or options(get_if_exists=True), or choose another name")
+            if holder.class_name != class_name:
+                raise TypeError(f"the actor named {name!r} is a {holder.class_name}, not a {class_name}")
+            raise _Exists(holder)  # the creation is not sent
 
-        actor_id, slot = rt.worker.submitter.create_actor(creation, args, kwargs, self._options.node, take_name)
-        return ActorHandle(actor_id, self._cls.__qualname__, tuple(self._methods), slot)
+        try:
+            actor_id, slot = rt.worker.submitter.create_actor(creation, args, kwargs, self._options.node, take_name)
+        except _Exists as exists:
+            return ActorHandle(exists.holder.actor_id, exists.holder.class_name, tuple(exists.holder.methods),
+                               exists.holder.slot)
+        return ActorHandle(actor_id, class_name, tuple(self._methods), slot)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"create the actor with {self.__name__}.remote(...), not {self.__name__}(...)")
@@ -156,6 +181,11 @@ def _actor_class(cls: type[T], options: ActorOptions, methods: list[str]) -> Act
     actor_class.__dict__.update(_cls=cls, _options=options, _methods=methods, _blob=None, __name__=cls.__name__,
                                 __doc__=cls.__doc__)
     return actor_class
+
+
+class _Exists(Exception):  # noqa: N818 - not an error: the way out of a creation that finds its actor
+    def __init__(self, holder: head_pb2.NamedActor) -> None:
+        self.holder = holder
 
 
 class ActorHandle:

@@ -1,9 +1,11 @@
-"""Named actors: the head's registry of names, each taken by one actor for the cluster's life.
+"""Named actors: the head's registry of names, each taken by one actor until it is killed.
 
 A name is taken when the actor is created with ``options(name=...)``, before its creation task is
-sent, and found from any driver or actor with ``actorrt.get_actor(name)``. Taking a name again for
-the same actor (a replayed creator creates it again) is no conflict. The registry lives in the
-head: like the rest of the cluster's membership, it does not outlive it.
+sent (atomically: of two creators of one name, one gets it and the other learns who has it), and
+found from any driver or actor with ``actorrt.get_actor(name)``. Taking a name again for the same
+actor (a replayed creator creates it again) is no conflict. ``actorrt.kill`` frees the actor's
+names. The registry lives in the head: like the rest of the cluster's membership, it does not
+outlive it; names outlive the drivers that made them.
 """
 
 from __future__ import annotations
@@ -21,3 +23,13 @@ class ActorNames:
 
     def find(self, name: str) -> head_pb2.NamedActor | None:
         return self._by_name.get(name)
+
+    def all(self) -> list[head_pb2.NamedActor]:
+        return [self._by_name[name] for name in sorted(self._by_name)]
+
+    def free(self, actor_id: bytes) -> list[str]:
+        """Free the names ``actor_id`` has; returns them."""
+        names = [name for name, actor in self._by_name.items() if actor.actor_id == actor_id]
+        for name in names:
+            del self._by_name[name]
+        return names

@@ -1,8 +1,8 @@
 """The ``actorrt`` command: start a head or add a node, show a cluster's status, stop it.
 
 ``actorrt start --head`` on one machine, ``actorrt start --address HOST:PORT`` on each other
-machine, ``actorrt status``, ``actorrt stop``. Every actorrt exception becomes a one-line error
-and exit code 1; usage errors exit 2.
+machine, ``actorrt status``, ``actorrt list actors``, ``actorrt kill NAME``, ``actorrt stop``.
+Every actorrt exception becomes a one-line error and exit code 1; usage errors exit 2.
 """
 
 from __future__ import annotations
@@ -23,10 +23,12 @@ import click
 from click.core import ParameterSource
 
 from actorrt.cluster import session
+from actorrt.cluster.driver import Driver
 from actorrt.cluster.head_client import HEAD_LOSS_GRACE_S, HeadClient
 from actorrt.cluster.head_options import OPTION_NAMES, HeadOptions, head_options
 from actorrt.cluster.launch import start_head
 from actorrt.cluster.session import SESSION_FILE, TOKEN_ENV, Session
+from actorrt.core.task_spec import KILL_METHOD
 from actorrt.exceptions import ActorRTError, ClusterError
 from actorrt.lineage import ids
 from actorrt.rpc import head_pb2
@@ -337,6 +339,59 @@ def stop(address: str | None, token: str | None, session_dir: Path | None, timeo
     elif local is not None and left:
         click.echo(f"Could not remove {', '.join(map(str, left))}.", err=True)
     click.echo(f"Nodes added with `actorrt start --address` exit within ~{HEAD_LOSS_GRACE_S:g} s.")
+
+
+# ---- named actors -------------------------------------------------------------------------------
+
+
+@cli.group(name="list")
+def list_group() -> None:
+    """List what a cluster holds."""
+
+
+@list_group.command(name="actors")
+@click.option("--address", default=None, metavar="HOST:PORT", help="Head address (default: the session file's).")
+@_token_option
+@_session_dir_option
+def list_actors(address: str | None, token: str | None, session_dir: Path | None) -> None:
+    """The named actors: name, class, node slot, actor id and whether it serves."""
+    address, token, _ = _target(address, token, session_dir or session.default_dir())
+
+    async def both(client: HeadClient) -> tuple[list[head_pb2.NamedActor], head_pb2.ClusterStatsReply]:
+        return await client.list_actors(), await client.cluster_stats()
+
+    actors, stats = _with_head(address, token, both)
+    states = {a.actor_id: "killed" if a.dead else "alive" for n in stats.nodes for a in n.actors}
+    rows = [("NAME", "CLASS", "NODE", "ACTOR_ID", "STATE")]
+    rows += [(a.name, a.class_name, str(a.slot), a.actor_id.hex()[:12], states.get(a.actor_id, "not created"))
+             for a in actors]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+    click.echo(f"named actors: {len(actors)}")
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--address", default=None, metavar="HOST:PORT", help="Head address (default: the session file's).")
+@_token_option
+@_session_dir_option
+def kill(name: str, address: str | None, token: str | None, session_dir: Path | None) -> None:
+    """Kill the actor named NAME, as actorrt.kill does (after what is queued for it), and free its name."""
+    address, token, _ = _target(address, token, session_dir or session.default_dir())
+    driver = Driver(address, token, "127.0.0.1", None)
+    driver.start(1, 30.0)
+    try:
+        try:
+            found = driver.get_actor(name)
+        except ValueError as exc:  # no such name
+            raise click.ClickException(str(exc)) from None
+        driver.worker.submitter.submit_task(found.actor_id, found.slot, KILL_METHOD, (), {})
+        driver.free_actor_names(found.actor_id)
+    finally:
+        driver.shutdown()
+    click.echo(f"killed {found.class_name} {name!r} ({found.actor_id.hex()[:12]}) on node {found.slot}; "
+               f"the name is free")
 
 
 def main() -> None:

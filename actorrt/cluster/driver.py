@@ -125,11 +125,11 @@ class Driver:
     def get(self, refs: ObjectRef | Sequence[ObjectRef], timeout: float | None) -> Any:
         return values.get(self.worker, refs, timeout)
 
-    def name_actor(self, actor: head_pb2.NamedActor) -> None:
-        holder = self.call(self._head.name_actor(actor), timeout=30.0)
-        if holder.actor_id != actor.actor_id:
-            raise ValueError(f"an actor named {actor.name!r} exists already (a {holder.class_name}): get it with "
-                             f"actorrt.get_actor({actor.name!r}), or choose another name")
+    def name_actor(self, actor: head_pb2.NamedActor) -> head_pb2.NamedActor:
+        return self.call(self._head.name_actor(actor), timeout=30.0)
+
+    def free_actor_names(self, actor_id: bytes) -> None:
+        self.call(self._head.free_actor_names(actor_id), timeout=30.0)
 
     def get_actor(self, name: str) -> head_pb2.NamedActor:
         found = self.call(self._head.get_actor(name), timeout=30.0)

@@ -54,6 +54,12 @@ class HeadClient:
         reply = await self._unary("GetActor", head_pb2.GetActorRequest(name=name))
         return reply.actor if reply.HasField("actor") else None
 
+    async def list_actors(self) -> list[head_pb2.NamedActor]:
+        return list((await self._unary("ListActors", head_pb2.ListActorsRequest())).actors)
+
+    async def free_actor_names(self, actor_id: bytes) -> list[str]:
+        return list((await self._unary("FreeActorNames", head_pb2.FreeActorNamesRequest(actor_id=actor_id))).names)
+
     async def cluster_stats(self) -> head_pb2.ClusterStatsReply:
         return await self._unary("ClusterStats", head_pb2.ClusterStatsRequest())
 

@@ -78,6 +78,14 @@ class HeadServicer:
                        context: aio.ServicerContext) -> head_pb2.GetActorReply:
         return head_pb2.GetActorReply(actor=self.names.find(request.name))
 
+    async def ListActors(self, request: head_pb2.ListActorsRequest,  # noqa: N802
+                         context: aio.ServicerContext) -> head_pb2.ListActorsReply:
+        return head_pb2.ListActorsReply(actors=self.names.all())
+
+    async def FreeActorNames(self, request: head_pb2.FreeActorNamesRequest,  # noqa: N802
+                             context: aio.ServicerContext) -> head_pb2.FreeActorNamesReply:
+        return head_pb2.FreeActorNamesReply(names=self.names.free(request.actor_id))
+
     async def ClusterStats(self, request: head_pb2.ClusterStatsRequest,  # noqa: N802
                            context: aio.ServicerContext) -> head_pb2.ClusterStatsReply:
         return self.head.cluster_stats()

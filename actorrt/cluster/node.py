@@ -66,6 +66,9 @@ class NodeProcess:
 
         self._background.spawn(take())
 
+    def free_actor_names(self, actor_id: bytes) -> None:
+        self._background.spawn(self.head.free_actor_names(actor_id))
+
     def wait(self, refs, num_returns=1, timeout=None):
         raise ActorRTError("actorrt.wait() cannot block inside an actor; use `asyncio.wait` on awaited refs in an "
                            "async method")

@@ -250,3 +250,25 @@ class GetActorReply(_message.Message):
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     actor: NamedActor
     def __init__(self, actor: _Optional[_Union[NamedActor, _Mapping]] = ...) -> None: ...
+
+class ListActorsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListActorsReply(_message.Message):
+    __slots__ = ("actors",)
+    ACTORS_FIELD_NUMBER: _ClassVar[int]
+    actors: _containers.RepeatedCompositeFieldContainer[NamedActor]
+    def __init__(self, actors: _Optional[_Iterable[_Union[NamedActor, _Mapping]]] = ...) -> None: ...
+
+class FreeActorNamesRequest(_message.Message):
+    __slots__ = ("actor_id",)
+    ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
+    actor_id: bytes
+    def __init__(self, actor_id: _Optional[bytes] = ...) -> None: ...
+
+class FreeActorNamesReply(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...

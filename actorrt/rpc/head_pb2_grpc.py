@@ -64,6 +64,16 @@ class HeadStub:
                 request_serializer=actorrt_dot_head__pb2.GetActorRequest.SerializeToString,
                 response_deserializer=actorrt_dot_head__pb2.GetActorReply.FromString,
                 _registered_method=True)
+        self.ListActors = channel.unary_unary(
+                '/actorrt.Head/ListActors',
+                request_serializer=actorrt_dot_head__pb2.ListActorsRequest.SerializeToString,
+                response_deserializer=actorrt_dot_head__pb2.ListActorsReply.FromString,
+                _registered_method=True)
+        self.FreeActorNames = channel.unary_unary(
+                '/actorrt.Head/FreeActorNames',
+                request_serializer=actorrt_dot_head__pb2.FreeActorNamesRequest.SerializeToString,
+                response_deserializer=actorrt_dot_head__pb2.FreeActorNamesReply.FromString,
+                _registered_method=True)
         self.Shutdown = channel.unary_unary(
                 '/actorrt.Head/Shutdown',
                 request_serializer=actorrt_dot_head__pb2.ShutdownRequest.SerializeToString,
@@ -115,6 +125,18 @@ class HeadServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListActors(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FreeActorNames(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Shutdown(self, request, context):
         """Stop every node and store shard this head started, then the head itself.
         """
@@ -154,6 +176,16 @@ def add_HeadServicer_to_server(servicer, server):
                     servicer.GetActor,
                     request_deserializer=actorrt_dot_head__pb2.GetActorRequest.FromString,
                     response_serializer=actorrt_dot_head__pb2.GetActorReply.SerializeToString,
+            ),
+            'ListActors': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListActors,
+                    request_deserializer=actorrt_dot_head__pb2.ListActorsRequest.FromString,
+                    response_serializer=actorrt_dot_head__pb2.ListActorsReply.SerializeToString,
+            ),
+            'FreeActorNames': grpc.unary_unary_rpc_method_handler(
+                    servicer.FreeActorNames,
+                    request_deserializer=actorrt_dot_head__pb2.FreeActorNamesRequest.FromString,
+                    response_serializer=actorrt_dot_head__pb2.FreeActorNamesReply.SerializeToString,
             ),
             'Shutdown': grpc.unary_unary_rpc_method_handler(
                     servicer.Shutdown,
@@ -323,6 +355,60 @@ class Head:
             '/actorrt.Head/GetActor',
             actorrt_dot_head__pb2.GetActorRequest.SerializeToString,
             actorrt_dot_head__pb2.GetActorReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListActors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/actorrt.Head/ListActors',
+            actorrt_dot_head__pb2.ListActorsRequest.SerializeToString,
+            actorrt_dot_head__pb2.ListActorsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FreeActorNames(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/actorrt.Head/FreeActorNames',
+            actorrt_dot_head__pb2.FreeActorNamesRequest.SerializeToString,
+            actorrt_dot_head__pb2.FreeActorNamesReply.FromString,
             options,
             channel_credentials,
             insecure,
