@@ -403,7 +403,8 @@ def kill_node(node: int) -> int:
 
 @_public
 def nodes() -> list[dict[str, Any]]:
-    """The node slots: ``node``, ``epoch``, ``state``, ``address``, ``pid``, ``hostname``, ``managed``."""
+    """The node slots: ``node``, ``epoch``, ``state``, ``address``, ``pid``, ``hostname``, ``host_id`` (who
+    shares memory with whom), ``managed``."""
     return _driver().nodes()
 
 

@@ -40,7 +40,7 @@ SHUTDOWN_FLUSH_TIMEOUT_S = 5.0
 def _node_dict(n: head_pb2.NodeInfo) -> dict[str, Any]:
     return {
         "node": n.slot, "epoch": n.epoch, "state": head_pb2.NodeState.Name(n.state), "address": n.address,
-        "pid": n.pid, "hostname": n.hostname, "managed": n.managed,
+        "pid": n.pid, "hostname": n.hostname, "host_id": n.host_id, "managed": n.managed,
         "heir": n.heir if n.HasField("heir") else None,  # the live slot that inherited a dead one's actors
         "restarts": max(n.epoch - 1, 0) if n.managed else 0, "last_failure": n.last_failure,
     }
@@ -92,6 +92,7 @@ class Driver:
             self.host, 0, [(servicer, node_pb2.DESCRIPTOR.services_by_name["Node"])], self.token
         )
         self.worker.bind(address)
+        await self.worker.serve_objects(self.host)
         self.worker.recovered.set()  # a driver is never rebuilt: it answers fetches at once
         self._head = HeadClient(self.head_address, self.token)
         # A unary call first: a wrong token then fails as UNAUTHENTICATED for sure, where a stream

@@ -78,6 +78,7 @@ class NodeProcess:
             self.bind_host, 0, [(self.servicer, node_pb2.DESCRIPTOR.services_by_name["Node"])], self.token
         )
         self.worker.bind(address)
+        await self.worker.serve_objects(self.bind_host)
         context.set_current(self)
         self._main_task = asyncio.current_task()
         lease = self.worker.lease

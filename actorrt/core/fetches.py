@@ -141,8 +141,20 @@ class Fetches:
         where the object's owner is."""
         for object_id, asked in list(self._asked.items()):
             if asked == peer:
-                self._asked[object_id] = ""
-                asyncio.get_running_loop().call_later(REFETCH_DELAY_S, self._refetch, object_id)
+                self.ask_again(object_id)
+
+    def ask_again(self, object_id: bytes) -> None:
+        """The answer did not come whole (its holder died while its bytes were pulled): ask again
+        a little later, wherever the owner is then."""
+        if object_id in self._named:
+            self._asked[object_id] = ""
+            asyncio.get_running_loop().call_later(REFETCH_DELAY_S, self._refetch, object_id)
+
+    def expect_push(self, object_id: bytes) -> None:
+        """An argument is on its way beside its task (its bytes are being pulled): its task waits
+        for it here instead of fetching it."""
+        if not self._objects.expect(object_id).done():
+            self._borrowed.setdefault(object_id, 0)
 
     def _refetch(self, object_id: bytes) -> None:
         if object_id in self._named and self._asked.get(object_id) == "":

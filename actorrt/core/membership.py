@@ -61,13 +61,6 @@ class Membership:
     def node(self, slot: int) -> head_pb2.NodeInfo | None:
         return self._nodes.get(slot)
 
-    def host_of(self, address: str) -> str | None:
-        """The host identity of the live node at ``address`` (None: not a live node here)."""
-        for info in self._nodes.values():
-            if info.address == address and info.state == head_pb2.ALIVE:
-                return info.host_id or None
-        return None
-
     def incarnation_alive(self, slot: int, epoch: int) -> bool:
         info = self._nodes.get(slot)
         return info is not None and info.epoch == epoch and info.state == head_pb2.ALIVE

@@ -22,7 +22,7 @@ from google.protobuf.message import Message
 
 from actorrt.core import failures, values
 from actorrt.core.awaits import Awaits
-from actorrt.core.fetches import Fetches
+from actorrt.core.fetches import Fetches, lost
 from actorrt.core.membership import Membership
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.object_store import ObjectStore
@@ -48,6 +48,7 @@ from actorrt.net.peer_streams import (
 )
 from actorrt.objects.host import host_identity
 from actorrt.objects.shared import RegionKey, SharedObjects
+from actorrt.objects.transfer import TransferError, TransferServer, pull
 from actorrt.rpc import checkpoint_pb2, head_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
 from actorrt.store.clients import open_store
@@ -123,8 +124,13 @@ class Worker:
         self.address = self.fetches.address = self.submitter.address = address
         self._loop_thread = threading.get_ident()
         self.shared = self.objects.shared = SharedObjects(host_identity(), address, self._notify_shared)
+        self.transfers = TransferServer(self.shared, self.token)
         self.router = Router(address, self.token, self.on_batch, self._on_peer_lost,
                              lambda: self.membership.revision, self.lease, (os.getpid(), self.shared.host))
+
+    async def serve_objects(self, host: str) -> None:
+        """Answer pulls of this process's shared objects from other hosts, on ``host``."""
+        self.shared.data_address = await self.transfers.start(host)
 
     def spawn(self, coro: Any) -> asyncio.Task:
         """Run ``coro`` in the background of this process (logged if it fails)."""
@@ -148,20 +154,16 @@ class Worker:
     # ---- shared memory ------------------------------------------------------------------------
 
     def _lent(self, address: str, value: pb.ObjectValue) -> pb.ObjectValue:
-        """``value`` as sent to ``address``: the descriptor of its shared buffers, lent, if they
-        share a host; else the buffers' bytes."""
+        """``value`` as sent to ``address``: the descriptor of its shared buffers, lent (a process
+        of this host maps them, one of another host pulls them)."""
         out = pb.ObjectValue()
-        lent = self.shared.lend(value.value.shared, address) if self._host_of(address) == self.shared.host else None
+        lent = self.shared.lend(value.value.shared, address)
         if lent is not None:
             out.CopyFrom(value)
             out.value.shared.CopyFrom(lent)
         else:
             out.CopyFrom(self.shared.materialize(value))
         return out
-
-    def _host_of(self, address: str) -> str | None:
-        peer = self._peers.get(address)
-        return peer[0] if peer is not None else self.membership.host_of(address)
 
     def _notify_shared(self, address: str, kind: str, key: RegionKey, count: int) -> None:
         """Tell a segment's creator that this process let it go, or passed it on (any thread)."""
@@ -390,14 +392,43 @@ class Worker:
 
     def _on_value(self, kind: str, value: pb.ObjectValue, peer: str) -> None:
         """A value whose buffers are in shared memory: kept (or not) like any, then the lease that
-        came with it is accounted for."""
+        came with it is accounted for. From another host, its bytes are pulled first."""
+        shared = value.value.shared
+        if shared.host != self.shared.host:
+            if kind == "push":
+                self.fetches.expect_push(value.object_id)
+            self.spawn(self._pull_value(kind, value))
+            return
+        self._take_value(kind, value)
+        self.shared.received(shared)
+
+    def _take_value(self, kind: str, value: pb.ObjectValue) -> None:
         if kind == "result":
             self._on_result(value)
         elif kind == "object":
             self.fetches.on_object(value)
         else:
             self.fetches.on_push(value)
-        self.shared.received(value.value.shared)
+
+    async def _pull_value(self, kind: str, value: pb.ObjectValue) -> None:
+        remote = value.value.shared
+        try:
+            local = await pull(remote, self.shared, self.token)
+        except TransferError as exc:
+            log.warning("%s", exc)
+            self.shared.received(remote)
+            if kind == "object":
+                self.fetches.ask_again(value.object_id)
+            elif kind == "push":
+                self.fetches.on_push(lost(value.object_id, str(exc)))
+            # A result is left unanswered: the replay of its task's node sends it again.
+            return
+        copy = pb.ObjectValue()
+        copy.CopyFrom(value)
+        copy.value.shared.CopyFrom(local)
+        self._take_value(kind, copy)
+        self.shared.received(remote)
+        self.shared.settle_unheld(local)  # not kept (a duplicate): back to the pool
 
     def _refuse_stale(self, peer: str, batch: node_pb2.PeerBatch) -> None:
         """A node incarnation declared dead (it hung, then resumed) sent a batch: it takes no effect."""
@@ -487,6 +518,7 @@ class Worker:
     async def aclose(self) -> None:
         self._background.cancel_all()
         if self.shared is not None:
+            await self.transfers.aclose()
             self.shared.close()
         if self.ft is not None:
             await self.ft.aclose()

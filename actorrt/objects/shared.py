@@ -47,6 +47,10 @@ def key_of(shared: pb.SharedObject) -> RegionKey:
     return shared.creator_pid, shared.inode, shared.generation
 
 
+def _aligned(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
 @dataclass(eq=False)
 class Region:
     """A segment as this process knows it: created here, or held from another process."""
@@ -76,6 +80,7 @@ class SharedObjects:
         self.host = host
         self.address = address  # this process's serving address: where holders send releases
         self.pid = os.getpid()
+        self.data_address = ""  # where this process answers pulls from other hosts, once it does
         self.arena = arena or Arena()
         self._notify = notify
         self._lock = threading.RLock()
@@ -88,24 +93,46 @@ class SharedObjects:
     def write(self, buffers: list[memoryview]) -> pb.SharedObject | None:
         """Copy ``buffers`` (contiguous, as pickle hands them out) into a segment; its descriptor,
         or None when the host has no shared memory left (the caller sends them inline)."""
-        offsets, end = [], 0
-        for buf in buffers:
-            offsets.append(end)
-            end += -(-buf.nbytes // ALIGN) * ALIGN
+        sizes = [b.nbytes for b in buffers]
         try:
-            segment = self.arena.allocate(end)
+            segment = self.reserve(sizes)
         except ArenaFullError as exc:
             log.warning("%s: sending inline", exc)
             return None
-        for buf, offset in zip(buffers, offsets, strict=True):
-            segment.view[offset:offset + buf.nbytes] = buf
+        for buf, view in zip(buffers, self.views_of(segment, sizes), strict=True):
+            view[:] = buf
+        return self.placed(segment, sizes)
+
+    def reserve(self, sizes: list[int]) -> Segment:
+        """A segment for buffers of ``sizes``, to fill (``views_of``) and then name (``placed``)."""
+        return self.arena.allocate(sum(_aligned(n) for n in sizes))
+
+    @staticmethod
+    def views_of(segment: Segment, sizes: list[int]) -> list[memoryview]:
+        """Writable views of ``segment`` for buffers of ``sizes``, laid out as ``placed`` names them."""
+        whole, out, offset = memoryview(segment.view), [], 0
+        for n in sizes:
+            out.append(whole[offset:offset + n])
+            offset += _aligned(n)
+        return out
+
+    def placed(self, segment: Segment, sizes: list[int]) -> pb.SharedObject:
+        """The descriptor of ``segment``, filled with buffers of ``sizes``; from now on it is lent and held."""
+        offsets, offset = [], 0
+        for n in sizes:
+            offsets.append(offset)
+            offset += _aligned(n)
         shared = pb.SharedObject(host=self.host, pid=self.pid, fd=segment.fd, inode=segment.inode,
                                  generation=segment.generation, creator=self.address, creator_pid=self.pid,
-                                 offsets=offsets, lengths=[b.nbytes for b in buffers])
+                                 offsets=offsets, lengths=sizes, data_address=self.data_address)
         with self._lock:
             self._regions[key_of(shared)] = Region(shared, segment.fd, segment)
-            self.written_bytes += end
+            self.written_bytes += offset
         return shared
+
+    def abandon(self, segment: Segment) -> None:
+        """A reserved segment that will not be placed (a pull that failed)."""
+        self.arena.recycle(segment)
 
     # ---- holding ------------------------------------------------------------------------------
 
@@ -159,6 +186,14 @@ class SharedObjects:
                 region.received += 1
                 return
         self._notify(shared.creator, "release", key, 1)
+
+    def settle_unheld(self, shared: pb.SharedObject) -> None:
+        """``shared`` was made here for a keeper that did not take it: free it if nothing holds it."""
+        key = key_of(shared)
+        with self._lock:
+            region = self._regions.get(key)
+            if region is not None:
+                self._settle(key, region)
 
     def on_release(self, address: str, key: RegionKey, count: int) -> None:
         """``address`` gives back ``count`` of the leases of a segment made here."""
@@ -262,7 +297,7 @@ class SharedObjects:
         """The descriptor naming this process as the one to open it through."""
         own = pb.SharedObject()
         own.CopyFrom(shared)
-        own.pid, own.fd = self.pid, fd
+        own.pid, own.fd, own.data_address = self.pid, fd, self.data_address
         return own
 
     # ---- life ---------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ class SerializedObject(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., buffers: _Optional[_Iterable[bytes]] = ..., plain: _Optional[bool] = ..., shared: _Optional[_Union[SharedObject, _Mapping]] = ...) -> None: ...
 
 class SharedObject(_message.Message):
-    __slots__ = ("host", "pid", "fd", "inode", "generation", "creator", "creator_pid", "offsets", "lengths")
+    __slots__ = ("host", "pid", "fd", "inode", "generation", "creator", "creator_pid", "offsets", "lengths", "data_address")
     HOST_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
     FD_FIELD_NUMBER: _ClassVar[int]
@@ -57,6 +57,7 @@ class SharedObject(_message.Message):
     CREATOR_PID_FIELD_NUMBER: _ClassVar[int]
     OFFSETS_FIELD_NUMBER: _ClassVar[int]
     LENGTHS_FIELD_NUMBER: _ClassVar[int]
+    DATA_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     host: str
     pid: int
     fd: int
@@ -66,7 +67,16 @@ class SharedObject(_message.Message):
     creator_pid: int
     offsets: _containers.RepeatedScalarFieldContainer[int]
     lengths: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, host: _Optional[str] = ..., pid: _Optional[int] = ..., fd: _Optional[int] = ..., inode: _Optional[int] = ..., generation: _Optional[int] = ..., creator: _Optional[str] = ..., creator_pid: _Optional[int] = ..., offsets: _Optional[_Iterable[int]] = ..., lengths: _Optional[_Iterable[int]] = ...) -> None: ...
+    data_address: str
+    def __init__(self, host: _Optional[str] = ..., pid: _Optional[int] = ..., fd: _Optional[int] = ..., inode: _Optional[int] = ..., generation: _Optional[int] = ..., creator: _Optional[str] = ..., creator_pid: _Optional[int] = ..., offsets: _Optional[_Iterable[int]] = ..., lengths: _Optional[_Iterable[int]] = ..., data_address: _Optional[str] = ...) -> None: ...
+
+class SharedPull(_message.Message):
+    __slots__ = ("token", "shared")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    shared: SharedObject
+    def __init__(self, token: _Optional[str] = ..., shared: _Optional[_Union[SharedObject, _Mapping]] = ...) -> None: ...
 
 class SharedRegion(_message.Message):
     __slots__ = ("creator_pid", "inode", "generation", "count")

@@ -1,0 +1,148 @@
+"""Large objects between hosts: a raw byte stream, pulled by the receiver into its own segment.
+
+Control stays on the peer streams: a value's descriptor reaches a process of another host like
+any message. That process then pulls the bytes from the process the descriptor names, over a TCP
+connection of their own (``data_address``): a small request (the cluster token, which segment
+and which use of it), answered by the buffers back to back. The sender writes straight from its
+mapping (``sock_sendall`` of memoryviews, in 4 MiB chunks, TCP's window for flow control: several
+chunks are always in flight); the receiver reads straight into a segment of its own arena
+(``sock_recv_into``): no protobuf field, no join, one copy on each side. The received copy is
+then an object of the receiver's host, mapped there like any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import socket
+import struct
+
+from actorrt.objects.shared import SharedObjects
+from actorrt.rpc import common_pb2 as pb
+from actorrt.util.background import BackgroundTasks
+
+log = logging.getLogger(__name__)
+
+CHUNK = 4 << 20
+_LENGTH = struct.Struct("!I")
+_MAX_REQUEST = 1 << 16
+
+
+class TransferError(ConnectionError):
+    """The bytes of a shared object could not be pulled from the process that holds them."""
+
+
+class TransferServer:
+    """Answers pulls of this process's shared objects from processes of other hosts."""
+
+    def __init__(self, shared: SharedObjects, token: str) -> None:
+        self._shared = shared
+        self._token = token.encode()
+        self._socket: socket.socket | None = None
+        self._background = BackgroundTasks("transfer")
+        self.address = ""
+        self.sent_bytes = 0
+
+    async def start(self, host: str) -> str:
+        """Listen on ``host`` (port 0); returns ``host:port``."""
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, 0))
+        sock.listen(64)
+        sock.setblocking(False)
+        self._socket = sock
+        self.address = f"{host}:{sock.getsockname()[1]}"
+        self._background.spawn(self._accept())
+        return self.address
+
+    async def _accept(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            conn, _ = await loop.sock_accept(self._socket)
+            conn.setblocking(False)
+            self._background.spawn(self._serve(conn))
+
+    async def _serve(self, conn: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            request = await _read_message(loop, conn)
+            pull = pb.SharedPull.FromString(request)
+            if not hmac.compare_digest(pull.token.encode(), self._token):
+                log.warning("refused a pull with a wrong token")
+                return
+            try:
+                buffers = self._shared.read(pull.shared)
+            except LookupError:
+                await loop.sock_sendall(conn, _LENGTH.pack(0))  # gone here: the puller says so
+                return
+            await loop.sock_sendall(conn, _LENGTH.pack(1))
+            for buf in buffers:
+                for start in range(0, buf.nbytes, CHUNK):
+                    await loop.sock_sendall(conn, buf[start:start + CHUNK])
+                    self.sent_bytes += min(CHUNK, buf.nbytes - start)
+            del buffers
+        except (OSError, ValueError, asyncio.IncompleteReadError) as exc:
+            log.debug("a pull ended early: %s", exc)
+        finally:
+            conn.close()
+
+    async def aclose(self) -> None:
+        self._background.cancel_all()
+        if self._socket is not None:
+            self._socket.close()
+
+
+async def pull(shared: pb.SharedObject, into: SharedObjects, token: str) -> pb.SharedObject:
+    """Copy the buffers ``shared`` names, from the process at its ``data_address``, into a segment
+    of ``into``'s arena; returns the descriptor of that copy.
+
+    Raises:
+        TransferError: the holder is unreachable, refused, or no longer has the object.
+    """
+    loop = asyncio.get_running_loop()
+    host, _, port = shared.data_address.rpartition(":")
+    sizes = list(shared.lengths)
+    segment = into.reserve(sizes)
+    views = into.views_of(segment, sizes)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    try:
+        await loop.sock_connect(sock, (host.strip("[]"), int(port)))
+        request = pb.SharedPull(token=token, shared=shared).SerializeToString()
+        await loop.sock_sendall(sock, _LENGTH.pack(len(request)) + request)
+        if _LENGTH.unpack(await _read_exactly(loop, sock, _LENGTH.size))[0] != 1:
+            raise TransferError(f"{shared.data_address} no longer holds the object")
+        for view in views:
+            got = 0
+            while got < view.nbytes:
+                n = await loop.sock_recv_into(sock, view[got:got + CHUNK])
+                if n == 0:
+                    raise TransferError(f"{shared.data_address} closed the transfer after {got} bytes")
+                got += n
+    except BaseException as exc:
+        into.abandon(segment)
+        if isinstance(exc, OSError):
+            raise TransferError(f"could not pull an object from {shared.data_address}: {exc}") from exc
+        raise
+    finally:
+        sock.close()
+    return into.placed(segment, sizes)
+
+
+async def _read_message(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> bytes:
+    (length,) = _LENGTH.unpack(await _read_exactly(loop, sock, _LENGTH.size))
+    if length > _MAX_REQUEST:
+        raise ValueError(f"a pull request of {length} bytes")
+    return await _read_exactly(loop, sock, length)
+
+
+async def _read_exactly(loop: asyncio.AbstractEventLoop, sock: socket.socket, n: int) -> bytes:
+    out = bytearray(n)
+    view, got = memoryview(out), 0
+    while got < n:
+        k = await loop.sock_recv_into(sock, view[got:])
+        if k == 0:
+            raise asyncio.IncompleteReadError(bytes(out[:got]), n)
+        got += k
+    return bytes(out)
