@@ -48,6 +48,7 @@ class Retention:
         self._spilled: dict[bytes, int] = {}  # pinned or not, on disk: size
         self._spill_dir: Path | None = None
         self.released_bytes = 0
+        self.pressure_checkpoints = 0  # asked of receivers because what is kept for them grew too large
 
     def referenced(self, object_id: bytes) -> None:
         """A live ``ObjectRef`` in this process points at ``object_id`` (a result it owns)."""
@@ -119,11 +120,23 @@ class Retention:
             if self._objects.spill(object_id, self._spill_dir / object_id.hex()):
                 self._spilled[object_id] = size
 
+    def kept_bytes(self) -> int:
+        """What is kept for replays, in memory and spilled."""
+        return self._in_memory_bytes + sum(self._spilled.values())
+
+    def pinned_by_receiver(self) -> dict[bytes, int]:
+        """Per receiver, the bytes kept (in memory or spilled) for its replay."""
+        out = {}
+        for receiver, pins in self._by_receiver.items():
+            objects = set().union(*pins.values())
+            out[receiver] = sum(self._in_memory.get(o, 0) + self._spilled.get(o, 0) for o in objects)
+        return out
+
     def stats(self) -> node_pb2.ObjectsKept:
         return node_pb2.ObjectsKept(
             pinned_objects=len(self._in_memory), pinned_bytes=self._in_memory_bytes,
             spilled_objects=len(self._spilled), spilled_bytes=sum(self._spilled.values()),
-            released_bytes=self.released_bytes,
+            released_bytes=self.released_bytes, pressure_checkpoints=self.pressure_checkpoints,
         )
 
     def close(self) -> None:

@@ -29,6 +29,7 @@ from actorrt.core.object_store import ObjectStore
 from actorrt.core.retention import Retention
 from actorrt.core.serialization import exception_from_error, runtime_error
 from actorrt.core.submitter import Submitter
+from actorrt.core.task_spec import CHECKPOINT_METHOD
 from actorrt.lineage import ids
 from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
 from actorrt.lineage.strategies import create_strategy
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 # Its own logger, for users to silence: logging.getLogger("actorrt.unretrieved").disabled = True
 unretrieved_log = logging.getLogger("actorrt.unretrieved")
+PRESSURE_CHECK_S = 0.5  # how often a driver weighs what it keeps for each actor's replay
 # Peer messages that carry an object's value (with its buffers in shared memory, maybe).
 _VALUE_KINDS = frozenset({RESULT, PUSH, OBJECT})
 _VALUE_FIELDS = frozenset({"result", "push", "object"})
@@ -110,6 +112,11 @@ class Worker:
                                lambda task_id: task_id in self._inflight, self.recovered, self._pin,
                                lambda task_id, peer: self.ft.on_fetched(task_id, peer))
         self._inflight: dict[bytes, _Inflight] = {}  # in submission order
+        self._receiver_slots: dict[bytes, int] = {}  # the slot each receiver was placed on
+        self._weighs_kept = False  # a driver that logs lineage: it bounds what it keeps for replays
+        self._weighed_at = 0  # what it kept when it last weighed it
+        # Receivers asked to checkpoint -> the checkpoint task's result (None while it is being sent).
+        self._pressure_asked: dict[bytes, ObjectRef | None] = {}
         # Batches written by peers under a newer view than this process has: they wait for it. A
         # new node's first messages can beat its registration reply (peers learn its address from
         # the view that registers it), and a node that inherits a dead one's actors must hold their
@@ -230,6 +237,45 @@ class Worker:
         self.ft = self.submitter.ft = create_strategy(options, store)
         self.retention.budget_bytes = options.pinned_budget_bytes
         self.ft.start(self.spawn, self._tell_committed, self.address)
+        if self.slot < 0 and self.ft.logs_lineage:
+            self._weighs_kept = True
+            self.spawn(self._relieve_memory_pressure())
+
+    async def _relieve_memory_pressure(self) -> None:
+        while True:  # also between submissions (a driver that stopped sending)
+            await asyncio.sleep(PRESSURE_CHECK_S)
+            self._weigh_kept()
+
+    def _weigh_kept(self) -> None:
+        """A driver keeps the large arguments of the tasks it sends until their receivers
+        checkpoint, for their replays: without checkpoints, without end. When what it keeps for one
+        actor passes a quarter of the pinned-bytes budget, it asks that actor to checkpoint, with
+        a task as ``actorrt.checkpoint`` sends (logged like any). Only what that cannot release is
+        spilled. (Actors do not ask: a task sent on a memory reading would not be sent again by
+        their replay, which must send exactly what they sent.)"""
+        self._weighed_at = self.retention.kept_bytes()
+        for receiver, ref in list(self._pressure_asked.items()):
+            if ref is not None and ids.producer_task(ref.object_id) not in self._inflight:
+                del self._pressure_asked[receiver]
+        limit = self.retention.budget_bytes // 4
+        for receiver, kept in self.retention.pinned_by_receiver().items():
+            if kept > limit and receiver not in self._pressure_asked and receiver in self._receiver_slots:
+                self._pressure_asked[receiver] = None  # being asked
+                self.retention.pressure_checkpoints += 1
+                log.info("asking actor %s to checkpoint: %d bytes kept for its replay", ids.short(receiver), kept)
+                # From another thread, as the driver's callers submit: sent behind what they queued.
+                asked = self.loop.run_in_executor(None, self.submitter.submit_task, receiver,
+                                                  self._receiver_slots[receiver], CHECKPOINT_METHOD, (), {})
+                asked.add_done_callback(lambda done, receiver=receiver: self._checkpoint_asked(receiver, done))
+
+    def _checkpoint_asked(self, receiver: bytes, done: asyncio.Future) -> None:
+        if done.exception() is not None:
+            log.warning("could not ask actor %s to checkpoint: %s", ids.short(receiver), done.exception())
+            del self._pressure_asked[receiver]
+            return
+        ref = done.result()
+        ref._retrieved = True  # its outcome is the checkpoint's announcement, not a value to get
+        self._pressure_asked[receiver] = ref
 
     def _tell_committed(self, peer: str, acks: list[tuple[bytes, int]]) -> None:
         if self.router is not None:
@@ -286,6 +332,9 @@ class Worker:
         """Track ``task`` until its result comes back; send it now if its slot is served."""
         spec = task.spec
         self._inflight[spec.task_id] = task
+        self._receiver_slots[spec.receiver] = task.slot
+        if self._weighs_kept and self.retention.kept_bytes() - self._weighed_at > self.retention.budget_bytes // 16:
+            self._weigh_kept()  # as soon as what is kept grew by a sixteenth of the budget
         if self.ft.logs_lineage and not spec.function:  # kept until the receiver's checkpoint covers the task
             for arg in spec.args:
                 if arg.HasField("ref") and arg.ref.owner_address == self.address:

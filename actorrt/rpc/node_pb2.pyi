@@ -184,18 +184,20 @@ class SharedMemory(_message.Message):
     def __init__(self, in_use_bytes: _Optional[int] = ..., in_use: _Optional[int] = ..., pooled_bytes: _Optional[int] = ..., created: _Optional[int] = ..., reused: _Optional[int] = ..., held_from_others: _Optional[int] = ..., written_bytes: _Optional[int] = ..., read_bytes: _Optional[int] = ..., lent: _Optional[int] = ...) -> None: ...
 
 class ObjectsKept(_message.Message):
-    __slots__ = ("pinned_objects", "pinned_bytes", "spilled_objects", "spilled_bytes", "released_bytes")
+    __slots__ = ("pinned_objects", "pinned_bytes", "spilled_objects", "spilled_bytes", "released_bytes", "pressure_checkpoints")
     PINNED_OBJECTS_FIELD_NUMBER: _ClassVar[int]
     PINNED_BYTES_FIELD_NUMBER: _ClassVar[int]
     SPILLED_OBJECTS_FIELD_NUMBER: _ClassVar[int]
     SPILLED_BYTES_FIELD_NUMBER: _ClassVar[int]
     RELEASED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PRESSURE_CHECKPOINTS_FIELD_NUMBER: _ClassVar[int]
     pinned_objects: int
     pinned_bytes: int
     spilled_objects: int
     spilled_bytes: int
     released_bytes: int
-    def __init__(self, pinned_objects: _Optional[int] = ..., pinned_bytes: _Optional[int] = ..., spilled_objects: _Optional[int] = ..., spilled_bytes: _Optional[int] = ..., released_bytes: _Optional[int] = ...) -> None: ...
+    pressure_checkpoints: int
+    def __init__(self, pinned_objects: _Optional[int] = ..., pinned_bytes: _Optional[int] = ..., spilled_objects: _Optional[int] = ..., spilled_bytes: _Optional[int] = ..., released_bytes: _Optional[int] = ..., pressure_checkpoints: _Optional[int] = ...) -> None: ...
 
 class RecoveryStats(_message.Message):
     __slots__ = ("actors", "tasks_replayed", "flush_ms", "fetch_ms", "replay_ms", "detection_ms", "restart_ms", "from_checkpoint", "slots")

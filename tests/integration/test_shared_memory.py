@@ -24,11 +24,11 @@ MB = 1 << 20
 
 
 def segments() -> set[int]:
-    """The inodes of every actorrt segment some process on this machine holds open or maps."""
+    """The inodes of every actorrt segment this cluster's processes (this driver, its nodes) hold
+    open or map: a process that died holds none."""
     found = set()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+    for pid in {os.getpid(), *(n["pid"] for n in actorrt.nodes() if n["pid"])}:
+        proc = Path("/proc") / str(pid)
         try:
             for fd in (proc / "fd").iterdir():
                 target = os.readlink(fd)
@@ -136,7 +136,8 @@ def test_a_large_argument_is_not_a_copy_and_its_segment_is_reused(cluster_with, 
             actorrt.checkpoint([holder], timeout=60)
         after = _driver_shared()
         calls = 10 if ft == "none" else 20
-        assert after["written_bytes"] - before["written_bytes"] >= calls * array.nbytes  # a copy each, into shared memory
+        # a copy each, into shared memory
+        assert after["written_bytes"] - before["written_bytes"] >= calls * array.nbytes
         assert after["reused"] - before["reused"] >= calls - 11  # segments nobody held any more came back
         assert after["in_use_bytes"] <= 2 * 16 * MB
 
@@ -158,7 +159,7 @@ def test_what_an_actor_keeps_stays_valid_until_it_lets_go(cluster_with):
         for i in range(5):
             actorrt.get(holder.keep.remote(np.full(MB // 8 * 2, float(i))), timeout=60)  # kept past the call
         assert _driver_shared()["lent"] == 5
-        for i in range(10):  # same size, not kept: their segments are reused, never the kept ones
+        for _ in range(10):  # same size, not kept: their segments are reused, never the kept ones
             actorrt.get(holder.describe.remote(np.full(MB // 8 * 2, -1.0)), timeout=60)
         assert _driver_shared()["reused"] >= 8
         assert actorrt.get(holder.total.remote(), timeout=60) == sum(i * (MB // 8 * 2) for i in range(5))
@@ -199,3 +200,26 @@ def test_a_replay_gets_its_large_inputs_again(cluster_with, ft):
         actorrt.kill_node(1)
         # The replay runs the six keeps again: their arguments come from the driver, which kept them.
         assert actorrt.get(holder.total.remote(), timeout=120) == float(sum(a.sum() for a in arrays))
+
+
+def test_memory_kept_for_replays_stays_bounded_without_checkpoints(cluster_with):
+    """A driver passing large arrays to an actor that never checkpoints: what it keeps for the
+    actor's replay passes a quarter of the budget, so it asks the actor to checkpoint."""
+    with cluster_with(num_nodes=1, store_shards=1, pinned_budget_bytes=64 * MB):
+        holder = Holder.options(node=0).remote()
+        peak = 0
+        for i in range(30):
+            ref = actorrt.put(np.full(4 * MB // 8, float(i)))
+            assert actorrt.get(holder.keep.remote(ref), timeout=60) == i + 1
+            del ref
+            peak = max(peak, actorrt.stats()["driver"]["objects_kept"]["pinned_bytes"])
+        kept = actorrt.stats()["driver"]["objects_kept"]
+        assert kept["pressure_checkpoints"] >= 1
+        # 120 MB passed; kept at most twice a quarter of the budget (what comes while a checkpoint is taken)
+        assert peak <= 2 * 16 * MB + 2 * 4 * MB, peak
+        assert kept["spilled_bytes"] == 0  # released by checkpoints, not spilled
+        # The actor's state is whole, and so is its replay from the pressure checkpoints.
+        expected = float(sum(i * (4 * MB // 8) for i in range(30)))
+        assert actorrt.get(holder.total.remote(), timeout=60) == expected
+        actorrt.kill_node(0)
+        assert actorrt.get(holder.total.remote(), timeout=120) == expected

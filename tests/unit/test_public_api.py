@@ -65,7 +65,8 @@ def test_remote_takes_a_class_or_a_function_and_options_are_checked():
         def f(self):
             return 1
 
-    with pytest.raises(TypeError, match="unknown actor option nodes: the options are checkpoint_every, get_if_exists, name, node,"):
+    with pytest.raises(TypeError, match="unknown actor option nodes: the options are checkpoint_every, "
+                                        "get_if_exists, name, node,"):
         C.options(nodes=1)
     with pytest.raises(TypeError, match=r"\.remote"):
         C()
