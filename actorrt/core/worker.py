@@ -22,14 +22,15 @@ from google.protobuf.message import Message
 
 from actorrt.core import failures, values
 from actorrt.core.awaits import Awaits
-from actorrt.core.fetches import Fetches, lost
+from actorrt.core.fetches import Fetches
 from actorrt.core.membership import Membership
+from actorrt.core.memory_pressure import MemoryPressure
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.object_store import ObjectStore
 from actorrt.core.retention import Retention
 from actorrt.core.serialization import exception_from_error, runtime_error
+from actorrt.core.shared_traffic import SharedTraffic
 from actorrt.core.submitter import Submitter
-from actorrt.core.task_spec import CHECKPOINT_METHOD
 from actorrt.lineage import ids
 from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
 from actorrt.lineage.strategies import create_strategy
@@ -38,25 +39,21 @@ from actorrt.net.peer_streams import (
     CANCEL,
     CHECKPOINTED,
     COMMITTED,
-    FORWARDED,
     LINEAGE,
     OBJECT,
     PUSH,
-    RELEASE,
     RESULT,
     SUBMIT,
     Router,
 )
 from actorrt.objects.host import host_identity
-from actorrt.objects.shared import RegionKey, SharedObjects
-from actorrt.objects.transfer import TransferError, TransferServer, pull
+from actorrt.objects.shared import SharedObjects
 from actorrt.rpc import checkpoint_pb2, head_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
 from actorrt.store.clients import open_store
 from actorrt.store.lineage_store import LineageStore
 from actorrt.util.background import BackgroundTasks
 from actorrt.util.lease import Lease
-from actorrt.util.processes import process_alive
 
 if TYPE_CHECKING:
     from actorrt.core.actor_host import ActorHost
@@ -64,7 +61,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 # Its own logger, for users to silence: logging.getLogger("actorrt.unretrieved").disabled = True
 unretrieved_log = logging.getLogger("actorrt.unretrieved")
-PRESSURE_CHECK_S = 0.5  # how often a driver weighs what it keeps for each actor's replay
 # Peer messages that carry an object's value (with its buffers in shared memory, maybe).
 _VALUE_KINDS = frozenset({RESULT, PUSH, OBJECT})
 _VALUE_FIELDS = frozenset({"result", "push", "object"})
@@ -95,7 +91,7 @@ class Worker:
         self.lease = Lease()  # a node acts only under it (see actorrt.util.lease); a driver's never ends
         self.objects = ObjectStore()
         self.shared: SharedObjects | None = None  # this process's shared memory, once it serves
-        self._peers: dict[str, tuple[str, int]] = {}  # peer address -> (its host identity, its pid)
+        self.traffic: SharedTraffic | None = None  # its values that travel, once it serves
         self.retention = Retention(self.objects, DEFAULT_PINNED_BUDGET_BYTES)
         self.host: ActorHost | None = None
         self.router: Router | None = None
@@ -112,11 +108,7 @@ class Worker:
                                lambda task_id: task_id in self._inflight, self.recovered, self._pin,
                                lambda task_id, peer: self.ft.on_fetched(task_id, peer))
         self._inflight: dict[bytes, _Inflight] = {}  # in submission order
-        self._receiver_slots: dict[bytes, int] = {}  # the slot each receiver was placed on
-        self._weighs_kept = False  # a driver that logs lineage: it bounds what it keeps for replays
-        self._weighed_at = 0  # what it kept when it last weighed it
-        # Receivers asked to checkpoint -> the checkpoint task's result (None while it is being sent).
-        self._pressure_asked: dict[bytes, ObjectRef | None] = {}
+        self.pressure: MemoryPressure | None = None
         # Batches written by peers under a newer view than this process has: they wait for it. A
         # new node's first messages can beat its registration reply (peers learn its address from
         # the view that registers it), and a node that inherits a dead one's actors must hold their
@@ -130,14 +122,16 @@ class Worker:
         """Start routing as ``address`` (this process's gRPC server)."""
         self.address = self.fetches.address = self.submitter.address = address
         self._loop_thread = threading.get_ident()
-        self.shared = self.objects.shared = SharedObjects(host_identity(), address, self._notify_shared)
-        self.transfers = TransferServer(self.shared, self.token)
+        self.shared = self.objects.shared = SharedObjects(host_identity(), address,
+                                                          lambda *notice: self.traffic.notify(*notice))
+        self.traffic = SharedTraffic(self.shared, self.token, self._send, self.call_soon, self.spawn, self.fetches,
+                                     self._on_result)
         self.router = Router(address, self.token, self.on_batch, self._on_peer_lost,
                              lambda: self.membership.revision, self.lease, (os.getpid(), self.shared.host))
 
     async def serve_objects(self, host: str) -> None:
         """Answer pulls of this process's shared objects from other hosts, on ``host``."""
-        self.shared.data_address = await self.transfers.start(host)
+        self.shared.data_address = await self.traffic.transfers.start(host)
 
     def spawn(self, coro: Any) -> asyncio.Task:
         """Run ``coro`` in the background of this process (logged if it fails)."""
@@ -155,36 +149,12 @@ class Worker:
 
     def _send(self, address: str, kind: int, message: Message) -> None:
         if kind in _VALUE_KINDS and message.WhichOneof("kind") == "value" and message.value.HasField("shared"):
-            message = self._lent(address, message)
+            message = self.traffic.lent(address, message)
         self.router.send(address, kind, message)
-
-    # ---- shared memory ------------------------------------------------------------------------
-
-    def _lent(self, address: str, value: pb.ObjectValue) -> pb.ObjectValue:
-        """``value`` as sent to ``address``: the descriptor of its shared buffers, lent (a process
-        of this host maps them, one of another host pulls them)."""
-        out = pb.ObjectValue()
-        lent = self.shared.lend(value.value.shared, address)
-        if lent is not None:
-            out.CopyFrom(value)
-            out.value.shared.CopyFrom(lent)
-        else:
-            out.CopyFrom(self.shared.materialize(value))
-        return out
-
-    def _notify_shared(self, address: str, kind: str, key: RegionKey, count: int) -> None:
-        """Tell a segment's creator that this process let it go, or passed it on (any thread)."""
-        region = pb.SharedRegion(creator_pid=key[0], inode=key[1], generation=key[2], count=count)
-        try:
-            self.call_soon(self.router.send, address, RELEASE if kind == "release" else FORWARDED, region)
-        except RuntimeError:  # the loop is closed: the process is going away, and its holds with it
-            pass
 
     def _on_peer_lost(self, address: str) -> None:
         self.fetches.on_peer_lost(address)
-        peer = self._peers.get(address)
-        if peer is not None and peer[0] == self.shared.host and not process_alive(peer[1]):
-            self.shared.forget_holder(address)  # a holder of this process's segments died
+        self.traffic.peer_lost(address)
 
     # ---- cluster view -------------------------------------------------------------------------
 
@@ -237,45 +207,10 @@ class Worker:
         self.ft = self.submitter.ft = create_strategy(options, store)
         self.retention.budget_bytes = options.pinned_budget_bytes
         self.ft.start(self.spawn, self._tell_committed, self.address)
-        if self.slot < 0 and self.ft.logs_lineage:
-            self._weighs_kept = True
-            self.spawn(self._relieve_memory_pressure())
-
-    async def _relieve_memory_pressure(self) -> None:
-        while True:  # also between submissions (a driver that stopped sending)
-            await asyncio.sleep(PRESSURE_CHECK_S)
-            self._weigh_kept()
-
-    def _weigh_kept(self) -> None:
-        """A driver keeps the large arguments of the tasks it sends until their receivers
-        checkpoint, for their replays: without checkpoints, without end. When what it keeps for one
-        actor passes a quarter of the pinned-bytes budget, it asks that actor to checkpoint, with
-        a task as ``actorrt.checkpoint`` sends (logged like any). Only what that cannot release is
-        spilled. (Actors do not ask: a task sent on a memory reading would not be sent again by
-        their replay, which must send exactly what they sent.)"""
-        self._weighed_at = self.retention.kept_bytes()
-        for receiver, ref in list(self._pressure_asked.items()):
-            if ref is not None and ids.producer_task(ref.object_id) not in self._inflight:
-                del self._pressure_asked[receiver]
-        limit = self.retention.budget_bytes // 4
-        for receiver, kept in self.retention.pinned_by_receiver().items():
-            if kept > limit and receiver not in self._pressure_asked and receiver in self._receiver_slots:
-                self._pressure_asked[receiver] = None  # being asked
-                self.retention.pressure_checkpoints += 1
-                log.info("asking actor %s to checkpoint: %d bytes kept for its replay", ids.short(receiver), kept)
-                # From another thread, as the driver's callers submit: sent behind what they queued.
-                asked = self.loop.run_in_executor(None, self.submitter.submit_task, receiver,
-                                                  self._receiver_slots[receiver], CHECKPOINT_METHOD, (), {})
-                asked.add_done_callback(lambda done, receiver=receiver: self._checkpoint_asked(receiver, done))
-
-    def _checkpoint_asked(self, receiver: bytes, done: asyncio.Future) -> None:
-        if done.exception() is not None:
-            log.warning("could not ask actor %s to checkpoint: %s", ids.short(receiver), done.exception())
-            del self._pressure_asked[receiver]
-            return
-        ref = done.result()
-        ref._retrieved = True  # its outcome is the checkpoint's announcement, not a value to get
-        self._pressure_asked[receiver] = ref
+        if self.slot < 0 and self.ft.logs_lineage:  # a driver bounds what it keeps for replays
+            self.pressure = MemoryPressure(self.retention, self.submitter, self.loop,
+                                           lambda task_id: task_id in self._inflight)
+            self.spawn(self.pressure.watch())
 
     def _tell_committed(self, peer: str, acks: list[tuple[bytes, int]]) -> None:
         if self.router is not None:
@@ -332,9 +267,8 @@ class Worker:
         """Track ``task`` until its result comes back; send it now if its slot is served."""
         spec = task.spec
         self._inflight[spec.task_id] = task
-        self._receiver_slots[spec.receiver] = task.slot
-        if self._weighs_kept and self.retention.kept_bytes() - self._weighed_at > self.retention.budget_bytes // 16:
-            self._weigh_kept()  # as soon as what is kept grew by a sixteenth of the budget
+        if self.pressure is not None:
+            self.pressure.sent(spec.receiver, task.slot)
         if self.ft.logs_lineage and not spec.function:  # kept until the receiver's checkpoint covers the task
             for arg in spec.args:
                 if arg.HasField("ref") and arg.ref.owner_address == self.address:
@@ -407,12 +341,11 @@ class Worker:
         if batch.sender_epoch and not self.membership.incarnation_alive(batch.sender_slot, batch.sender_epoch):
             self._refuse_stale(peer, batch)
             return
-        if batch.sender_pid and self._peers.get(peer, ("", 0))[1] != batch.sender_pid:  # new, or a new process there
-            self._peers[peer] = (batch.sender_host, batch.sender_pid)
+        self.traffic.heard_from(peer, batch.sender_host, batch.sender_pid)
         for message in batch.messages:
             kind = message.WhichOneof("kind")
             if kind in _VALUE_FIELDS and (value := getattr(message, kind)).value.HasField("shared"):
-                self._on_value(kind, value, peer)
+                self.traffic.arrived(kind, value)
             elif kind == "submit":
                 self.ft.on_receive(message.submit, peer)
                 self._assign(message.submit)
@@ -433,51 +366,9 @@ class Worker:
             elif kind == "cancel" and self.host is not None:
                 self.host.cancel(message.cancel)
             elif kind == "release":
-                r = message.release
-                self.shared.on_release(peer, (r.creator_pid, r.inode, r.generation), r.count)
+                self.traffic.on_release(peer, message.release)
             elif kind == "forwarded":
-                r = message.forwarded
-                self.shared.on_forwarded((r.creator_pid, r.inode, r.generation))
-
-    def _on_value(self, kind: str, value: pb.ObjectValue, peer: str) -> None:
-        """A value whose buffers are in shared memory: kept (or not) like any, then the lease that
-        came with it is accounted for. From another host, its bytes are pulled first."""
-        shared = value.value.shared
-        if shared.host != self.shared.host:
-            if kind == "push":
-                self.fetches.expect_push(value.object_id)
-            self.spawn(self._pull_value(kind, value))
-            return
-        self._take_value(kind, value)
-        self.shared.received(shared)
-
-    def _take_value(self, kind: str, value: pb.ObjectValue) -> None:
-        if kind == "result":
-            self._on_result(value)
-        elif kind == "object":
-            self.fetches.on_object(value)
-        else:
-            self.fetches.on_push(value)
-
-    async def _pull_value(self, kind: str, value: pb.ObjectValue) -> None:
-        remote = value.value.shared
-        try:
-            local = await pull(remote, self.shared, self.token)
-        except TransferError as exc:
-            log.warning("%s", exc)
-            self.shared.received(remote)
-            if kind == "object":
-                self.fetches.ask_again(value.object_id)
-            elif kind == "push":
-                self.fetches.on_push(lost(value.object_id, str(exc)))
-            # A result is left unanswered: the replay of its task's node sends it again.
-            return
-        copy = pb.ObjectValue()
-        copy.CopyFrom(value)
-        copy.value.shared.CopyFrom(local)
-        self._take_value(kind, copy)
-        self.shared.received(remote)
-        self.shared.settle_unheld(local)  # not kept (a duplicate): back to the pool
+                self.traffic.on_forwarded(message.forwarded)
 
     def _refuse_stale(self, peer: str, batch: node_pb2.PeerBatch) -> None:
         """A node incarnation declared dead (it hung, then resumed) sent a batch: it takes no effect."""
@@ -566,9 +457,8 @@ class Worker:
 
     async def aclose(self) -> None:
         self._background.cancel_all()
-        if self.shared is not None:
-            await self.transfers.aclose()
-            self.shared.close()
+        if self.traffic is not None:
+            await self.traffic.aclose()
         if self.ft is not None:
             await self.ft.aclose()
         if self.router is not None:

@@ -1,0 +1,115 @@
+"""Values whose buffers are in shared memory, as they leave for peers and arrive from them.
+
+Out: the descriptor is lent to the peer (``objects/shared.py``). In: a value of this host is kept
+like any, then the lease that came with it is accounted for; one of another host has its bytes
+pulled first (``objects/transfer.py``). Peers tell their pid and host identity with every batch:
+a holder of this process's segments that is known dead gives them back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from actorrt.core.fetches import Fetches, lost
+from actorrt.net.peer_streams import FORWARDED, RELEASE
+from actorrt.objects.shared import RegionKey, SharedObjects
+from actorrt.objects.transfer import TransferError, TransferServer, pull
+from actorrt.rpc import common_pb2 as pb
+from actorrt.util.processes import process_alive
+
+log = logging.getLogger(__name__)
+
+
+class SharedTraffic:
+    def __init__(self, shared: SharedObjects, token: str, send: Callable[[str, int, Any], None],
+                 call_soon: Callable[..., None], spawn: Callable[[Coroutine[Any, Any, Any]], Any], fetches: Fetches,
+                 on_result: Callable[[pb.ObjectValue], None]) -> None:
+        self.shared = shared
+        self.transfers = TransferServer(shared, token)
+        self._token = token
+        self._send = send
+        self._call_soon = call_soon
+        self._spawn = spawn
+        self._fetches = fetches
+        self._on_result = on_result
+        self._peers: dict[str, tuple[str, int]] = {}  # peer address -> (its host identity, its pid)
+
+    def lent(self, address: str, value: pb.ObjectValue) -> pb.ObjectValue:
+        """``value`` as sent to ``address``: the descriptor of its shared buffers, lent (a process
+        of this host maps them, one of another host pulls them)."""
+        out = pb.ObjectValue()
+        descriptor = self.shared.lend(value.value.shared, address)
+        if descriptor is not None:
+            out.CopyFrom(value)
+            out.value.shared.CopyFrom(descriptor)
+        else:
+            out.CopyFrom(self.shared.materialize(value))
+        return out
+
+    def notify(self, address: str, kind: str, key: RegionKey, count: int) -> None:
+        """Tell a segment's creator that this process let it go, or passed it on (any thread)."""
+        region = pb.SharedRegion(creator_pid=key[0], inode=key[1], generation=key[2], count=count)
+        try:
+            self._call_soon(self._send, address, RELEASE if kind == "release" else FORWARDED, region)
+        except RuntimeError:  # the loop is closed: the process is going away, and its holds with it
+            pass
+
+    def heard_from(self, peer: str, host: str, pid: int) -> None:
+        if pid and self._peers.get(peer, ("", 0))[1] != pid:  # new, or a new process at that address
+            self._peers[peer] = (host, pid)
+
+    def peer_lost(self, address: str) -> None:
+        peer = self._peers.get(address)
+        if peer is not None and peer[0] == self.shared.host and not process_alive(peer[1]):
+            self.shared.forget_holder(address)  # a holder of this process's segments died
+
+    def on_release(self, peer: str, region: pb.SharedRegion) -> None:
+        self.shared.on_release(peer, (region.creator_pid, region.inode, region.generation), region.count)
+
+    def on_forwarded(self, region: pb.SharedRegion) -> None:
+        self.shared.on_forwarded((region.creator_pid, region.inode, region.generation))
+
+    def arrived(self, kind: str, value: pb.ObjectValue) -> None:
+        """A ``result``, ``object`` or ``push`` whose buffers are in shared memory."""
+        shared = value.value.shared
+        if shared.host != self.shared.host:
+            if kind == "push":
+                self._fetches.expect_push(value.object_id)
+            self._spawn(self._pull(kind, value))
+            return
+        self._take(kind, value)
+        self.shared.received(shared)
+
+    def _take(self, kind: str, value: pb.ObjectValue) -> None:
+        if kind == "result":
+            self._on_result(value)
+        elif kind == "object":
+            self._fetches.on_object(value)
+        else:
+            self._fetches.on_push(value)
+
+    async def _pull(self, kind: str, value: pb.ObjectValue) -> None:
+        remote = value.value.shared
+        try:
+            local = await pull(remote, self.shared, self._token)
+        except TransferError as exc:
+            log.warning("%s", exc)
+            self.shared.received(remote)
+            if kind == "object":
+                self._fetches.ask_again(value.object_id)
+            elif kind == "push":
+                self._fetches.on_push(lost(value.object_id, str(exc)))
+            # A result is left unanswered: the replay of its task's node sends it again.
+            return
+        copy = pb.ObjectValue()
+        copy.CopyFrom(value)
+        copy.value.shared.CopyFrom(local)
+        self._take(kind, copy)
+        self.shared.received(remote)
+        self.shared.settle_unheld(local)  # not kept (a duplicate): back to the pool
+
+    async def aclose(self) -> None:
+        await self.transfers.aclose()
+        self.shared.close()
