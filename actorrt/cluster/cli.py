@@ -31,7 +31,7 @@ from actorrt.cluster.session import SESSION_FILE, TOKEN_ENV, Session
 from actorrt.core.task_spec import KILL_METHOD
 from actorrt.exceptions import ActorRTError, ClusterError
 from actorrt.lineage import ids
-from actorrt.rpc import head_pb2
+from actorrt.rpc import head_pb2, node_pb2
 from actorrt.store.clients import without_password
 from actorrt.util.processes import process_alive
 
@@ -262,14 +262,16 @@ def status(address: str | None, token: str | None, session_dir: Path | None) -> 
                            "is not running; `actorrt stop` clears the stale session file")
     reply = _with_head(address, token, lambda c: c.cluster_stats())
     actors = {s.slot: sum(a.actor_id != ids.FUNCTIONS for a in s.actors) for s in reply.nodes}
+    memory = {s.slot: _memory_cells(s) for s in reply.nodes}
     view = reply.view
     pid = f" (pid {local.head_pid})" if local is not None else ""
     click.echo(f"head {address}{pid}, view revision {view.revision}")
-    rows = [("SLOT", "EPOCH", "STATE", "ADDRESS", "PID", "HOST", "MANAGED", "ACTORS", "RESTARTS", "LAST_FAILURE")]
+    rows = [("SLOT", "EPOCH", "STATE", "ADDRESS", "PID", "HOST", "MANAGED", "ACTORS", "SHM_MB", "PINNED_MB",
+             "SPILLED_MB", "FREED_MB", "RESTARTS", "LAST_FAILURE")]
     for n in view.nodes:
         rows.append((str(n.slot), str(n.epoch), head_pb2.NodeState.Name(n.state), n.address or "-",
                      str(n.pid or "-"), n.hostname or "-", "yes" if n.managed else "no",
-                     str(actors[n.slot]) if n.slot in actors else "-",
+                     str(actors[n.slot]) if n.slot in actors else "-", *memory.get(n.slot, ("-",) * 4),
                      str(max(n.epoch - 1, 0) if n.managed else 0), n.last_failure or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
@@ -281,6 +283,15 @@ def status(address: str | None, token: str | None, session_dir: Path | None) -> 
     else:
         shards = ", ".join(s.address for s in view.store_shards) or "none"
         click.echo(f"store shards ({len(view.store_shards)}): {shards}")
+
+
+def _memory_cells(stats: node_pb2.NodeStatsReply) -> tuple[str, str, str, str]:
+    """A node's shared memory in use, what it keeps for replays (in memory, spilled), and what it
+    has freed of that since start, in MiB."""
+    mib = 1 << 20
+    kept = stats.objects_kept
+    return (f"{stats.shared_memory.in_use_bytes / mib:.0f}", f"{kept.pinned_bytes / mib:.0f}",
+            f"{kept.spilled_bytes / mib:.0f}", f"{kept.released_bytes / mib:.0f}")
 
 
 # ---- stop ---------------------------------------------------------------------------------------
