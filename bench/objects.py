@@ -5,6 +5,10 @@ touching the data at both ends and no more, as a task that maps its input would)
 - ``driver->actor``: the array as the argument of a call to an actor;
 - ``actor->actor``: an actor's result, passed by ref to an actor on the other node, which fetches
   it (time: the consumer's call, the producer's result already made);
+- ``across hosts``: the same, to an actor on a third node whose host identity differs
+  (``ACTORRT_HOST_ID``): it cannot map the others' memory and pulls the bytes over TCP, here on
+  loopback (``tests/integration/test_cross_host.py`` runs the same path between two network
+  namespaces and prints its rate);
 - ``memcpy``: ``np.copyto`` of the same array into a preallocated one, in this process: the
   machine's copy speed in the same run, which every ratio below is read against.
 
@@ -40,6 +44,7 @@ TARGETS = {  # (path, size MB) -> (what, minimum ratio)
     ("actor->actor", 100): ("vs Ray", 1.0),
 }
 TARGET_VS_MEMCPY = ("driver->actor", 100, 0.5)
+TARGET_ACROSS_HOSTS_GBPS = 0.5  # at 100 MB
 
 
 class Sink:
@@ -97,10 +102,32 @@ def measure(remote: Any, get: Any, wait: Any, sizes: list[int], repeat: int,
 
 def run_actorrt(sizes: list[int], repeat: int) -> dict[str, dict[int, float]]:
     actorrt.init(num_nodes=2, store_shards=1, ft="none")
+    other_host = _node_of_another_host()
     try:
-        return measure(actorrt.remote, actorrt.get, actorrt.wait, sizes, repeat, ({"node": 0}, {"node": 1}))
+        out = measure(actorrt.remote, actorrt.get, actorrt.wait, sizes, repeat, ({"node": 0}, {"node": 1}))
+        across = measure(actorrt.remote, actorrt.get, actorrt.wait, sizes, repeat, ({"node": 0}, {"node": 2}))
+        out["across hosts"] = across["actor->actor"]
+        return out
     finally:
         actorrt.shutdown()
+        other_host.kill()
+
+
+def _node_of_another_host() -> subprocess.Popen:
+    """A third node, on this machine but with another host identity (so objects reach it as bytes)."""
+    from actorrt.cluster.session import TOKEN_ENV
+    from actorrt.core import context
+
+    session = context.current().head_process.session
+    node = subprocess.Popen([sys.executable, "-m", "actorrt.cluster.node", "--head", session.head_address],
+                            env=dict(os.environ, **{TOKEN_ENV: session.token, "ACTORRT_HOST_ID": "bench-elsewhere"}),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while len([n for n in actorrt.nodes() if n["state"] == "ALIVE"]) < 3:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the third node did not come up")
+        time.sleep(0.1)
+    return node
 
 
 def run_ray(sizes: list[int], repeat: int) -> dict[str, dict[int, float]]:
@@ -134,7 +161,8 @@ def _plot(result: dict[str, Any], path: Path) -> None:
     sizes = result["sizes_mb"]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for system, style in (("actorrt", "-"), ("ray", "--")):
-        for path_name, colour in (("driver->actor", "tab:blue"), ("actor->actor", "tab:orange")):
+        for path_name, colour in (("driver->actor", "tab:blue"), ("actor->actor", "tab:orange"),
+                                  ("across hosts", "tab:green")):
             seconds = result.get(system, {}).get(path_name)
             if seconds:
                 ax.plot(sizes, [_gbps(s, seconds[str(s)]) for s in sizes], style, color=colour, marker="o",
@@ -180,7 +208,7 @@ def main(sizes: str, repeat: int, with_ray: bool, quick: bool) -> None:
     _plot(result, RESULTS / "objects.png")
 
     print(f"{'path':<15}{'MB':>6}{'actorrt GB/s':>14}{'Ray GB/s':>10}{'vs Ray':>8}{'vs memcpy':>11}")
-    for path_name in ("driver->actor", "actor->actor"):
+    for path_name in ("driver->actor", "actor->actor", "across hosts"):
         for s in size_list:
             ours = _gbps(s, result["actorrt"][path_name][str(s)])
             ray_s = result.get("ray", {}).get(path_name, {}).get(str(s))
@@ -199,6 +227,10 @@ def main(sizes: str, repeat: int, with_ray: bool, quick: bool) -> None:
         ratio = result["memcpy"][str(s)] / result["actorrt"][path_name][str(s)]
         verdict = "met" if ratio >= minimum else "MISSED"
         print(f"  {path_name} {s} MB vs memcpy: {ratio:.2f} (target >= {minimum}) {verdict}")
+    if 100 in size_list:
+        rate = _gbps(100, result["actorrt"]["across hosts"]["100"])
+        verdict = "met" if rate >= TARGET_ACROSS_HOSTS_GBPS else "MISSED"
+        print(f"  across hosts 100 MB: {rate:.2f} GB/s (target >= {TARGET_ACROSS_HOSTS_GBPS}) {verdict}")
     print(f"wrote {RESULTS / 'objects.json'} and {RESULTS / 'objects.png'}")
 
 
