@@ -56,10 +56,13 @@ DRIVER = textwrap.dedent("""
     far, near = Worker.options(node=0).remote(), Worker.options(node=1).remote()
     array = np.arange(100 * MB // 8, dtype=np.float64)
 
-    # driver (host-b) -> actor on host-a: the argument crosses
-    start = time.perf_counter()
-    assert actorrt.get(far.total.remote(array), timeout=60) == (float(array.sum()), False)
-    print(f"to host-a: {array.nbytes / (time.perf_counter() - start) / 1e9:.2f} GB/s", flush=True)
+    # driver (host-b) -> actor on host-a: the argument crosses (best of 3, for the rate printed)
+    seconds = []
+    for _ in range(3):
+        start = time.perf_counter()
+        assert actorrt.get(far.total.remote(array), timeout=60) == (float(array.sum()), False)
+        seconds.append(time.perf_counter() - start)
+    print(f"to host-a: {array.nbytes / min(seconds) / 1e9:.2f} GB/s", flush=True)
     # actor on host-a -> driver on host-b: the result crosses back
     made = actorrt.get(far.make.remote(100 * MB, 2.5), timeout=60)
     assert made.shape == (100 * MB // 8,) and float(made.sum()) == 2.5 * (100 * MB // 8) and not made.flags.writeable
