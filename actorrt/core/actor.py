@@ -20,7 +20,6 @@ from actorrt.core import context
 from actorrt.core.arguments import ArgumentError, MissingArgumentError, resolve_args
 from actorrt.core.awaits import Awaits
 from actorrt.core.checkpointer import Checkpointer
-from actorrt.core.fetches import Fetches
 from actorrt.core.ledger import SenderLedger
 from actorrt.core.serialization import error_from_exception, missing_module, runtime_error, serialize
 from actorrt.core.task_spec import CHECKPOINT_METHOD, KILL_METHOD, ONCE_METHOD, SenderContext
@@ -28,6 +27,7 @@ from actorrt.exceptions import task_failure
 from actorrt.lineage import ids
 from actorrt.lineage.application_log import RunningTask
 from actorrt.lineage.strategy import FaultTolerance
+from actorrt.objects.fetches import Fetches
 from actorrt.objects.shared import SharedObjects
 from actorrt.rpc import checkpoint_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb

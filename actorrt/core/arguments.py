@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from actorrt.core.awaits import Awaits
-from actorrt.core.fetches import Fetches
 from actorrt.core.serialization import deserialize, missing_module, runtime_error
 from actorrt.core.task_spec import SenderContext
 from actorrt.exceptions import DeadlockError
+from actorrt.objects.fetches import Fetches
 from actorrt.rpc import common_pb2 as pb
 
 

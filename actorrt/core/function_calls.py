@@ -22,11 +22,11 @@ from typing import Any
 from actorrt.core import context
 from actorrt.core.actor import ActorServices
 from actorrt.core.arguments import ArgumentError, resolve_args
-from actorrt.core.object_store import shared_part, wire_size
 from actorrt.core.serialization import error_from_exception, missing_module, runtime_error, serialize
 from actorrt.core.task_spec import SenderContext
 from actorrt.exceptions import task_failure
 from actorrt.lineage import ids
+from actorrt.objects.store import shared_part, wire_size
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import node_pb2
 from actorrt.util import pickling

@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 
-from actorrt.core.object_store import shared_part, wire_size
 from actorrt.core.serialization import runtime_error
 from actorrt.core.task_spec import call_digest
 from actorrt.lineage import ids
 from actorrt.objects.shared import SharedObjects
+from actorrt.objects.store import shared_part, wire_size
 from actorrt.rpc import checkpoint_pb2
 from actorrt.rpc import common_pb2 as pb
 

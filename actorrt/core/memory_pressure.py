@@ -4,7 +4,7 @@ A driver keeps the large arguments of the tasks it sends until their receivers c
 their replays: without checkpoints, without end. When what it keeps for one actor passes a quarter
 of the pinned-bytes budget, it asks that actor to checkpoint, with the task ``actorrt.checkpoint``
 sends (logged like any), and the pins its checkpoint covers go. Only what that cannot release is
-spilled to disk (``core/retention.py``). Actors do not ask: a task sent on a reading of memory
+spilled to disk (``objects/retention.py``). Actors do not ask: a task sent on a reading of memory
 would not be sent again by their replay, which must send exactly what they sent.
 """
 
@@ -15,10 +15,10 @@ import logging
 from collections.abc import Callable
 
 from actorrt.core.object_ref import ObjectRef
-from actorrt.core.retention import Retention
 from actorrt.core.submitter import Submitter
 from actorrt.core.task_spec import CHECKPOINT_METHOD
 from actorrt.lineage import ids
+from actorrt.objects.retention import Retention
 
 log = logging.getLogger(__name__)
 

@@ -22,14 +22,10 @@ from google.protobuf.message import Message
 
 from actorrt.core import failures, values
 from actorrt.core.awaits import Awaits
-from actorrt.core.fetches import Fetches
 from actorrt.core.membership import Membership
 from actorrt.core.memory_pressure import MemoryPressure
 from actorrt.core.object_ref import ObjectRef
-from actorrt.core.object_store import ObjectStore
-from actorrt.core.retention import Retention
 from actorrt.core.serialization import exception_from_error, runtime_error
-from actorrt.core.shared_traffic import SharedTraffic
 from actorrt.core.submitter import Submitter
 from actorrt.lineage import ids
 from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
@@ -46,8 +42,12 @@ from actorrt.net.peer_streams import (
     SUBMIT,
     Router,
 )
+from actorrt.objects.fetches import Fetches
 from actorrt.objects.host import host_identity
+from actorrt.objects.retention import Retention
 from actorrt.objects.shared import SharedObjects
+from actorrt.objects.store import ObjectStore
+from actorrt.objects.traffic import SharedTraffic
 from actorrt.rpc import checkpoint_pb2, head_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
 from actorrt.store.clients import open_store

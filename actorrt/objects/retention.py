@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
 
-from actorrt.core.object_store import ObjectStore
+from actorrt.objects.store import ObjectStore
 from actorrt.rpc import node_pb2
 from actorrt.util.processes import process_alive
 

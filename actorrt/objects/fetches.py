@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
-from actorrt.core.membership import Membership
-from actorrt.core.object_store import ObjectStore
-from actorrt.core.serialization import runtime_error
 from actorrt.lineage import ids
 from actorrt.net.peer_streams import FETCH, LINEAGE, OBJECT
+from actorrt.objects.store import ObjectStore
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import node_pb2
+
+if TYPE_CHECKING:
+    from actorrt.core.membership import Membership
 
 # A fetch whose stream to the owner broke is sent again after this long (the head's view of the
 # owner's fate arrives meanwhile; sending at once would only reconnect to a dead process).
@@ -34,7 +35,7 @@ NeededBy = tuple[bytes, bytes, int]  # the task a fetched argument is for: (rece
 
 
 def lost(object_id: bytes, message: str) -> pb.ObjectValue:
-    return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.OBJECT_LOST, message))
+    return pb.ObjectValue(object_id=object_id, error=pb.RemoteError(kind=pb.OBJECT_LOST, message=message))
 
 
 class Fetches:

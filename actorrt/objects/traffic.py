@@ -12,8 +12,8 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from actorrt.core.fetches import Fetches, lost
 from actorrt.net.peer_streams import FORWARDED, RELEASE
+from actorrt.objects.fetches import Fetches, lost
 from actorrt.objects.shared import RegionKey, SharedObjects
 from actorrt.objects.transfer import TransferError, TransferServer, pull
 from actorrt.rpc import common_pb2 as pb
