@@ -6,6 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || "${PYTHON:-python3}" -m venv .venv
 .venv/bin/python -m pip install --quiet "uv==0.13.9"
-.venv/bin/uv pip compile pyproject.toml --extra dev --generate-hashes --python-version 3.11 \
+.venv/bin/uv pip compile --quiet pyproject.toml --extra dev --generate-hashes --python-version 3.11 \
   --python-platform x86_64-unknown-linux-gnu \
   --custom-compile-command "bash scripts/lock-deps.sh" -o requirements.lock "$@"
