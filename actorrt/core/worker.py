@@ -46,7 +46,7 @@ from actorrt.objects.fetches import Fetches
 from actorrt.objects.host import host_identity
 from actorrt.objects.retention import Retention
 from actorrt.objects.shared import SharedObjects
-from actorrt.objects.store import ObjectStore
+from actorrt.objects.store import ObjectStore, shared_part
 from actorrt.objects.traffic import SharedTraffic
 from actorrt.rpc import checkpoint_pb2, head_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
@@ -298,7 +298,23 @@ class Worker:
                 self.router.send(info.address, LINEAGE, ancestor)
             for value in task.large_args if task.push_large else ():
                 self._send(info.address, PUSH, value)
+            if task.push_large:
+                self._push_shared_refs(task, info.address)
             self.router.send(info.address, SUBMIT, task.spec)
+
+    def _push_shared_refs(self, task: _Inflight, address: str) -> None:
+        """Ref arguments this process owns and holds in shared memory go beside the task as well,
+        with their producers' uncommitted lineage, as a fetch's answer would: the receiver maps
+        them at once instead of asking for them (two messages fewer before the task runs)."""
+        beside = {value.object_id for value in task.large_args}
+        for arg in task.spec.args:
+            if not arg.HasField("ref") or arg.ref.owner_address != self.address or arg.ref.object_id in beside:
+                continue
+            value = self.objects.held(arg.ref.object_id)
+            if value is not None and shared_part(value) is not None:
+                for ancestor in self.ft.on_fetched(ids.producer_task(value.object_id), address):
+                    self.router.send(address, LINEAGE, ancestor)
+                self._send(address, PUSH, value)
 
     def _assign(self, spec: pb.TaskSpec) -> None:
         if self.host is None:
