@@ -4,8 +4,10 @@ A name is taken when the actor is created with ``options(name=...)``, before its
 sent (atomically: of two creators of one name, one gets it and the other learns who has it), and
 found from any driver or actor with ``actorrt.get_actor(name)``. Taking a name again for the same
 actor (a replayed creator creates it again) is no conflict. ``actorrt.kill`` frees the actor's
-names. The registry lives in the head: like the rest of the cluster's membership, it does not
-outlive it; names outlive the drivers that made them.
+names, for good: a killed actor never takes a name again (its creator's replay creates it again,
+and a kill from inside an actor may reach the head before the name does). The registry lives in the
+head: like the rest of the cluster's membership, it does not outlive it; names outlive the drivers
+that made them.
 """
 
 from __future__ import annotations
@@ -16,9 +18,13 @@ from actorrt.rpc import head_pb2
 class ActorNames:
     def __init__(self) -> None:
         self._by_name: dict[str, head_pb2.NamedActor] = {}
+        self._killed: set[bytes] = set()  # actors whose names were freed: they take none again
 
     def take(self, actor: head_pb2.NamedActor) -> head_pb2.NamedActor:
-        """Give ``actor.name`` to ``actor`` unless another actor has it; returns who has it."""
+        """Give ``actor.name`` to ``actor`` unless another actor has it; returns who has it. A
+        killed actor is told it has the name (its creator sees no conflict) and is given nothing."""
+        if actor.actor_id in self._killed:
+            return actor
         return self._by_name.setdefault(actor.name, actor)
 
     def find(self, name: str) -> head_pb2.NamedActor | None:
@@ -28,7 +34,8 @@ class ActorNames:
         return [self._by_name[name] for name in sorted(self._by_name)]
 
     def free(self, actor_id: bytes) -> list[str]:
-        """Free the names ``actor_id`` has; returns them."""
+        """Free the names ``actor_id`` has, now and for good (it was killed); returns them."""
+        self._killed.add(actor_id)
         names = [name for name, actor in self._by_name.items() if actor.actor_id == actor_id]
         for name in names:
             del self._by_name[name]
