@@ -104,7 +104,7 @@ class ActorClass(Generic[T]):
 
     def options(self, **kwargs: Any) -> ActorClass[T]:
         """A copy with other ``ActorOptions`` (``node=``, ``nondeterministic=``, ``checkpoint_every=``,
-        ``name=``)."""
+        ``name=``, ``get_if_exists=``)."""
         check_options(kwargs)
         copy = ActorClass(self._cls, replace(self._options, **kwargs))
         copy._blob = self._blob
@@ -112,6 +112,16 @@ class ActorClass(Generic[T]):
 
     def remote(self, *args: Any, **kwargs: Any) -> ActorHandle:
         """Create the actor (its constructor runs on its node) and return its handle at once."""
+        rt = context.current()
+        name, class_name = self._options.name, self._cls.__qualname__
+        if self._options.get_if_exists:
+            if context.current_sender.get(None) is not None:
+                raise ActorRTError(
+                    "options(get_if_exists=True) is for drivers: an actor cannot wait for the head's answer; "
+                    "pass the actor's handle to it instead")
+            found = rt.find_actor(name)  # the usual case, a rerun: nothing is pickled, no id is spent
+            if found is not None:
+                return self._existing(found)
         if self._blob is None:
             self._blob = pickling.dumps(self._cls)
         creation = pb.ActorCreation(
@@ -121,12 +131,6 @@ class ActorClass(Generic[T]):
             nondeterministic=self._options.nondeterministic,
             checkpoint_every=self._options.checkpoint_every or 0,
         )
-        rt = context.current()
-        name, class_name = self._options.name, self._cls.__qualname__
-        if self._options.get_if_exists and context.current_sender.get(None) is not None:
-            raise ActorRTError(
-                "options(get_if_exists=True) is for drivers: an actor cannot wait for the head's answer; "
-                "pass the actor's handle to it instead")
 
         def take_name(actor_id: bytes, slot: int) -> None:
             if name is None:
@@ -138,16 +142,23 @@ class ActorClass(Generic[T]):
             if not self._options.get_if_exists:
                 raise ValueError(f"an actor named {name!r} exists already (a {holder.class_name}): get it with "
                                  f"actorrt.get_actor({name!r}) or options(get_if_exists=True), or choose another name")
-            if holder.class_name != class_name:
-                raise TypeError(f"the actor named {name!r} is a {holder.class_name}, not a {class_name}")
-            raise _Exists(holder)  # the creation is not sent
+            # Another driver took the name since this one looked: the head's registry chose it.
+            raise _Exists(self._existing(holder))  # the creation is not sent
 
         try:
             actor_id, slot = rt.worker.submitter.create_actor(creation, args, kwargs, self._options.node, take_name)
         except _Exists as exists:
-            return ActorHandle(exists.holder.actor_id, exists.holder.class_name, tuple(exists.holder.methods),
-                               exists.holder.slot)
+            return exists.handle
         return ActorHandle(actor_id, class_name, tuple(self._methods), slot)
+
+    def _existing(self, holder: head_pb2.NamedActor) -> ActorHandle:
+        """The handle of the actor that has the name, for ``get_if_exists``: of this class (by its
+        qualified name), or a TypeError naming both."""
+        if holder.class_name != self._cls.__qualname__:
+            raise TypeError(f"the actor named {holder.name!r} is a {holder.class_name}, not a "
+                            f"{self._cls.__qualname__}: choose another name, or free this one with "
+                            f"actorrt.kill(actorrt.get_actor({holder.name!r})) or `actorrt kill {holder.name}`")
+        return ActorHandle(holder.actor_id, holder.class_name, tuple(holder.methods), holder.slot)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"create the actor with {self.__name__}.remote(...), not {self.__name__}(...)")
@@ -184,8 +195,8 @@ def _actor_class(cls: type[T], options: ActorOptions, methods: list[str]) -> Act
 
 
 class _Exists(Exception):  # noqa: N818 - not an error: the way out of a creation that finds its actor
-    def __init__(self, holder: head_pb2.NamedActor) -> None:
-        self.holder = holder
+    def __init__(self, handle: ActorHandle) -> None:
+        self.handle = handle
 
 
 class ActorHandle:

@@ -132,8 +132,11 @@ class Driver:
     def free_actor_names(self, actor_id: bytes) -> None:
         self.call(self._head.free_actor_names(actor_id), timeout=30.0)
 
+    def find_actor(self, name: str) -> head_pb2.NamedActor | None:
+        return self.call(self._head.get_actor(name), timeout=30.0)
+
     def get_actor(self, name: str) -> head_pb2.NamedActor:
-        found = self.call(self._head.get_actor(name), timeout=30.0)
+        found = self.find_actor(name)
         if found is None:
             raise ValueError(f"no actor is named {name!r} in the cluster at {self.head_address}")
         return found

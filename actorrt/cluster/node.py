@@ -69,6 +69,9 @@ class NodeProcess:
     def free_actor_names(self, actor_id: bytes) -> None:
         self._background.spawn(self.head.free_actor_names(actor_id))
 
+    def find_actor(self, name: str) -> head_pb2.NamedActor | None:
+        raise ActorRTError("an actor cannot wait for the head to look a name up; pass the actor's handle to it")
+
     def wait(self, refs, num_returns=1, timeout=None):
         raise ActorRTError("actorrt.wait() cannot block inside an actor; use `asyncio.wait` on awaited refs in an "
                            "async method")

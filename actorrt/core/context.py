@@ -41,6 +41,10 @@ class Runtime(Protocol):
 
     def free_actor_names(self, actor_id: bytes) -> None: ...
 
+    def find_actor(self, name: str) -> NamedActor | None:
+        """The actor named ``name``, or None (drivers only: it waits for the head)."""
+        ...
+
 
 _current: Runtime | None = None
 
