@@ -29,7 +29,7 @@ from actorrt.cluster.head_options import OPTION_NAMES, HeadOptions, head_options
 from actorrt.cluster.launch import start_head
 from actorrt.cluster.session import SESSION_FILE, TOKEN_ENV, Session
 from actorrt.core.task_spec import KILL_METHOD
-from actorrt.exceptions import ActorRTError, ClusterError
+from actorrt.exceptions import ActorDiedError, ActorRTError, ClusterError, GetTimeoutError
 from actorrt.lineage import ids
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.store.clients import without_password
@@ -116,6 +116,16 @@ def _target(address: str | None, token: str | None, session_dir: Path) -> tuple[
     if local is not None:
         return address, token or os.environ.get(TOKEN_ENV) or local.token, local
     return address, session.token_for(address, token), None
+
+
+def _live_target(address: str | None, token: str | None,
+                 session_dir: Path | None) -> tuple[str, str, Session | None]:
+    """``_target``, and an error if the session file names a head that is not running."""
+    address, token, local = _target(address, token, session_dir or session.default_dir())
+    if local is not None and not process_alive(local.head_pid):
+        raise ClusterError(f"the head in {Path(local.session_dir) / SESSION_FILE} (pid {local.head_pid}) "
+                           "is not running; `actorrt stop` clears the stale session file")
+    return address, token, local
 
 
 def _log_tail(path: Path, chars: int = 2000) -> str:
@@ -256,10 +266,7 @@ def _add_node(address: str, host: str, session_dir: Path, token: str | None, tim
 @_session_dir_option
 def status(address: str | None, token: str | None, session_dir: Path | None) -> None:
     """Show the head, its node slots and its store shards."""
-    address, token, local = _target(address, token, session_dir or session.default_dir())
-    if local is not None and not process_alive(local.head_pid):
-        raise ClusterError(f"the head in {Path(local.session_dir) / SESSION_FILE} (pid {local.head_pid}) "
-                           "is not running; `actorrt stop` clears the stale session file")
+    address, token, local = _live_target(address, token, session_dir)
     reply = _with_head(address, token, lambda c: c.cluster_stats())
     actors = {s.slot: sum(a.actor_id != ids.FUNCTIONS for a in s.actors) for s in reply.nodes}
     memory = {s.slot: _memory_cells(s) for s in reply.nodes}
@@ -365,17 +372,26 @@ def list_group() -> None:
 @_token_option
 @_session_dir_option
 def list_actors(address: str | None, token: str | None, session_dir: Path | None) -> None:
-    """The named actors: name, class, node slot, actor id and whether it serves."""
-    address, token, _ = _target(address, token, session_dir or session.default_dir())
+    """The named actors: name, class, node slot, actor id, and state.
+
+    STATE is alive; dead (its constructor raised: `actorrt kill NAME` frees the name); starting
+    (its node has not reported it yet; with ft="none", also an actor lost with its node); or node
+    down (its node is being restarted, or is gone).
+    """
+    address, token, _ = _live_target(address, token, session_dir)
 
     async def both(client: HeadClient) -> tuple[list[head_pb2.NamedActor], head_pb2.ClusterStatsReply]:
         return await client.list_actors(), await client.cluster_stats()
 
     actors, stats = _with_head(address, token, both)
-    states = {a.actor_id: "killed" if a.dead else "alive" for n in stats.nodes for a in n.actors}
+    reported = {a.actor_id: "dead" if a.dead else "alive" for n in stats.nodes for a in n.actors}
+    alive = {n.slot for n in stats.view.nodes if n.state == head_pb2.ALIVE}
+
+    def state(actor: head_pb2.NamedActor) -> str:
+        return reported.get(actor.actor_id) or ("starting" if actor.slot in alive else "node down")
+
     rows = [("NAME", "CLASS", "NODE", "ACTOR_ID", "STATE")]
-    rows += [(a.name, a.class_name, str(a.slot), a.actor_id.hex()[:12], states.get(a.actor_id, "not created"))
-             for a in actors]
+    rows += [(a.name, a.class_name, str(a.slot), a.actor_id.hex()[:12], state(a)) for a in actors]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
@@ -387,22 +403,42 @@ def list_actors(address: str | None, token: str | None, session_dir: Path | None
 @click.option("--address", default=None, metavar="HOST:PORT", help="Head address (default: the session file's).")
 @_token_option
 @_session_dir_option
-def kill(name: str, address: str | None, token: str | None, session_dir: Path | None) -> None:
-    """Kill the actor named NAME, as actorrt.kill does (after what is queued for it), and free its name."""
-    address, token, _ = _target(address, token, session_dir or session.default_dir())
-    driver = Driver(address, token, "127.0.0.1", None)
-    driver.start(1, 30.0)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="The address this command listens on for the nodes' answers, as actorrt.init(host=): "
+                   "this machine's address when the cluster runs on other machines.")
+@click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds to wait for the actor to run the kill (after the tasks queued before it).")
+def kill(name: str, address: str | None, token: str | None, session_dir: Path | None, host: str,
+         timeout: float) -> None:
+    """Kill the actor named NAME as actorrt.kill does, and free its name at once.
+
+    The actor runs the tasks queued for it before the kill, then fails every later call with
+    ActorDiedError; a replay keeps it killed. Waits until it has run the kill.
+    """
+    address, token, _ = _live_target(address, token, session_dir)
+    found = _with_head(address, token, lambda c: c.get_actor(name))
+    if found is None:
+        known = _with_head(address, token, lambda c: c.list_actors())
+        raise ClusterError(f"no actor is named {name!r} in the cluster at {address} (named actors: "
+                           f"{', '.join(a.name for a in known) or 'none'}; `actorrt list actors` shows them)")
+    driver = Driver(address, token, host, None)  # a driver of its own, to send the kill as any driver does
+    driver.start(0, 10.0)
     try:
-        try:
-            found = driver.get_actor(name)
-        except ValueError as exc:  # no such name
-            raise click.ClickException(str(exc)) from None
-        driver.worker.submitter.submit_task(found.actor_id, found.slot, KILL_METHOD, (), {})
+        done = driver.worker.submitter.submit_task(found.actor_id, found.slot, KILL_METHOD, (), {})
         driver.free_actor_names(found.actor_id)
+        try:
+            driver.get(done, timeout)
+        except ActorDiedError:
+            pass  # it was dead already (its constructor raised)
+        except GetTimeoutError:
+            raise ClusterError(
+                f"{found.class_name} {name!r} ({found.actor_id.hex()[:12]}) on node {found.slot} has not run the "
+                f"kill within {timeout:g} s (it runs the tasks queued before it first, or its node is down): it "
+                "stops when it does; its name is free already") from None
     finally:
         driver.shutdown()
     click.echo(f"killed {found.class_name} {name!r} ({found.actor_id.hex()[:12]}) on node {found.slot}; "
-               f"the name is free")
+               "the name is free")
 
 
 def main() -> None:
