@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 
 from actorrt.core import context
 from actorrt.core.object_ref import ObjectRef
-from actorrt.core.task_spec import ONCE_METHOD
+from actorrt.core.task_spec import CALL_METHOD, ONCE_METHOD
 from actorrt.exceptions import ActorMethodError, ActorRTError
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
@@ -209,6 +209,8 @@ class ActorHandle:
         self.slot = slot
 
     def __getattr__(self, name: str) -> ActorMethod:
+        if name == CALL_METHOD:  # fn(instance, *args) as a task of the actor, for libraries
+            return ActorMethod(self, name)
         if name.startswith("_"):
             raise AttributeError(name)
         if name not in self.methods:

@@ -22,7 +22,7 @@ from actorrt.core.awaits import Awaits
 from actorrt.core.checkpointer import Checkpointer
 from actorrt.core.ledger import SenderLedger
 from actorrt.core.serialization import error_from_exception, missing_module, runtime_error, serialize
-from actorrt.core.task_spec import CHECKPOINT_METHOD, KILL_METHOD, ONCE_METHOD, SenderContext
+from actorrt.core.task_spec import CALL_METHOD, CHECKPOINT_METHOD, KILL_METHOD, ONCE_METHOD, SenderContext
 from actorrt.exceptions import task_failure
 from actorrt.lineage import ids
 from actorrt.lineage.application_log import RunningTask
@@ -249,6 +249,9 @@ class ActorInstance:
             return self.checkpointer.take(spec)
         if spec.method == ONCE_METHOD:
             return self._once(*args, **kwargs)
+        if spec.method == CALL_METHOD:
+            fn, *rest = args
+            return fn(self.instance, *rest, **kwargs)
         if spec.method == KILL_METHOD:  # a logged task like any other: a replay kills it again here
             self.die(pb.ACTOR_DIED, f"actor {self.who} was killed with actorrt.kill()")
             return None

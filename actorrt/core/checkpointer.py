@@ -18,6 +18,7 @@ from actorrt.exceptions import ClusterError
 from actorrt.lineage import checkpoints, ids
 from actorrt.rpc import checkpoint_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
+from actorrt.util import pickling
 
 if TYPE_CHECKING:
     from actorrt.core.actor import ActorInstance
@@ -70,7 +71,8 @@ class Checkpointer:
             # From now on a replay starts here: what only an earlier start needed can go.
             actor.services.announce_checkpoint(node_pb2.Checkpointed(
                 actor=actor.actor_id,
-                received=[node_pb2.Counter(actor=p.sender, counter=p.last_counter) for p in snapshot.senders],
+                received=[node_pb2.Counter(actor=p.sender, counter=p.last_counter) for p in snapshot.senders]
+                + [node_pb2.Counter(actor=s, counter=n) for s, n in self._extras_covered()],
                 sent=[node_pb2.Counter(actor=c.receiver, counter=c.count) for c in snapshot.counters]))
         return result
 
@@ -91,7 +93,11 @@ class Checkpointer:
             actors_created=actor.context.actors_created,
             watermarks=[checkpoint_pb2.Watermark(source=k, batch=b, seq=q) for k, (b, q) in actor.watermarks.items()],
             pending=actor.services.pending_sent(actor.actor_id),
+            extras={name: pickling.dumps(value) for name, value in actor.context.extras.items()},
         )
+
+    def _extras_covered(self) -> list[tuple[bytes, int]]:
+        return [pair for value in self._actor.context.extras.values() for pair in getattr(value, "covered", list)()]
 
     def restore(self, checkpoint: checkpoint_pb2.ActorCheckpoint) -> None:
         """Give the actor the state of ``checkpoint`` (before any task runs)."""
@@ -107,6 +113,7 @@ class Checkpointer:
         actor.context.counters = {c.receiver: c.count for c in checkpoint.counters}
         actor.context.actors_created = checkpoint.actors_created
         actor.watermarks = {w.source: (w.batch, w.seq) for w in checkpoint.watermarks}
+        actor.context.extras = {name: pickling.loads(blob) for name, blob in checkpoint.extras.items()}
         if actor.services.ft.logs_lineage:  # (a global rollback takes the whole cluster back instead)
             for pending in checkpoint.pending:
                 actor.services.send_again(pending)

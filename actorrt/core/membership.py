@@ -20,6 +20,11 @@ class Membership:
         self._incarnations: dict[str, int] = {}  # every node process address seen -> its slot
         self._drivers_seen: set[str] = set()  # every driver address seen in a view
         self._changed = asyncio.Event()
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after each newer view is acted on (a library tracking its peers)."""
+        self._listeners.append(listener)
 
     @property
     def revision(self) -> int:
@@ -48,6 +53,8 @@ class Membership:
         """Wake whoever waits for a view (after the caller acted on the new one)."""
         self._changed.set()
         self._changed = asyncio.Event()
+        for listener in self._listeners:
+            listener()
 
     async def wait(self, predicate: Callable[[Membership], bool], timeout: float) -> None:
         """Wait until ``predicate(self)`` holds for the current view."""

@@ -26,6 +26,10 @@ KILL_METHOD = "__kill__"
 # ``__once__(source, batch, seq, method, *args)`` runs ``method(*args)`` unless the actor already
 # applied that mark or a later one of the source (marks of a source only grow).
 ONCE_METHOD = "__once__"
+# ``handle.__actorrt_call__.remote(fn, *args)`` runs ``fn(instance, *args)`` as a task of the actor
+# (as Ray's ``__ray_call__``): how a library on top of the runtime acts inside actors it did not
+# write (``actorrt.collective`` joins them to a group this way).
+CALL_METHOD = "__actorrt_call__"
 
 
 @dataclass
@@ -42,6 +46,10 @@ class SenderContext:
     current_task: bytes = b""  # the parent of tasks submitted now
     function: str = ""  # the remote function whose call this sender is (it calls functions only)
     running: str = ""  # what runs now, for messages: "Class(id).method", "remote function f"
+    # What libraries on top of the runtime keep per actor, by name: checkpointed with it
+    # (cloudpickled), restored before its replay; a value's ``covered()``, if it has one, gives
+    # ``(sender, counter)`` pairs its checkpoint covers (what others may stop keeping for it).
+    extras: dict[str, Any] = field(default_factory=dict)
     # Drivers submit from many threads; counter order must equal queueing order.
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

@@ -22,6 +22,7 @@ from google.protobuf.message import Message
 
 from actorrt.core import failures, values
 from actorrt.core.awaits import Awaits
+from actorrt.core.channels import Channels
 from actorrt.core.membership import Membership
 from actorrt.core.memory_pressure import MemoryPressure
 from actorrt.core.object_ref import ObjectRef
@@ -33,6 +34,7 @@ from actorrt.lineage.strategies import create_strategy
 from actorrt.lineage.strategy import FaultTolerance
 from actorrt.net.peer_streams import (
     CANCEL,
+    CHANNEL,
     CHECKPOINTED,
     COMMITTED,
     LINEAGE,
@@ -117,10 +119,12 @@ class Worker:
         self._loop_thread: int | None = None
         self.cluster_lost = ""  # why, once the head is gone for good
         self.polls: dict[bytes, asyncio.Task] = {}  # values being got for a later get or wait (core/values.py)
+        # Messages of libraries on top of the runtime (actorrt.collective), by name.
+        self.channels = Channels(loop, lambda address, message: self.router.send(address, CHANNEL, message))
 
     def bind(self, address: str) -> None:
         """Start routing as ``address`` (this process's gRPC server)."""
-        self.address = self.fetches.address = self.submitter.address = address
+        self.address = self.fetches.address = self.submitter.address = self.channels.address = address
         self._loop_thread = threading.get_ident()
         self.shared = self.objects.shared = SharedObjects(host_identity(), address,
                                                           lambda *notice: self.traffic.notify(*notice))
@@ -385,6 +389,8 @@ class Worker:
                 self.traffic.on_release(peer, message.release)
             elif kind == "forwarded":
                 self.traffic.on_forwarded(message.forwarded)
+            elif kind == "channel":
+                self.channels.deliver(peer, message.channel)
 
     def _refuse_stale(self, peer: str, batch: node_pb2.PeerBatch) -> None:
         """A node incarnation declared dead (it hung, then resumed) sent a batch: it takes no effect."""

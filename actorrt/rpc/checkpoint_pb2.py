@@ -25,23 +25,27 @@ _sym_db = _symbol_database.Default()
 from actorrt.rpc import common_pb2 as actorrt_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61\x63torrt/checkpoint.proto\x12\x07\x61\x63torrt\x1a\x14\x61\x63torrt/common.proto\"\xe2\x02\n\x0f\x41\x63torCheckpoint\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\x0c\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12(\n\x08\x63reation\x18\x03 \x01(\x0b\x32\x16.actorrt.ActorCreation\x12\r\n\x05state\x18\x04 \x01(\x0c\x12\x15\n\rlast_executed\x18\x05 \x01(\x0c\x12\x10\n\x08\x65xecuted\x18\x06 \x01(\x04\x12(\n\x07senders\x18\x07 \x03(\x0b\x32\x17.actorrt.SenderProgress\x12(\n\x08\x63ounters\x18\x08 \x03(\x0b\x32\x16.actorrt.SubmitCounter\x12\x16\n\x0e\x61\x63tors_created\x18\t \x01(\x04\x12&\n\nwatermarks\x18\n \x03(\x0b\x32\x12.actorrt.Watermark\x12%\n\x07pending\x18\x0b \x03(\x0b\x32\x14.actorrt.PendingTask\x12\x13\n\x0blast_sender\x18\x0c \x01(\x0c\"f\n\x0bPendingTask\x12\x1f\n\x04spec\x18\x01 \x01(\x0b\x32\x11.actorrt.TaskSpec\x12\x0c\n\x04slot\x18\x02 \x01(\x05\x12(\n\nlarge_args\x18\x03 \x03(\x0b\x32\x14.actorrt.ObjectValue\"7\n\tWatermark\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\r\n\x05\x62\x61tch\x18\x02 \x01(\x04\x12\x0b\n\x03seq\x18\x03 \x01(\x04\"o\n\x0eSenderProgress\x12\x0e\n\x06sender\x18\x01 \x01(\x0c\x12\x14\n\x0clast_counter\x18\x02 \x01(\x04\x12$\n\x07results\x18\x03 \x03(\x0b\x32\x13.actorrt.KeptResult\x12\x11\n\tcollected\x18\x04 \x01(\x04\"B\n\nKeptResult\x12\x0f\n\x07\x63ounter\x18\x01 \x01(\x04\x12#\n\x05value\x18\x02 \x01(\x0b\x32\x14.actorrt.ObjectValue\"0\n\rSubmitCounter\x12\x10\n\x08receiver\x18\x01 \x01(\x0c\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61\x63torrt/checkpoint.proto\x12\x07\x61\x63torrt\x1a\x14\x61\x63torrt/common.proto\"\xc7\x03\n\x0f\x41\x63torCheckpoint\x12\x10\n\x08\x61\x63tor_id\x18\x01 \x01(\x0c\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12(\n\x08\x63reation\x18\x03 \x01(\x0b\x32\x16.actorrt.ActorCreation\x12\r\n\x05state\x18\x04 \x01(\x0c\x12\x15\n\rlast_executed\x18\x05 \x01(\x0c\x12\x10\n\x08\x65xecuted\x18\x06 \x01(\x04\x12(\n\x07senders\x18\x07 \x03(\x0b\x32\x17.actorrt.SenderProgress\x12(\n\x08\x63ounters\x18\x08 \x03(\x0b\x32\x16.actorrt.SubmitCounter\x12\x16\n\x0e\x61\x63tors_created\x18\t \x01(\x04\x12&\n\nwatermarks\x18\n \x03(\x0b\x32\x12.actorrt.Watermark\x12%\n\x07pending\x18\x0b \x03(\x0b\x32\x14.actorrt.PendingTask\x12\x13\n\x0blast_sender\x18\x0c \x01(\x0c\x12\x34\n\x06\x65xtras\x18\r \x03(\x0b\x32$.actorrt.ActorCheckpoint.ExtrasEntry\x1a-\n\x0b\x45xtrasEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\"f\n\x0bPendingTask\x12\x1f\n\x04spec\x18\x01 \x01(\x0b\x32\x11.actorrt.TaskSpec\x12\x0c\n\x04slot\x18\x02 \x01(\x05\x12(\n\nlarge_args\x18\x03 \x03(\x0b\x32\x14.actorrt.ObjectValue\"7\n\tWatermark\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\r\n\x05\x62\x61tch\x18\x02 \x01(\x04\x12\x0b\n\x03seq\x18\x03 \x01(\x04\"o\n\x0eSenderProgress\x12\x0e\n\x06sender\x18\x01 \x01(\x0c\x12\x14\n\x0clast_counter\x18\x02 \x01(\x04\x12$\n\x07results\x18\x03 \x03(\x0b\x32\x13.actorrt.KeptResult\x12\x11\n\tcollected\x18\x04 \x01(\x04\"B\n\nKeptResult\x12\x0f\n\x07\x63ounter\x18\x01 \x01(\x04\x12#\n\x05value\x18\x02 \x01(\x0b\x32\x14.actorrt.ObjectValue\"0\n\rSubmitCounter\x12\x10\n\x08receiver\x18\x01 \x01(\x0c\x12\r\n\x05\x63ount\x18\x02 \x01(\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'actorrt.checkpoint_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_ACTORCHECKPOINT_EXTRASENTRY']._loaded_options = None
+  _globals['_ACTORCHECKPOINT_EXTRASENTRY']._serialized_options = b'8\001'
   _globals['_ACTORCHECKPOINT']._serialized_start=60
-  _globals['_ACTORCHECKPOINT']._serialized_end=414
-  _globals['_PENDINGTASK']._serialized_start=416
-  _globals['_PENDINGTASK']._serialized_end=518
-  _globals['_WATERMARK']._serialized_start=520
-  _globals['_WATERMARK']._serialized_end=575
-  _globals['_SENDERPROGRESS']._serialized_start=577
-  _globals['_SENDERPROGRESS']._serialized_end=688
-  _globals['_KEPTRESULT']._serialized_start=690
-  _globals['_KEPTRESULT']._serialized_end=756
-  _globals['_SUBMITCOUNTER']._serialized_start=758
-  _globals['_SUBMITCOUNTER']._serialized_end=806
+  _globals['_ACTORCHECKPOINT']._serialized_end=515
+  _globals['_ACTORCHECKPOINT_EXTRASENTRY']._serialized_start=470
+  _globals['_ACTORCHECKPOINT_EXTRASENTRY']._serialized_end=515
+  _globals['_PENDINGTASK']._serialized_start=517
+  _globals['_PENDINGTASK']._serialized_end=619
+  _globals['_WATERMARK']._serialized_start=621
+  _globals['_WATERMARK']._serialized_end=676
+  _globals['_SENDERPROGRESS']._serialized_start=678
+  _globals['_SENDERPROGRESS']._serialized_end=789
+  _globals['_KEPTRESULT']._serialized_start=791
+  _globals['_KEPTRESULT']._serialized_end=857
+  _globals['_SUBMITCOUNTER']._serialized_start=859
+  _globals['_SUBMITCOUNTER']._serialized_end=907
 # @@protoc_insertion_point(module_scope)

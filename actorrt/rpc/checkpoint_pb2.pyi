@@ -8,7 +8,14 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ActorCheckpoint(_message.Message):
-    __slots__ = ("actor_id", "seq", "creation", "state", "last_executed", "executed", "senders", "counters", "actors_created", "watermarks", "pending", "last_sender")
+    __slots__ = ("actor_id", "seq", "creation", "state", "last_executed", "executed", "senders", "counters", "actors_created", "watermarks", "pending", "last_sender", "extras")
+    class ExtrasEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: bytes
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     CREATION_FIELD_NUMBER: _ClassVar[int]
@@ -21,6 +28,7 @@ class ActorCheckpoint(_message.Message):
     WATERMARKS_FIELD_NUMBER: _ClassVar[int]
     PENDING_FIELD_NUMBER: _ClassVar[int]
     LAST_SENDER_FIELD_NUMBER: _ClassVar[int]
+    EXTRAS_FIELD_NUMBER: _ClassVar[int]
     actor_id: bytes
     seq: int
     creation: _common_pb2.ActorCreation
@@ -33,7 +41,8 @@ class ActorCheckpoint(_message.Message):
     watermarks: _containers.RepeatedCompositeFieldContainer[Watermark]
     pending: _containers.RepeatedCompositeFieldContainer[PendingTask]
     last_sender: bytes
-    def __init__(self, actor_id: _Optional[bytes] = ..., seq: _Optional[int] = ..., creation: _Optional[_Union[_common_pb2.ActorCreation, _Mapping]] = ..., state: _Optional[bytes] = ..., last_executed: _Optional[bytes] = ..., executed: _Optional[int] = ..., senders: _Optional[_Iterable[_Union[SenderProgress, _Mapping]]] = ..., counters: _Optional[_Iterable[_Union[SubmitCounter, _Mapping]]] = ..., actors_created: _Optional[int] = ..., watermarks: _Optional[_Iterable[_Union[Watermark, _Mapping]]] = ..., pending: _Optional[_Iterable[_Union[PendingTask, _Mapping]]] = ..., last_sender: _Optional[bytes] = ...) -> None: ...
+    extras: _containers.ScalarMap[str, bytes]
+    def __init__(self, actor_id: _Optional[bytes] = ..., seq: _Optional[int] = ..., creation: _Optional[_Union[_common_pb2.ActorCreation, _Mapping]] = ..., state: _Optional[bytes] = ..., last_executed: _Optional[bytes] = ..., executed: _Optional[int] = ..., senders: _Optional[_Iterable[_Union[SenderProgress, _Mapping]]] = ..., counters: _Optional[_Iterable[_Union[SubmitCounter, _Mapping]]] = ..., actors_created: _Optional[int] = ..., watermarks: _Optional[_Iterable[_Union[Watermark, _Mapping]]] = ..., pending: _Optional[_Iterable[_Union[PendingTask, _Mapping]]] = ..., last_sender: _Optional[bytes] = ..., extras: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
 
 class PendingTask(_message.Message):
     __slots__ = ("spec", "slot", "large_args")

@@ -38,7 +38,7 @@ class PeerBatch(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ..., view_revision: _Optional[int] = ..., sender_epoch: _Optional[int] = ..., sender_slot: _Optional[int] = ..., sender_pid: _Optional[int] = ..., sender_host: _Optional[str] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
-    __slots__ = ("submit", "result", "fetch", "object", "lineage", "push", "checkpointed", "committed", "cancel", "release", "forwarded")
+    __slots__ = ("submit", "result", "fetch", "object", "lineage", "push", "checkpointed", "committed", "cancel", "release", "forwarded", "channel")
     SUBMIT_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     FETCH_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +50,7 @@ class PeerMessage(_message.Message):
     CANCEL_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     FORWARDED_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
     submit: _common_pb2.TaskSpec
     result: _common_pb2.ObjectValue
     fetch: ObjectRequest
@@ -61,7 +62,16 @@ class PeerMessage(_message.Message):
     cancel: Cancel
     release: _common_pb2.SharedRegion
     forwarded: _common_pb2.SharedRegion
-    def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., lineage: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., push: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., checkpointed: _Optional[_Union[Checkpointed, _Mapping]] = ..., committed: _Optional[_Union[Committed, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., release: _Optional[_Union[_common_pb2.SharedRegion, _Mapping]] = ..., forwarded: _Optional[_Union[_common_pb2.SharedRegion, _Mapping]] = ...) -> None: ...
+    channel: ChannelMessage
+    def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., lineage: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., push: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., checkpointed: _Optional[_Union[Checkpointed, _Mapping]] = ..., committed: _Optional[_Union[Committed, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., release: _Optional[_Union[_common_pb2.SharedRegion, _Mapping]] = ..., forwarded: _Optional[_Union[_common_pb2.SharedRegion, _Mapping]] = ..., channel: _Optional[_Union[ChannelMessage, _Mapping]] = ...) -> None: ...
+
+class ChannelMessage(_message.Message):
+    __slots__ = ("name", "payload")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    payload: bytes
+    def __init__(self, name: _Optional[str] = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class Cancel(_message.Message):
     __slots__ = ("task_id", "receiver", "sender", "task_counter")
