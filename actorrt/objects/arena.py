@@ -77,8 +77,10 @@ class Arena:
         self._clock = itertools.count()
         self.closed = False
 
-    def allocate(self, nbytes: int) -> Segment:
-        """A segment of at least ``nbytes``, reused if one is idle.
+    def allocate(self, nbytes: int, populate: bool = True) -> Segment:
+        """A segment of at least ``nbytes``, reused if one is idle. ``populate=False`` for one
+        that other processes write (a collective's result): mapping its pages in here first
+        would cost more than the writing (36 ms for 100 MB).
 
         Raises:
             ArenaFullError: the host has no shared memory for it.
@@ -91,13 +93,13 @@ class Arena:
                 self._pooled_bytes -= size
                 segment.generation += 1
                 self.reused += 1
-        return self._hand_out(segment if segment is not None else self._create(size))
+        return self._hand_out(segment if segment is not None else self._create(size, populate))
 
-    def _create(self, size: int) -> Segment:
+    def _create(self, size: int, populate: bool) -> Segment:
         fd = os.memfd_create("actorrt-object", os.MFD_CLOEXEC)
         try:
             os.posix_fallocate(fd, 0, size)
-            view = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | mmap.MAP_POPULATE)
+            view = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | (mmap.MAP_POPULATE if populate else 0))
         except OSError as exc:
             os.close(fd)
             raise ArenaFullError(f"no shared memory for an object of {size >> 20} MiB: {exc}") from exc

@@ -103,9 +103,9 @@ class SharedObjects:
             view[:] = buf
         return self.placed(segment, sizes)
 
-    def reserve(self, sizes: list[int]) -> Segment:
+    def reserve(self, sizes: list[int], populate: bool = True) -> Segment:
         """A segment for buffers of ``sizes``, to fill (``views_of``) and then name (``placed``)."""
-        return self.arena.allocate(sum(_aligned(n) for n in sizes))
+        return self.arena.allocate(sum(_aligned(n) for n in sizes), populate)
 
     @staticmethod
     def views_of(segment: Segment, sizes: list[int]) -> list[memoryview]:

@@ -1,0 +1,435 @@
+"""The collective calls of one process: its members' calls, and the messages of the processes
+hosting the other members (over the runtime's ``actorrt.collective`` channel).
+
+A call (``Exchange`` says what it decides) goes: copy the input into shared memory and tell every
+member's process (``contribution``); once every member has contributed, write this member's part
+of the result straight into the leader's segment (reading the others' inputs where they are) and
+tell everyone (``done``); once every member is done, the result is complete: every process keeps
+it in its object store, as an object, until every member's checkpoint covers the call (a replayed
+member fetches it from there instead of running the call again), and its members get read-only
+arrays over the segment. Nothing is copied twice, nothing crosses a socket but descriptors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pickle
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from actorrt.collective import ops
+from actorrt.collective.exchange import Exchange
+from actorrt.collective.group import EXTRAS_PREFIX, GroupMember, result_id
+from actorrt.collective.memory import InputBuffers, PeerMappings, ResultMappings
+from actorrt.collective.ops import Op
+from actorrt.core.worker import Worker
+from actorrt.objects.shared import key_of
+from actorrt.rpc import collective_pb2 as cpb
+from actorrt.rpc import common_pb2 as pb
+from actorrt.rpc import head_pb2
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "actorrt.collective"
+# Parts of a result written on the event loop up to this size; larger ones in a thread (numpy
+# lets go of the GIL), so the node keeps serving while it copies and adds.
+INLINE_BYTES = 1 << 20
+
+
+class CollectiveError(RuntimeError):
+    """A collective call that cannot complete: the members' calls do not fit together, or a
+    member is lost for good."""
+
+
+class CollectiveService:
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.inputs = InputBuffers(worker.shared.host, worker.address)
+        self.peers = PeerMappings(self.inputs)
+        self.results = ResultMappings(worker.shared.arena)
+        self.exchanges: dict[tuple[bytes, int], Exchange] = {}
+        self._finished: dict[tuple[bytes, int], asyncio.Future] = {}
+        self._arrays: dict[tuple[bytes, int, int], np.ndarray] = {}  # what local members passed
+        self._alive = self._alive_addresses()
+        self.counts: Counter[str] = Counter()  # "computed", "fetched": what tests and stats read
+        worker.channels.register(CHANNEL, self._on_message)
+        worker.membership.on_change(self._on_view)
+
+    # ---- a member's call --------------------------------------------------------------------
+
+    async def call(self, member: GroupMember, op: Op, array: np.ndarray | None) -> Any:
+        """Run call ``member.calls`` of the group for this member; what it returns to it."""
+        seq = member.calls
+        self._went_past(member)
+        held = self.worker.objects.held(result_id(member.gid, seq))
+        if held is not None and held.WhichOneof("kind") == "value":  # another member here finished it
+            return ops.result_value(op, self._arrays_of(held), member.rank, member.size)
+        ex, finished = self._exchange(member, seq)
+        contribution = cpb.Contribution(op=str(op), size=member.size)
+        if array is not None:
+            contribution.dtype, contribution.shape[:] = array.dtype.str, array.shape
+            self._arrays[(member.gid, seq, member.rank)] = array
+            if op.reads_inputs:
+                contribution.input.CopyFrom(await self._off_loop(array.nbytes, self.inputs.write, member.gid,
+                                                                 member.rank, seq, array))
+        if op.has_result and op.leader(seq, member.size) == member.rank:
+            contribution.result.CopyFrom(self._new_result(op, array, member.size))
+        ex.local[member.rank] = contribution
+        ex.contribute(member.rank, contribution, self.worker.address)
+        for address in self._addresses(member):
+            self._tell(ex, address, member)
+        self._progress(ex, member)
+        try:
+            arrays = await finished
+        finally:
+            self._arrays.pop((member.gid, seq, member.rank), None)
+        return ops.result_value(op, arrays, member.rank, member.size) if arrays is not None else None
+
+    def _exchange(self, member: GroupMember, seq: int) -> tuple[Exchange, asyncio.Future]:
+        """The call, and the future its local members await."""
+        key = (member.gid, seq)
+        ex = self.exchanges.get(key)
+        if ex is None:
+            ex = self.exchanges[key] = Exchange(member.gid, seq, member.size)
+        finished = self._finished.get(key)
+        if finished is None:
+            finished = self._finished[key] = asyncio.get_running_loop().create_future()
+        return ex, finished
+
+    def _new_result(self, op: Op, array: np.ndarray | None, size: int) -> pb.SharedObject:
+        """The segment this member, the call's leader, gives for the result (held until the end)."""
+        nbytes = array.nbytes if array is not None else 0
+        sizes = [nbytes] * size if op.kind == "allgather" else [nbytes]
+        shared = self.worker.shared
+        result = shared.placed(shared.reserve(sizes, populate=False), sizes)
+        shared.hold(result)
+        return result
+
+    # ---- deciding ---------------------------------------------------------------------------
+
+    def _progress(self, ex: Exchange, member: GroupMember | None = None) -> None:
+        if ex.finished:
+            return
+        why = ex.mismatch()
+        if why:
+            self._fail(ex, ValueError(why))
+            return
+        if ex.cannot_finish():
+            self._fail(ex, CollectiveError(
+                f"call #{ex.seq} of the collective group cannot be replayed: ranks {sorted(ex.missing)} went past it "
+                f"and no process holds its result any more"))
+            return
+        for rank in list(ex.local):
+            if ex.ready_to_write(rank):
+                result = ex.result()
+                ex.writing[rank] = key_of(result)
+                self.worker.spawn(self._write_part(ex, rank, result))
+        if ex.complete():
+            self._complete(ex)
+
+    async def _write_part(self, ex: Exchange, rank: int, result: pb.SharedObject) -> None:
+        op, key, c = ex.op(), key_of(result), ex.contributions[rank]
+        try:
+            work = self._part(ex, op, rank, result, np.dtype(c.dtype) if c.dtype else None, tuple(c.shape))
+            if work is not None:
+                nbytes, fn = work
+                await self._off_loop(nbytes, fn)
+        except OSError as exc:  # a process whose input it reads is gone: its member contributes again
+            log.info("collective call #%d: an input is gone (%s); waiting for it again", ex.seq, exc)
+            return
+        finally:
+            if ex.writing.get(rank) == key:
+                del ex.writing[rank]
+        if ex.finished or ex.result() is None or key_of(ex.result()) != key:
+            return  # the result segment changed meanwhile: the part is written again into the new one
+        ex.on_done(rank, result)  # here at once: nothing may write the part again once it counts
+        self.counts["computed"] += 1
+        done = cpb.CollectiveMessage(group_id=ex.gid, seq=ex.seq, rank=rank, done=cpb.Done(result=result))
+        member = self._local_member(ex.gid, rank)
+        for address in self._addresses(member) if member is not None else []:
+            if address != self.worker.address:
+                self.worker.channels.send(address, CHANNEL, done.SerializeToString())
+        self._progress(ex)
+
+    def _part(self, ex: Exchange, op: Op, rank: int, result: pb.SharedObject, dtype: np.dtype | None,
+              shape: tuple) -> tuple[int, Any] | None:
+        """This member's part of the result: (bytes it writes, the function that writes them)."""
+        if op.kind in ("allreduce", "reduce_scatter"):
+            count = int(np.prod(shape, dtype=np.int64))
+            start, end = ops.element_slices(count, dtype.itemsize, ex.size)[rank]
+            if start == end:
+                return None
+            inputs = [np.frombuffer(self.peers.view(ex.contributions[r].input), dtype)[start:end]
+                      for r in range(ex.size)]
+            out = np.frombuffer(self.results.part(result, 0, start * dtype.itemsize, (end - start) * dtype.itemsize),
+                                dtype)
+            return out.nbytes, lambda: ops.reduce_into(out, inputs, op.reduce)
+        array = self._arrays.get((ex.gid, ex.seq, rank))
+        if op.kind == "allgather" and array is not None and array.nbytes:
+            out = np.ndarray(array.shape, array.dtype, buffer=self.results.part(result, rank, 0, array.nbytes))
+            return array.nbytes, lambda: np.copyto(out, array)
+        if op.kind == "broadcast" and rank == op.src_rank and array is not None and array.nbytes:
+            out = np.ndarray(array.shape, array.dtype, buffer=self.results.part(result, 0, 0, array.nbytes))
+            return array.nbytes, lambda: np.copyto(out, array)
+        return None
+
+    def _complete(self, ex: Exchange) -> None:
+        op = ex.op()
+        if not op.has_result:
+            self._finish(ex, None)
+            return
+        leader = ex.contributions[ex.leader()]
+        meta = pickle.dumps((str(op), leader.dtype, tuple(leader.shape)))
+        self._finish(ex, pb.ObjectValue(object_id=result_id(ex.gid, ex.seq),
+                                        value=pb.SerializedObject(data=meta, shared=ex.result())))
+
+    def _finish(self, ex: Exchange, value: pb.ObjectValue | None) -> None:
+        """The call is complete here: keep its result for the members' replays (when they are
+        replayed), map it for the local members, and let the call's segments and leases go."""
+        arrays = None
+        if value is not None:
+            if self.worker.ft.logs_lineage:
+                value = self._keep(ex, value)
+            try:
+                arrays = self._arrays_of(value) if value.WhichOneof("kind") == "value" else None
+            except LookupError as exc:
+                value = pb.ObjectValue(error=pb.RemoteError(message=str(exc)))
+            if arrays is None:
+                self._fail(ex, CollectiveError(f"the result of call #{ex.seq} is lost: {value.error.message}"))
+                return
+        ex.outcome = value if value is not None else pb.ObjectValue()
+        self._release(ex)
+        future = self._finished.pop((ex.gid, ex.seq), None)
+        if future is not None and not future.done():
+            future.set_result(arrays)
+
+    def _keep(self, ex: Exchange, value: pb.ObjectValue) -> pb.ObjectValue:
+        """Put the result in this process's object store, pinned until every member's checkpoint
+        covers the call (the object store holds its segment meanwhile)."""
+        objects, oid = self.worker.objects, value.object_id
+        if oid not in objects:
+            objects.expect(oid)
+            objects.put(value)
+        member = self._any_member(ex.gid)
+        for actor in member.members if member is not None else []:
+            self.worker.retention.pin(oid, actor, ex.gid, ex.seq + 1)
+        held = objects.held(oid)
+        return held if held is not None else value
+
+    def _fail(self, ex: Exchange, error: Exception) -> None:
+        ex.error = str(error)
+        self._release(ex)
+        future = self._finished.pop((ex.gid, ex.seq), None)
+        if future is not None and not future.done():
+            future.set_exception(error)
+
+    def _release(self, ex: Exchange) -> None:
+        shared = self.worker.shared
+        for contribution in ex.local.values():
+            if contribution.HasField("result"):
+                shared.unhold(contribution.result)  # the store holds it now, if it is the result
+        for lent in ex.lent:
+            shared.received(lent)
+        ex.lent.clear()
+        self.exchanges.pop((ex.gid, ex.seq), None)
+
+    # ---- messages ---------------------------------------------------------------------------
+
+    def _tell(self, ex: Exchange, address: str, member: GroupMember) -> None:
+        """Send ``address`` this process's members' contributions and parts done for the call."""
+        if address == self.worker.address:
+            return
+        ex.told.add(address)
+        for rank, contribution in ex.local.items():
+            message = cpb.CollectiveMessage(group_id=ex.gid, seq=ex.seq, rank=rank)
+            message.contribution.CopyFrom(contribution)
+            if contribution.HasField("result"):
+                lent = self.worker.shared.lend(contribution.result, address)
+                if lent is not None:
+                    message.contribution.result.CopyFrom(lent)
+            self.worker.channels.send(address, CHANNEL, message.SerializeToString())
+            result = ex.result()
+            if result is not None and ex.done.get(rank) == key_of(result):
+                done = cpb.CollectiveMessage(group_id=ex.gid, seq=ex.seq, rank=rank, done=cpb.Done(result=result))
+                self.worker.channels.send(address, CHANNEL, done.SerializeToString())
+
+    def _on_message(self, peer: str, payload: bytes) -> None:
+        try:
+            message = cpb.CollectiveMessage.FromString(payload)
+        except Exception:  # noqa: BLE001 - a malformed message from a peer is dropped, not fatal
+            log.warning("dropped a malformed collective message from %s", peer)
+            return
+        kind = message.WhichOneof("kind")
+        key = (message.group_id, message.seq)
+        ex = self.exchanges.get(key)
+        if kind == "contribution":
+            self._on_contribution(peer, message, ex)
+        elif kind == "done" and ex is not None:
+            ex.on_done(message.rank, message.done.result)
+            self._progress(ex)
+        elif kind == "complete":
+            self._on_complete(message.complete, ex)
+        elif kind == "missing" and ex is not None:
+            ex.missing.add(message.rank)
+            self._progress(ex)
+
+    def _on_contribution(self, peer: str, message: cpb.CollectiveMessage, ex: Exchange | None) -> None:
+        c = message.contribution
+        lent = c.HasField("result") and c.result.pid == c.result.creator_pid and c.result.creator_pid != os.getpid()
+        if ex is None:
+            if self._answer_late(peer, message):
+                if lent:
+                    self.worker.shared.received(c.result)
+                return
+            ex = self.exchanges[(message.group_id, message.seq)] = Exchange(message.group_id, message.seq, c.size)
+        if lent:
+            ex.lent.append(c.result)
+        ex.contribute(message.rank, c, peer)
+        member = self._any_member(ex.gid)
+        if ex.local and peer not in ex.told and member is not None:
+            self._tell(ex, peer, member)
+        self._progress(ex)
+
+    def _answer_late(self, peer: str, message: cpb.CollectiveMessage) -> bool:
+        """A contribution to a call this process finished: the result, if it is kept here; that it
+        is missing, if its members went past it; else False (the call is still to come here)."""
+        oid = result_id(message.group_id, message.seq)
+        held = self.worker.objects.held(oid)
+        locals_ = self._local_members(message.group_id)
+        if held is not None and held.WhichOneof("kind") == "value":
+            reply = cpb.CollectiveMessage(group_id=message.group_id, seq=message.seq)
+            reply.complete.CopyFrom(self._lent_value(held, peer))
+            self.worker.channels.send(peer, CHANNEL, reply.SerializeToString())
+            return True
+        past = [m for m in locals_ if m.calls > message.seq]
+        for m in past:
+            reply = cpb.CollectiveMessage(group_id=message.group_id, seq=message.seq, rank=m.rank, missing=True)
+            self.worker.channels.send(peer, CHANNEL, reply.SerializeToString())
+        return bool(past)
+
+    def _lent_value(self, value: pb.ObjectValue, address: str) -> pb.ObjectValue:
+        if not value.value.HasField("shared"):
+            return value  # spilled: its bytes travel
+        lent = self.worker.shared.lend(value.value.shared, address)
+        if lent is None:
+            return self.worker.shared.materialize(value)
+        out = pb.ObjectValue()
+        out.CopyFrom(value)
+        out.value.shared.CopyFrom(lent)
+        return out
+
+    def _on_complete(self, value: pb.ObjectValue, ex: Exchange | None) -> None:
+        shared = value.value.shared if value.value.HasField("shared") else None
+        if ex is not None and not ex.finished:
+            self.counts["fetched"] += 1
+            self._finish(ex, value)
+        if shared is not None:
+            self.worker.shared.received(shared)
+
+    # ---- members and processes --------------------------------------------------------------
+
+    def _local_members(self, gid: bytes) -> list[GroupMember]:
+        host = self.worker.host
+        found = []
+        for actor in host.actors.values() if host is not None else []:
+            for name, extra in actor.context.extras.items():
+                if name.startswith(EXTRAS_PREFIX) and isinstance(extra, GroupMember) and extra.gid == gid:
+                    found.append(extra)
+        return found
+
+    def _local_member(self, gid: bytes, rank: int) -> GroupMember | None:
+        return next((m for m in self._local_members(gid) if m.rank == rank), None)
+
+    def _any_member(self, gid: bytes) -> GroupMember | None:
+        found = self._local_members(gid)
+        return found[0] if found else None
+
+    def _addresses(self, member: GroupMember) -> list[str]:
+        """The processes serving the group's members now (this one included), each once."""
+        out: list[str] = []
+        for slot in member.slots:
+            info = self.worker.membership.serving(slot)
+            if info is not None and info.state == head_pb2.ALIVE and info.address and info.address not in out:
+                out.append(info.address)
+        if self.worker.address not in out:
+            out.append(self.worker.address)
+        return out
+
+    def _went_past(self, member: GroupMember) -> None:
+        """Calls of the group before this member's next one that wait for it here: it made them
+        before (it was restored past them), so they will not get its part from this process."""
+        for (gid, seq), ex in list(self.exchanges.items()):
+            if gid == member.gid and seq < member.calls and member.rank not in ex.local and not ex.finished:
+                reply = cpb.CollectiveMessage(group_id=gid, seq=seq, rank=member.rank, missing=True)
+                for address in set(ex.sources.values()) - {self.worker.address}:
+                    self.worker.channels.send(address, CHANNEL, reply.SerializeToString())
+                if not ex.local:
+                    self._release(ex)
+
+    def _alive_addresses(self) -> set[str]:
+        return {n.address for n in self.worker.membership.alive_nodes() if n.address}
+
+    def _on_view(self) -> None:
+        alive = self._alive_addresses()
+        gone, self._alive = self._alive - alive, alive
+        if not gone:
+            return
+        self.peers.forget({(c.input.pid, c.input.fd, c.input.inode) for ex in self.exchanges.values()
+                           for c in ex.contributions.values() if c.HasField("input")})
+        for ex in list(self.exchanges.values()):
+            for address in gone:
+                ex.drop_from(address)
+                ex.told.discard(address)
+            member = self._any_member(ex.gid)
+            if member is None or ex.finished:
+                continue
+            lost = [r for r, slot in enumerate(member.slots) if r not in ex.local and r not in ex.done
+                    and self._rank_lost(slot, ex.sources.get(r), gone)]
+            if lost:
+                self._fail(ex, CollectiveError(f"call #{ex.seq} of the collective group cannot complete: rank(s) "
+                                               f"{lost} were lost with their node and are not rebuilt "
+                                               f"(ft={self.worker.ft.mode.value!r})"))
+                continue
+            for address in self._addresses(member):  # a process that finished the call answers with its result
+                self._tell(ex, address, member)
+            self._progress(ex)
+
+    def _rank_lost(self, slot: int, source: str | None, gone: set[str]) -> bool:
+        """Whether a member on ``slot`` died for good: its slot has no future, or nothing rebuilds
+        it (``ft="none"``; under global rollback every process starts again instead)."""
+        ft = self.worker.ft
+        if ft.rolls_back:
+            return False
+        if not self.worker.membership.accepts(slot):
+            return True
+        info = self.worker.membership.serving(slot)
+        died = source in gone or info is None or info.state != head_pb2.ALIVE
+        return died and not ft.logs_lineage
+
+    # ---- values -----------------------------------------------------------------------------
+
+    def _arrays_of(self, value: pb.ObjectValue) -> list[np.ndarray]:
+        op_text, dtype, shape = pickle.loads(value.value.data)
+        buffers = self.worker.shared.read(value.value.shared) if value.value.HasField("shared") \
+            else [memoryview(b) for b in value.value.buffers]
+        return [np.frombuffer(b, np.dtype(dtype)).reshape(shape) for b in buffers]
+
+    async def _off_loop(self, nbytes: int, fn: Any, *args: Any) -> Any:
+        if nbytes <= INLINE_BYTES:
+            return fn(*args)
+        return await asyncio.to_thread(fn, *args)
+
+
+_services: dict[int, CollectiveService] = {}
+
+
+def service(worker: Worker) -> CollectiveService:
+    """This process's collective service (made at its first use)."""
+    found = _services.get(id(worker))
+    if found is None or found.worker is not worker:
+        found = _services[id(worker)] = CollectiveService(worker)
+    return found
