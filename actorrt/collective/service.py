@@ -120,8 +120,8 @@ class CollectiveService:
             return
         if ex.cannot_finish():
             self._fail(ex, CollectiveError(
-                f"call #{ex.seq} of the collective group cannot be replayed: ranks {sorted(ex.missing)} went past it "
-                f"and no process holds its result any more"))
+                f"call #{ex.seq} of collective group {self._name(ex.gid)!r} cannot be replayed: ranks "
+                f"{sorted(ex.missing)} went past it and no process holds its result any more"))
             return
         for rank in list(ex.local):
             if ex.ready_to_write(rank):
@@ -341,6 +341,10 @@ class CollectiveService:
                     found.append(extra)
         return found
 
+    def _name(self, gid: bytes) -> str:
+        member = self._any_member(gid)
+        return member.name if member is not None else gid.hex()[:12]
+
     def _local_member(self, gid: bytes, rank: int) -> GroupMember | None:
         return next((m for m in self._local_members(gid) if m.rank == rank), None)
 
@@ -390,9 +394,9 @@ class CollectiveService:
             lost = [r for r, slot in enumerate(member.slots) if r not in ex.local and r not in ex.done
                     and self._rank_lost(slot, ex.sources.get(r), gone)]
             if lost:
-                self._fail(ex, CollectiveError(f"call #{ex.seq} of the collective group cannot complete: rank(s) "
-                                               f"{lost} were lost with their node and are not rebuilt "
-                                               f"(ft={self.worker.ft.mode.value!r})"))
+                self._fail(ex, CollectiveError(
+                    f"call #{ex.seq} of collective group {member.name!r} cannot complete: rank(s) {lost} were lost "
+                    f"with their node and are not rebuilt (ft={self.worker.ft.mode.value!r})"))
                 continue
             for address in self._addresses(member):  # a process that finished the call answers with its result
                 self._tell(ex, address, member)
