@@ -168,9 +168,9 @@ class Head:
         self.rollbacks += rollback
         if not s.info.managed and self.mode.logs_lineage:
             self._choose_heir(s)
-        self.publish()
         if rollback:
             self._roll_back_everyone(slot)
+        self.publish()
         if s.info.managed:
             s.restart_delay = min(max(0.5, 2 * s.restart_delay), MAX_RESTART_DELAY_S) if never_started else 0.0
             if s.restart_delay:
@@ -196,7 +196,9 @@ class Head:
 
     def _roll_back_everyone(self, failed: int) -> None:
         """The global-rollback baseline: every other node goes too, and each restarts from the last
-        global checkpoint (their process exits are handled like any failure)."""
+        global checkpoint. They are declared dead in the same view as the failed one, so that no
+        process sends work to a node that is about to go back (a checkpoint taken there would
+        replace the one the rollback restores)."""
         for other in self.slots.values():
             if other.info.slot == failed or other.info.state != head_pb2.ALIVE:
                 continue
@@ -204,8 +206,12 @@ class Head:
                 log.error("node %d was not started by this head and cannot be rolled back", other.info.slot)
                 continue
             log.warning("rolling node %d back to the last global checkpoint", other.info.slot)
-            other.killed_at = asyncio.get_running_loop().time()
             other.process.kill()
+            other.info.state = head_pb2.DEAD
+            other.info.last_failure = f"{time.strftime('%H:%M:%S')} rolled back: node {failed} failed"
+            other.failed_at = asyncio.get_running_loop().time()
+            other.detection_ms = 0.0
+            self._background.spawn(self._launch(other.info.slot))
 
     async def _supervise_shard(self, i: int) -> None:
         """Restart a store shard that dies, on its address and from its append-only file: every
