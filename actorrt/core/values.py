@@ -87,8 +87,9 @@ def _value_task(worker: Worker, ref: ObjectRef) -> asyncio.Task:
 
 def _keep(worker: Worker, ref: ObjectRef, task: asyncio.Task) -> None:
     worker.polls[ref.object_id] = task
-    if task.done():
-        task.exception()  # an error is an answer here: the get that takes it up raises it
+    # An error is an answer here: the get that takes it up raises it (and if none does, the
+    # failure was the caller's to ignore, as after a get that raised another ref's error first).
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())
     while len(worker.polls) > POLLS_KEPT:
         oldest = next(iter(worker.polls))
         worker.polls.pop(oldest).cancel()
