@@ -1,14 +1,17 @@
-"""Recovery of a ring allreduce: lineage stash replay against the global-rollback baseline.
+"""Recovery of an iterative allreduce (paper Fig. 12b): lineage stash replay against the
+global-rollback baseline.
 
-The ring of ``examples/ring_allreduce.py`` (P workers on 2 nodes, numpy arrays, a global checkpoint
-every C iterations) runs I iterations twice per mode: once without failures, once with node 1
-SIGKILLed during iteration K. For each mode it reports the failure-free time, the time with the
-failure, and what the failure cost: the time from the start of iteration K to the end, with the
-failure minus without (the iterations before K are the same work in both runs, and leaving them
-out keeps their noise out of the difference), with each iteration's duration for the plot.
+The group of ``examples/allreduce.py`` (P workers on 2 nodes, each iteration an
+``actorrt.collective.allreduce`` of numpy arrays, a global checkpoint every C iterations) runs I
+iterations twice per mode: once without failures, once with node 1 SIGKILLed during iteration K.
+For each mode it reports the failure-free time, the time with the failure, and what the failure
+cost: the time from the start of iteration K to the end, with the failure minus without (the
+iterations before K are the same work in both runs, and leaving them out keeps their noise out of
+the difference), with each iteration's duration for the plot.
 
 - ``lineage_stash``: only node 1 restarts; its workers restore their checkpoint and replay their
-  logged tasks after it; the survivors never roll back and the iteration goes on.
+  logged tasks after it, fetching the results of their collective calls from the survivors; the
+  survivors never roll back and the iteration goes on.
 - ``checkpoint``: every node restarts and every worker goes back to the last global checkpoint;
   the driver redoes the iterations since.
 - ``write_first``: like ``lineage_stash``, with every task logged before it runs.
@@ -46,16 +49,15 @@ TARGET_COST_RATIO = 0.25
 TARGET_OVERHEAD_RATIO = 1.1
 
 _spec = importlib.util.spec_from_file_location(
-    "ring_allreduce", Path(__file__).resolve().parents[1] / "examples" / "ring_allreduce.py")
-ring_allreduce = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ring_allreduce)
+    "allreduce", Path(__file__).resolve().parents[1] / "examples" / "allreduce.py")
+allreduce = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(allreduce)
 
 
 def _timed_run(workers: int, size: int, iterations: int, every: int, kill_at: int | None) -> dict[str, Any]:
-    """One run on a fresh ring; returns its total time, the starts of the iterations (a rolled
+    """One run on a fresh group; returns its total time, the starts of the iterations (a rolled
     back iteration starts again) and whether the result is the reference's, bit for bit."""
-    ring = ring_allreduce.create_ring(workers, size, nodes=2)
-    actorrt.get([w.result.remote(-1) for w in ring], timeout=120)  # constructed and connected
+    group = allreduce.create_group(workers, size, nodes=2)
     starts: list[tuple[int, float]] = []
     pending_kill = [kill_at] if kill_at is not None else []
 
@@ -66,9 +68,9 @@ def _timed_run(workers: int, size: int, iterations: int, every: int, kill_at: in
             actorrt.kill_node(1)
 
     began = time.perf_counter()
-    results = ring_allreduce.run(ring, iterations, on_iteration, every)
+    results = allreduce.run(group, iterations, on_iteration, every)
     ended = time.perf_counter()
-    expected = ring_allreduce.reference(workers, size, iterations)
+    expected = allreduce.reference(workers, size, iterations)
     return {
         "total_s": ended - began,
         "starts": [(i, t - began) for i, t in starts],
@@ -81,7 +83,7 @@ def _store_and_kept(stats: dict[str, Any]) -> dict[str, Any]:
     """What the lineage store took per task the workers ran, and what the processes keep for replays."""
     processes = [*stats["nodes"], stats["driver"]]
     written = sum(p.get("lineage", {}).get("store_bytes_written", 0) for p in processes)
-    tasks = sum(a["executed"] for n in stats["nodes"] for a in n["actors"] if a["class"] == "AllreduceWorker")
+    tasks = sum(a["executed"] for n in stats["nodes"] for a in n["actors"] if a["class"] == "Worker")
     kept = [p.get("objects_kept", {}) for p in processes]
     return {"store_bytes_written": written, "worker_tasks": tasks, "store_bytes_per_task": written / max(tasks, 1),
             "pinned_bytes": sum(k.get("pinned_bytes", 0) for k in kept),
@@ -122,7 +124,7 @@ def _plot(results: list[dict[str, Any]], kill_at: int, path: Path) -> None:
     ax.set_xlabel("time since the first iteration (s)")
     ax.set_ylabel("iteration duration (ms)")
     ax.set_yscale("log")
-    ax.set_title("Ring allreduce with a node failure: replay vs global rollback")
+    ax.set_title("Iterative allreduce with a node failure: replay vs global rollback")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -140,7 +142,7 @@ def _plot(results: list[dict[str, Any]], kill_at: int, path: Path) -> None:
 @click.option("--out", "out_dir", default="bench/results", show_default=True, type=click.Path(file_okay=False))
 def main(workers: int, size: int, iterations: int, checkpoint_every: int, kill_at: int | None,
          modes_text: str, out_dir: str) -> None:
-    """Time a ring allreduce with and without a node failure, per fault-tolerance mode."""
+    """Time an iterative allreduce with and without a node failure, per fault-tolerance mode."""
     modes = [m.strip() for m in modes_text.split(",") if m.strip()]
     kill_at = kill_at if kill_at is not None else min(iterations - 1, 2 * checkpoint_every - 1)
     if not 0 <= kill_at < iterations or workers < 2 or checkpoint_every < 1:
@@ -170,7 +172,7 @@ def main(workers: int, size: int, iterations: int, checkpoint_every: int, kill_a
         click.echo(f"{ft}: {clean['total_s']:.2f} s without a failure"
                    + (f", {failed['total_s']:.2f} s with one" if failed else ""), err=True)
 
-    click.echo(f"ring allreduce: {workers} workers x {size} float64, {iterations} iterations, checkpoint every "
+    click.echo(f"iterative allreduce: {workers} workers x {size} float64, {iterations} iterations, checkpoint every "
                f"{checkpoint_every}, node 1 killed in iteration {kill_at}; {os.cpu_count()} cores")
     click.echo(f"{'ft':<15}{'no failure s':>14}{'failure s':>11}{'cost s':>9}{'redone':>8}{'bit-identical':>15}"
                f"{'store B/task':>14}{'kept MB':>9}{'spilled MB':>12}")

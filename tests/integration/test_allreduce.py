@@ -1,5 +1,6 @@
-"""Ring allreduce over numpy arrays, killed mid-iteration: bit-identical to a failure-free run
-and to a plain-numpy computation of the same summation order."""
+"""The iterative allreduce of examples/allreduce.py (actorrt.collective), killed mid-run: bit-identical
+to a failure-free run and to a plain-numpy computation of the same summation order; under the
+global-rollback baseline, the group resumes from its last checkpoint with the same result."""
 
 from __future__ import annotations
 
@@ -8,36 +9,34 @@ from pathlib import Path
 
 import actorrt
 
-_spec = importlib.util.spec_from_file_location(
-    "ring_allreduce", Path(__file__).parents[2] / "examples" / "ring_allreduce.py")
-ring_allreduce = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ring_allreduce)
+_spec = importlib.util.spec_from_file_location("allreduce", Path(__file__).parents[2] / "examples" / "allreduce.py")
+allreduce = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(allreduce)
 
 WORKERS, SIZE, ITERATIONS = 4, 20_000, 8
 
 
 def test_allreduce_is_bit_identical_after_a_node_is_killed_mid_iteration(cluster_with):
-    expected = ring_allreduce.reference(WORKERS, SIZE, ITERATIONS)
+    expected = allreduce.reference(WORKERS, SIZE, ITERATIONS)
     with cluster_with(num_nodes=2, store_shards=2):
-        clean = ring_allreduce.run(ring_allreduce.create_ring(WORKERS, SIZE, nodes=2), ITERATIONS)
+        clean = allreduce.run(allreduce.create_group(WORKERS, SIZE), ITERATIONS)
 
-        def kill_in_the_middle(iteration: int) -> None:  # its chunks are travelling the ring now
+        def kill_in_the_middle(iteration: int) -> None:  # its members are in the call now
             if iteration == ITERATIONS // 2:
                 actorrt.kill_node(1)
 
-        ring = ring_allreduce.create_ring(WORKERS, SIZE, nodes=2)
-        killed = ring_allreduce.run(ring, ITERATIONS, kill_in_the_middle)
+        killed = allreduce.run(allreduce.create_group(WORKERS, SIZE), ITERATIONS, kill_in_the_middle)
         recovery = next(n for n in actorrt.stats()["nodes"] if n["node"] == 1)["recoveries"]
     assert all(r.tobytes() == expected.tobytes() for r in clean)
     assert all(r.tobytes() == expected.tobytes() for r in killed)
-    # Both rings' workers on node 1 were rebuilt (2 per ring), by replay.
+    # Both groups' workers on node 1 were rebuilt (2 per group), by replay.
     assert len(recovery) == 1 and recovery[0]["actors"] == 4 and recovery[0]["tasks_replayed"] > 4, recovery
 
 
 def test_the_global_rollback_baseline_resumes_from_the_last_checkpoint_bit_identically(cluster_with):
-    expected = ring_allreduce.reference(WORKERS, SIZE, ITERATIONS)
+    expected = allreduce.reference(WORKERS, SIZE, ITERATIONS)
     with cluster_with(num_nodes=2, store_shards=1, ft="checkpoint"):
-        ring = ring_allreduce.create_ring(WORKERS, SIZE, nodes=2)
+        group = allreduce.create_group(WORKERS, SIZE)
         kills = [ITERATIONS // 2 + 1]  # one kill, two iterations after the checkpoint before it
 
         def kill_once(iteration: int) -> None:
@@ -45,7 +44,7 @@ def test_the_global_rollback_baseline_resumes_from_the_last_checkpoint_bit_ident
                 kills.clear()
                 actorrt.kill_node(1)
 
-        results = ring_allreduce.run(ring, ITERATIONS, kill_once, checkpoint_every=ITERATIONS // 2)
+        results = allreduce.run(group, ITERATIONS, kill_once, checkpoint_every=ITERATIONS // 2)
         nodes = actorrt.stats()["nodes"]
     assert all(r.tobytes() == expected.tobytes() for r in results)
     # Both nodes went back (the survivor too), each restoring its two workers, replaying nothing.

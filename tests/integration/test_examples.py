@@ -25,8 +25,8 @@ def test_quickstart(tmp_path):
 
 
 @pytest.mark.parametrize("kill", [False, True])
-def test_ring_allreduce_is_bit_identical_to_numpy(tmp_path, kill):
-    out = run_example(tmp_path, "ring_allreduce.py", "--iterations", "4", "--size", "20000",
+def test_allreduce_is_bit_identical_to_numpy(tmp_path, kill):
+    out = run_example(tmp_path, "allreduce.py", "--iterations", "4", "--size", "20000",
                       *(["--kill"] if kill else []))
     assert "bit-identical to plain numpy: True" in out
     assert ("node 1 recovered:" in out) == kill
