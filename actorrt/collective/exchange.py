@@ -77,6 +77,15 @@ class Exchange:
             if source == address and rank not in self.local:
                 del self.contributions[rank], self.sources[rank]
 
+    def forget(self, rank: int) -> None:
+        """``rank``'s contribution, and every part written into its segment if it led, count no more."""
+        result = self.result()
+        if result is not None and rank == self.leader():
+            self.done = {r: k for r, k in self.done.items() if k != key_of(result)}
+            self.writing.clear()
+        self.contributions.pop(rank, None)
+        self.sources.pop(rank, None)
+
     def on_done(self, rank: int, result: pb.SharedObject) -> None:
         """``rank`` wrote its part into ``result`` (which may be the leader's segment before this
         process hears of it: streams from different processes are not ordered)."""

@@ -26,6 +26,7 @@ from actorrt.collective.exchange import Exchange
 from actorrt.collective.group import EXTRAS_PREFIX, GroupMember, result_id
 from actorrt.collective.memory import InputBuffers, PeerMappings, ResultMappings
 from actorrt.collective.ops import Op
+from actorrt.core import context
 from actorrt.core.worker import Worker
 from actorrt.objects.shared import key_of
 from actorrt.rpc import collective_pb2 as cpb
@@ -54,6 +55,8 @@ class CollectiveService:
         self.exchanges: dict[tuple[bytes, int], Exchange] = {}
         self._finished: dict[tuple[bytes, int], asyncio.Future] = {}
         self._arrays: dict[tuple[bytes, int, int], np.ndarray] = {}  # what local members passed
+        self._kept: dict[bytes, set[int]] = {}  # group -> calls whose results the object store keeps
+        self._prefetched: set[tuple[bytes, int]] = set()  # (group, rank) whose replay asked for results
         self._alive = self._alive_addresses()
         self.counts: Counter[str] = Counter()  # "computed", "fetched": what tests and stats read
         worker.channels.register(CHANNEL, self._on_message)
@@ -65,6 +68,7 @@ class CollectiveService:
         """Run call ``member.calls`` of the group for this member; what it returns to it."""
         seq = member.calls
         self._went_past(member)
+        self._prefetch_if_replaying(member)
         held = self.worker.objects.held(result_id(member.gid, seq))
         if held is not None and held.WhichOneof("kind") == "value":  # another member here finished it
             return ops.result_value(op, self._arrays_of(held), member.rank, member.size)
@@ -192,14 +196,9 @@ class CollectiveService:
         replayed), map it for the local members, and let the call's segments and leases go."""
         arrays = None
         if value is not None:
-            if self.worker.ft.logs_lineage:
-                value = self._keep(ex, value)
-            try:
-                arrays = self._arrays_of(value) if value.WhichOneof("kind") == "value" else None
-            except LookupError as exc:
-                value = pb.ObjectValue(error=pb.RemoteError(message=str(exc)))
+            arrays = self._take(ex, value)
             if arrays is None:
-                self._fail(ex, CollectiveError(f"the result of call #{ex.seq} is lost: {value.error.message}"))
+                self._result_gone(ex)
                 return
         ex.outcome = value if value is not None else pb.ObjectValue()
         self._release(ex)
@@ -207,18 +206,52 @@ class CollectiveService:
         if future is not None and not future.done():
             future.set_result(arrays)
 
-    def _keep(self, ex: Exchange, value: pb.ObjectValue) -> pb.ObjectValue:
-        """Put the result in this process's object store, pinned until every member's checkpoint
-        covers the call (the object store holds its segment meanwhile)."""
+    def _take(self, ex: Exchange, value: pb.ObjectValue) -> list[np.ndarray] | None:
+        """The result's arrays, mapped here and, when members are replayed, kept in the object
+        store pinned until every member's checkpoint covers the call; None if its segment is gone
+        (its leader died before this process opened it)."""
+        shared = self.worker.shared
+        if value.value.HasField("shared") and not shared.hold(value.value.shared):
+            return None
+        try:
+            if self.worker.ft.logs_lineage:
+                self._keep(ex, value)
+            return self._arrays_of(value)
+        except LookupError:
+            return None
+        finally:
+            if value.value.HasField("shared"):
+                shared.unhold(value.value.shared)
+
+    def _result_gone(self, ex: Exchange) -> None:
+        """The leader's process died with the result segment before this one opened it: its
+        replay makes another, into which every member writes its part again; a leader that is
+        not rebuilt fails the call."""
+        leader = ex.leader()
+        source = ex.sources.get(leader, "")
+        ex.forget(leader)
+        member = self._any_member(ex.gid)
+        if member is not None and self._rank_lost(member.slots[leader], source, {source} - self._alive):
+            self._fail(ex, CollectiveError(
+                f"call #{ex.seq} of collective group {member.name!r} cannot complete: its leader, rank {leader}, "
+                f"was lost with its node and the result with it (ft={self.worker.ft.mode.value!r})"))
+            return
+        self._progress(ex)
+
+    def _keep(self, ex: Exchange, value: pb.ObjectValue) -> None:
+        """Put the result in this process's object store (which holds its segment), pinned until
+        every member's checkpoint covers the call."""
+        self._keep_result(ex.gid, ex.seq, value)
+
+    def _keep_result(self, gid: bytes, seq: int, value: pb.ObjectValue) -> None:
         objects, oid = self.worker.objects, value.object_id
         if oid not in objects:
             objects.expect(oid)
             objects.put(value)
-        member = self._any_member(ex.gid)
+        self._kept.setdefault(gid, set()).add(seq)
+        member = self._any_member(gid)
         for actor in member.members if member is not None else []:
-            self.worker.retention.pin(oid, actor, ex.gid, ex.seq + 1)
-        held = objects.held(oid)
-        return held if held is not None else value
+            self.worker.retention.pin(oid, actor, gid, seq + 1)
 
     def _fail(self, ex: Exchange, error: Exception) -> None:
         ex.error = str(error)
@@ -272,10 +305,12 @@ class CollectiveService:
             ex.on_done(message.rank, message.done.result)
             self._progress(ex)
         elif kind == "complete":
-            self._on_complete(message.complete, ex)
+            self._on_complete(message, ex)
         elif kind == "missing" and ex is not None:
             ex.missing.add(message.rank)
             self._progress(ex)
+        elif kind == "replaying":
+            self._send_kept(peer, message.group_id, message.seq)
 
     def _on_contribution(self, peer: str, message: cpb.CollectiveMessage, ex: Exchange | None) -> None:
         c = message.contribution
@@ -322,13 +357,50 @@ class CollectiveService:
         out.value.shared.CopyFrom(lent)
         return out
 
-    def _on_complete(self, value: pb.ObjectValue, ex: Exchange | None) -> None:
-        shared = value.value.shared if value.value.HasField("shared") else None
+    def _on_complete(self, message: cpb.CollectiveMessage, ex: Exchange | None) -> None:
+        """A result another process keeps: the call's outcome here, or one a replaying member
+        here will reach (it asked for them all at once)."""
+        value = message.complete
         if ex is not None and not ex.finished:
             self.counts["fetched"] += 1
             self._finish(ex, value)
-        if shared is not None:
-            self.worker.shared.received(shared)
+        elif ex is None and value.object_id not in self.worker.objects and self._will_reach(message.group_id,
+                                                                                            message.seq):
+            shared = self.worker.shared
+            if not value.value.HasField("shared") or shared.hold(value.value.shared):
+                self.counts["fetched"] += 1
+                self._keep_result(message.group_id, message.seq, value)
+                if value.value.HasField("shared"):
+                    shared.unhold(value.value.shared)
+        if value.value.HasField("shared"):
+            self.worker.shared.received(value.value.shared)
+
+    def _prefetch_if_replaying(self, member: GroupMember) -> None:
+        """A replayed member asks the others, once, for every result they keep from its next call
+        on: its calls then take them from here, without a round trip each."""
+        task = context.running_task.get(None)
+        if task is None or not task.replayed or (member.gid, member.rank) in self._prefetched:
+            return
+        self._prefetched.add((member.gid, member.rank))
+        ask = cpb.CollectiveMessage(group_id=member.gid, seq=member.calls, rank=member.rank, replaying=True)
+        for address in self._addresses(member):
+            if address != self.worker.address:
+                self.worker.channels.send(address, CHANNEL, ask.SerializeToString())
+
+    def _send_kept(self, peer: str, gid: bytes, start: int) -> None:
+        kept = self._kept.get(gid, set())
+        for seq in sorted(s for s in kept if s >= start):
+            held = self.worker.objects.held(result_id(gid, seq))
+            if held is None or held.WhichOneof("kind") != "value":
+                kept.discard(seq)  # let go since (every member's checkpoint covers it)
+                continue
+            reply = cpb.CollectiveMessage(group_id=gid, seq=seq)
+            reply.complete.CopyFrom(self._lent_value(held, peer))
+            self.worker.channels.send(peer, CHANNEL, reply.SerializeToString())
+
+    def _will_reach(self, gid: bytes, seq: int) -> bool:
+        members = self._local_members(gid)
+        return bool(members) and any(m.calls <= seq for m in members)
 
     # ---- members and processes --------------------------------------------------------------
 

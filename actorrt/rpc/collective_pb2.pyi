@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CollectiveMessage(_message.Message):
-    __slots__ = ("group_id", "seq", "rank", "contribution", "done", "complete", "missing")
+    __slots__ = ("group_id", "seq", "rank", "contribution", "done", "complete", "missing", "replaying")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +16,7 @@ class CollectiveMessage(_message.Message):
     DONE_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_FIELD_NUMBER: _ClassVar[int]
     MISSING_FIELD_NUMBER: _ClassVar[int]
+    REPLAYING_FIELD_NUMBER: _ClassVar[int]
     group_id: bytes
     seq: int
     rank: int
@@ -23,7 +24,8 @@ class CollectiveMessage(_message.Message):
     done: Done
     complete: _common_pb2.ObjectValue
     missing: bool
-    def __init__(self, group_id: _Optional[bytes] = ..., seq: _Optional[int] = ..., rank: _Optional[int] = ..., contribution: _Optional[_Union[Contribution, _Mapping]] = ..., done: _Optional[_Union[Done, _Mapping]] = ..., complete: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., missing: _Optional[bool] = ...) -> None: ...
+    replaying: bool
+    def __init__(self, group_id: _Optional[bytes] = ..., seq: _Optional[int] = ..., rank: _Optional[int] = ..., contribution: _Optional[_Union[Contribution, _Mapping]] = ..., done: _Optional[_Union[Done, _Mapping]] = ..., complete: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., missing: _Optional[bool] = ..., replaying: _Optional[bool] = ...) -> None: ...
 
 class Contribution(_message.Message):
     __slots__ = ("op", "dtype", "shape", "input", "result", "size")
