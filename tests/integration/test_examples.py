@@ -32,6 +32,16 @@ def test_allreduce_is_bit_identical_to_numpy(tmp_path, kill):
     assert ("node 1 recovered:" in out) == kill
 
 
+@pytest.mark.parametrize("model,ft", [("logreg", "lineage_stash"), ("mlp", "lineage_stash"), ("mlp", "checkpoint")])
+def test_sgd_killed_mid_run_converges_to_the_single_process_weights(tmp_path, model, ft):
+    out = run_example(tmp_path, "sgd.py", "--model", model, "--iterations", "30", "--checkpoint-every", "10",
+                      "--kill", "--ft", ft)
+    loss = [float(v) for v in out.split("loss ")[1].split(",")[0].split(" -> ")]
+    assert loss[1] < 0.5 * loss[0]  # it learns
+    assert "bit-identical to single-process numpy: True" in out
+    assert "node 1 recovered: actors 2" in out
+
+
 def test_exactly_once_sink(tmp_path):
     out = run_example(tmp_path, "exactly_once_sink.py")
     assert "each of the 900 records exactly once" in out and "recovery: [{" in out
