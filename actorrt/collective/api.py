@@ -131,7 +131,11 @@ async def _call(group_name: str, op: Op, array: Any, what: str) -> Any:
         member.calls = seq + 1
     # The call is one event of the member's task, logged: a replay checks it makes the same call.
     event = (member.gid, seq, str(op))
+    task = context.running_task.get(None)
+    version = task.spec.version if task is not None else 0
     logged = context.record(lambda: event, rt.worker.ft.on_record)
+    if task is not None and task.spec.version != version:  # logged now (not replayed): WriteFirst waits for it
+        await rt.worker.ft.recorded(task.spec)
     if logged != event:
         raise ReplayDivergedError(f"the replay of rank {member.rank} of collective group {group_name!r} made "
                                   f"{op} as call #{seq}; before the failure that call was {logged[2]} (call "

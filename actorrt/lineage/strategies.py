@@ -271,6 +271,9 @@ class WriteFirst(LoggedLineage):
 
     mode = FaultToleranceMode.WRITE_FIRST
 
+    async def recorded(self, spec: pb.TaskSpec) -> None:
+        await self.flusher.write_now([spec], whole=False)
+
     async def on_assign(self, spec: pb.TaskSpec, predecessor: bytes, record_order: bool) -> pb.TaskSpec:
         if record_order and predecessor:
             first, spec = spec, reordered(spec, predecessor)

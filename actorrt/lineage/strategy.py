@@ -89,6 +89,11 @@ class FaultTolerance:
     def on_record(self, spec: pb.TaskSpec) -> None:
         pass
 
+    async def recorded(self, spec: pb.TaskSpec) -> None:
+        """Return once ``spec``, a version ``on_record`` took, is as durable as this mode makes a
+        task before it runs: at once, except under WriteFirst (acked by the store). For events a
+        task awaits, such as a collective call."""
+
     # ---- commits ----------------------------------------------------------------------------------
 
     async def flush(self) -> int:
