@@ -314,6 +314,11 @@ class CollectiveService:
 
     def _on_contribution(self, peer: str, message: cpb.CollectiveMessage, ex: Exchange | None) -> None:
         c = message.contribution
+        foreign = [s.host for s in (c.input, c.result) if s.host and s.host != self.worker.shared.host]
+        if foreign and ex is not None:  # a member moved to another host (an heir there rebuilt it)
+            self._fail(ex, CollectiveError(f"rank {message.rank} of collective group {self._name(ex.gid)!r} is on "
+                                           f"another host now ({foreign[0]}): collectives run within one host"))
+            return
         lent = c.HasField("result") and c.result.pid == c.result.creator_pid and c.result.creator_pid != os.getpid()
         if ex is None:
             if self._answer_late(peer, message):
