@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from recovery_runs import from_iteration, mean_latencies, plot_failures
 
 import actorrt
 
@@ -98,38 +99,6 @@ def _minus(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
             "store_bytes_per_task": written / max(tasks, 1)}
 
 
-def _from_iteration(run: dict[str, Any], iteration: int) -> float:
-    """Seconds from the (first) start of ``iteration`` to the end of ``run``."""
-    return run["end_s"] - next(t for i, t in run["starts"] if i == iteration)
-
-
-def _iteration_durations(run: dict[str, Any]) -> list[tuple[int, float]]:
-    times = [t for _, t in run["starts"]] + [run["end_s"]]
-    return [(i, (times[k + 1] - times[k]) * 1e3) for k, (i, _) in enumerate(run["starts"])]
-
-
-def _plot(results: list[dict[str, Any]], kill_at: int, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for r in results:
-        run = r["with_failure"]
-        times = [t for _, t in run["starts"]]
-        ax.plot(times, [d for _, d in _iteration_durations(run)], marker=".", label=f"{r['ft']} (node 1 killed)")
-    ax.axvline(next(t for i, t in results[0]["with_failure"]["starts"] if i == kill_at), color="grey",
-               linestyle="--", label=f"kill (iteration {kill_at})")
-    ax.set_xlabel("time since the first iteration (s)")
-    ax.set_ylabel("iteration duration (ms)")
-    ax.set_yscale("log")
-    ax.set_title("Iterative allreduce with a node failure: replay vs global rollback")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
 @click.command()
 @click.option("--workers", default=4, show_default=True, help="allreduce workers (worker r on node r % 2)")
 @click.option("--size", default=200_000, show_default=True, help="float64 elements per worker")
@@ -165,7 +134,8 @@ def main(workers: int, size: int, iterations: int, checkpoint_every: int, kill_a
         finally:
             actorrt.shutdown()
         results.append({"ft": ft, "failure_free": clean, "with_failure": failed, "recoveries": recoveries,
-                        "cost_s": (_from_iteration(failed, kill_at) - _from_iteration(clean, kill_at)
+                        "latency": mean_latencies(clean, failed, kill_at),
+                        "cost_s": (from_iteration(failed, kill_at) - from_iteration(clean, kill_at)
                                    if failed else None),
                         "total_difference_s": failed["total_s"] - clean["total_s"] if failed else None,
                         "redone": len(failed["starts"]) - iterations if failed else None})
@@ -204,7 +174,8 @@ def main(workers: int, size: int, iterations: int, checkpoint_every: int, kill_a
     (out / f"allreduce-recovery-{stamp}.json").write_text(json.dumps(doc, indent=1))
     failures = [r for r in results if r["with_failure"]]
     if failures:
-        _plot(failures, kill_at, out / f"allreduce-recovery-{stamp}.png")
+        plot_failures(failures, kill_at, "Iterative allreduce with a node failure: replay vs global rollback",
+                      out / f"allreduce-recovery-{stamp}.png")
     click.echo(f"wrote {out}/allreduce-recovery-{stamp}.json and .png")
 
 

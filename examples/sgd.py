@@ -8,7 +8,7 @@ are replayed from their checkpoints, fetching the sums they took part in from th
 the final weights are bit-identical to a failure-free run's and to a single-process numpy run over
 the same shards (summing the shards' gradients in rank order).
 
-    python examples/sgd.py [--model logreg|mlp] [--workers 4] [--iterations 60] [--kill]
+    python examples/sgd.py [--model logreg|mlp|mlp:<hidden>] [--workers 4] [--iterations 60] [--kill]
         [--checkpoint-every 10] [--ft lineage_stash|checkpoint|none]
 """
 
@@ -48,58 +48,58 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 class LogisticRegression:
     size = FEATURES + 1
 
-    @staticmethod
-    def init(seed: int) -> np.ndarray:
-        return np.zeros(LogisticRegression.size)
+    def init(self, seed: int) -> np.ndarray:
+        return np.zeros(self.size)
 
-    @staticmethod
-    def predict(params: np.ndarray, x: np.ndarray) -> np.ndarray:
+    def predict(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
         return _sigmoid(x @ params[:-1] + params[-1])
 
-    @staticmethod
-    def gradient(params: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    def gradient(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """The gradient of the log loss summed over the rows of ``x``."""
-        err = LogisticRegression.predict(params, x) - y
+        err = self.predict(params, x) - y
         return np.concatenate([x.T @ err, [err.sum()]])
 
 
 class MLP:
     """One hidden tanh layer, a sigmoid output: parameters W1, b1, w2, b2 in one vector."""
 
-    size = FEATURES * HIDDEN + HIDDEN + HIDDEN + 1
+    def __init__(self, hidden: int = HIDDEN) -> None:
+        self.hidden = hidden
 
-    @staticmethod
-    def init(seed: int) -> np.ndarray:
+    def init(self, seed: int) -> np.ndarray:
         rng = np.random.default_rng(seed + 1)
-        w1 = rng.standard_normal((FEATURES, HIDDEN)) / np.sqrt(FEATURES)
-        w2 = rng.standard_normal(HIDDEN) / np.sqrt(HIDDEN)
-        return np.concatenate([w1.ravel(), np.zeros(HIDDEN), w2, [0.0]])
+        w1 = rng.standard_normal((FEATURES, self.hidden)) / np.sqrt(FEATURES)
+        w2 = rng.standard_normal(self.hidden) / np.sqrt(self.hidden)
+        return np.concatenate([w1.ravel(), np.zeros(self.hidden), w2, [0.0]])
 
-    @staticmethod
-    def _unpack(params: np.ndarray) -> tuple[np.ndarray, ...]:
-        w1 = params[:FEATURES * HIDDEN].reshape(FEATURES, HIDDEN)
-        b1 = params[FEATURES * HIDDEN:FEATURES * HIDDEN + HIDDEN]
-        w2 = params[FEATURES * HIDDEN + HIDDEN:-1]
-        return w1, b1, w2, params[-1]
+    def _unpack(self, params: np.ndarray) -> tuple[np.ndarray, ...]:
+        h = self.hidden
+        return params[:FEATURES * h].reshape(FEATURES, h), params[FEATURES * h:FEATURES * h + h], \
+            params[FEATURES * h + h:-1], params[-1]
 
-    @staticmethod
-    def predict(params: np.ndarray, x: np.ndarray) -> np.ndarray:
-        w1, b1, w2, b2 = MLP._unpack(params)
+    def predict(self, params: np.ndarray, x: np.ndarray) -> np.ndarray:
+        w1, b1, w2, b2 = self._unpack(params)
         return _sigmoid(np.tanh(x @ w1 + b1) @ w2 + b2)
 
-    @staticmethod
-    def gradient(params: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        w1, b1, w2, b2 = MLP._unpack(params)
+    def gradient(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        w1, b1, w2, b2 = self._unpack(params)
         hidden = np.tanh(x @ w1 + b1)
         err = _sigmoid(hidden @ w2 + b2) - y
         back = np.outer(err, w2) * (1.0 - hidden**2)
         return np.concatenate([(x.T @ back).ravel(), back.sum(axis=0), hidden.T @ err, [err.sum()]])
 
 
-MODELS = {"logreg": LogisticRegression, "mlp": MLP}
+def model_of(name: str) -> LogisticRegression | MLP:
+    """``logreg``, ``mlp`` or ``mlp:<hidden units>``."""
+    kind, _, hidden = name.partition(":")
+    if kind == "logreg" and not hidden:
+        return LogisticRegression()
+    if kind == "mlp":
+        return MLP(int(hidden) if hidden else HIDDEN)
+    raise ValueError(f"unknown model {name!r}: logreg, mlp or mlp:<hidden units>")
 
 
-def step(model: type, params: np.ndarray, gradient_sum: np.ndarray, lr: float) -> np.ndarray:
+def step(params: np.ndarray, gradient_sum: np.ndarray, lr: float) -> np.ndarray:
     """One update from the gradients summed over all shards (their mean over every sample)."""
     return params - lr * (gradient_sum / SAMPLES)
 
@@ -107,13 +107,13 @@ def step(model: type, params: np.ndarray, gradient_sum: np.ndarray, lr: float) -
 @actorrt.remote
 class Trainer:
     def __init__(self, model: str, rank: int, workers: int, lr: float, seed: int = 0) -> None:
-        self.model, self.lr = MODELS[model], lr
+        self.model, self.lr = model_of(model), lr
         self.x, self.y = shard(rank, workers, seed)
         self.params = self.model.init(seed)
 
     async def iterate(self, iteration: int) -> int:
         grad = self.model.gradient(self.params, self.x, self.y)
-        self.params = step(self.model, self.params, await collective.allreduce(grad), self.lr)
+        self.params = step(self.params, await collective.allreduce(grad), self.lr)
         return iteration
 
     def weights(self) -> np.ndarray:
@@ -155,7 +155,7 @@ def train(trainers: list, iterations: int, on_iteration: Callable[[int], None] |
 def reference(model: str, workers: int, iterations: int, lr: float, seed: int = 0) -> np.ndarray:
     """The same training in one process (an independent oracle): each shard's gradient, summed in
     rank order, the same update."""
-    m = MODELS[model]
+    m = model_of(model)
     shards = [shard(r, workers, seed) for r in range(workers)]
     params = m.init(seed)
     for _ in range(iterations):
@@ -163,20 +163,20 @@ def reference(model: str, workers: int, iterations: int, lr: float, seed: int = 
         total = grads[0]
         for g in grads[1:]:
             total = total + g
-        params = step(m, params, total, lr)
+        params = step(params, total, lr)
     return params
 
 
 def evaluate(model: str, params: np.ndarray, seed: int = 0) -> tuple[float, float]:
     """(log loss, accuracy) over the whole dataset."""
     x, y = dataset(seed)
-    p = np.clip(MODELS[model].predict(params, x), 1e-12, 1 - 1e-12)
+    p = np.clip(model_of(model).predict(params, x), 1e-12, 1 - 1e-12)
     return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))), float(np.mean((p > 0.5) == (y > 0.5)))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=sorted(MODELS), default="logreg")
+    parser.add_argument("--model", default="logreg", help="logreg, mlp or mlp:<hidden units>")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--iterations", type=int, default=60)
     parser.add_argument("--lr", type=float, default=0.5)
@@ -198,7 +198,7 @@ def main() -> None:
     weights = train(trainers, args.iterations, kill_once, args.checkpoint_every if rollback else None)
     elapsed = time.perf_counter() - started
     expected = reference(args.model, args.workers, args.iterations, args.lr)
-    start_loss, _ = evaluate(args.model, MODELS[args.model].init(0))
+    start_loss, _ = evaluate(args.model, model_of(args.model).init(0))
     loss, accuracy = evaluate(args.model, weights[0])
     print(f"{args.model}: {args.iterations} iterations in {elapsed:.2f} s; loss {start_loss:.3f} -> {loss:.3f}, "
           f"accuracy {accuracy:.3f}")
