@@ -35,12 +35,11 @@ import importlib.util
 import json
 import os
 import platform
-import time
 from pathlib import Path
 from typing import Any
 
 import click
-from recovery_runs import from_iteration, mean_latencies, plot_failures
+from recovery_runs import from_iteration, mean_latencies, plot_failures, timed
 
 import actorrt
 
@@ -56,28 +55,10 @@ _spec.loader.exec_module(allreduce)
 
 
 def _timed_run(workers: int, size: int, iterations: int, every: int, kill_at: int | None) -> dict[str, Any]:
-    """One run on a fresh group; returns its total time, the starts of the iterations (a rolled
-    back iteration starts again) and whether the result is the reference's, bit for bit."""
+    """One run on a fresh group (see ``recovery_runs.timed``)."""
     group = allreduce.create_group(workers, size, nodes=2)
-    starts: list[tuple[int, float]] = []
-    pending_kill = [kill_at] if kill_at is not None else []
-
-    def on_iteration(iteration: int) -> None:
-        starts.append((iteration, time.perf_counter()))
-        if pending_kill and iteration == pending_kill[0]:
-            pending_kill.clear()
-            actorrt.kill_node(1)
-
-    began = time.perf_counter()
-    results = allreduce.run(group, iterations, on_iteration, every)
-    ended = time.perf_counter()
-    expected = allreduce.reference(workers, size, iterations)
-    return {
-        "total_s": ended - began,
-        "starts": [(i, t - began) for i, t in starts],
-        "end_s": ended - began,
-        "bit_identical": all(r.tobytes() == expected.tobytes() for r in results),
-    }
+    return timed(lambda on_iteration: allreduce.run(group, iterations, on_iteration, every),
+                 allreduce.reference(workers, size, iterations), kill_at)
 
 
 def _store_and_kept(stats: dict[str, Any]) -> dict[str, Any]:

@@ -51,21 +51,28 @@ def run(group: list, iterations: int, on_iteration: Callable[[int], None] | None
     iterations; under ``ft="checkpoint"`` a failure rolls the group back to the last of them, and
     the run goes on from the iteration that checkpoint came before.
     """
-    checkpointed, iteration = 0, 0
+    checkpointed, iteration, seen = 0, 0, actorrt.rollbacks()
     while iteration < iterations:
         try:
             if checkpoint_every and iteration % checkpoint_every == 0:
                 actorrt.checkpoint(group, timeout=timeout)
+                _check(seen)  # a checkpoint of actors rolled back meanwhile is not this iteration's
                 checkpointed = iteration
             refs = [w.iterate.remote(iteration) for w in group]
             if on_iteration is not None:
                 on_iteration(iteration)
             actorrt.get(refs, timeout=timeout)
+            _check(seen)  # tasks sent after a rollback ran on restored actors, without an error
         except actorrt.RolledBackError:
-            iteration = checkpointed
+            iteration, seen = checkpointed, actorrt.rollbacks()
             continue
         iteration += 1
     return actorrt.get([w.result.remote() for w in group], timeout=timeout)
+
+
+def _check(seen: int) -> None:
+    if actorrt.rollbacks() != seen:
+        raise actorrt.RolledBackError("the cluster rolled back to its last global checkpoint")
 
 
 def reference(workers: int, size: int, iterations: int, seed: int = 0) -> np.ndarray:

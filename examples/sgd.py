@@ -107,9 +107,19 @@ def step(params: np.ndarray, gradient_sum: np.ndarray, lr: float) -> np.ndarray:
 @actorrt.remote
 class Trainer:
     def __init__(self, model: str, rank: int, workers: int, lr: float, seed: int = 0) -> None:
+        self.setup = (model, rank, workers, lr, seed)
         self.model, self.lr = model_of(model), lr
         self.x, self.y = shard(rank, workers, seed)
         self.params = self.model.init(seed)
+
+    def checkpoint(self) -> tuple:
+        """What a checkpoint keeps: the weights, not the shard (it is read again on restore)."""
+        return self.setup, self.params
+
+    def restore(self, state: tuple) -> None:
+        setup, params = state
+        self.__init__(*setup)
+        self.params = params
 
     async def iterate(self, iteration: int) -> int:
         grad = self.model.gradient(self.params, self.x, self.y)
@@ -135,21 +145,28 @@ def train(trainers: list, iterations: int, on_iteration: Callable[[int], None] |
     """Run ``iterations`` iterations; every trainer's final weights. With
     ``global_checkpoint_every`` (the global-rollback baseline), the driver checkpoints all trainers
     together that often and, after a rollback, goes on from the last of those checkpoints."""
-    checkpointed, iteration = 0, 0
+    checkpointed, iteration, seen = 0, 0, actorrt.rollbacks()
     while iteration < iterations:
         try:
             if global_checkpoint_every and iteration % global_checkpoint_every == 0:
                 actorrt.checkpoint(trainers, timeout=timeout)
+                _check(seen)  # a checkpoint of trainers rolled back meanwhile is not this iteration's
                 checkpointed = iteration
             refs = [t.iterate.remote(iteration) for t in trainers]
             if on_iteration is not None:
                 on_iteration(iteration)
             actorrt.get(refs, timeout=timeout)
+            _check(seen)  # tasks sent after a rollback ran on restored trainers, without an error
         except actorrt.RolledBackError:
-            iteration = checkpointed
+            iteration, seen = checkpointed, actorrt.rollbacks()
             continue
         iteration += 1
     return actorrt.get([t.weights.remote() for t in trainers], timeout=timeout)
+
+
+def _check(seen: int) -> None:
+    if actorrt.rollbacks() != seen:
+        raise actorrt.RolledBackError("the cluster rolled back to its last global checkpoint")
 
 
 def reference(model: str, workers: int, iterations: int, lr: float, seed: int = 0) -> np.ndarray:

@@ -20,6 +20,22 @@ from actorrt.objects.arena import Arena, Segment
 from actorrt.rpc import common_pb2 as pb
 
 
+def map_segment(shared: pb.SharedObject, writable: bool) -> mmap.mmap:
+    """The whole segment ``shared`` names, mapped here through its process.
+
+    Raises:
+        OSError: that process is gone, or holds another file under that fd now.
+    """
+    fd = os.open(f"/proc/{shared.pid}/fd/{shared.fd}", (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
+    try:
+        if os.fstat(fd).st_ino != shared.inode:
+            raise FileNotFoundError(f"process {shared.pid} holds another file under fd {shared.fd} now")
+        prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
+        return mmap.mmap(fd, os.fstat(fd).st_size, flags=mmap.MAP_SHARED, prot=prot)
+    finally:
+        os.close(fd)
+
+
 class InputBuffers:
     """This process's members' input buffers, per (group, rank), two each."""
 
@@ -74,14 +90,7 @@ class PeerMappings:
         key = (shared.pid, shared.fd, shared.inode)
         mapped = self._maps.get(key)
         if mapped is None:
-            fd = os.open(f"/proc/{shared.pid}/fd/{shared.fd}", os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                if os.fstat(fd).st_ino != shared.inode:
-                    raise FileNotFoundError(f"process {shared.pid} holds another file under fd {shared.fd} now")
-                mapped = self._maps[key] = mmap.mmap(fd, os.fstat(fd).st_size, flags=mmap.MAP_SHARED,
-                                                     prot=mmap.PROT_READ)
-            finally:
-                os.close(fd)
+            mapped = self._maps[key] = map_segment(shared, writable=False)
         return memoryview(mapped)[:shared.lengths[0]]
 
     def forget(self, keep: set[tuple[int, int, int]]) -> None:
@@ -118,13 +127,7 @@ class ResultMappings:
         key = (shared.pid, shared.fd, shared.inode)
         mapped = self._maps.get(key)
         if mapped is None:
-            fd = os.open(f"/proc/{shared.pid}/fd/{shared.fd}", os.O_RDWR | os.O_CLOEXEC)
-            try:
-                if os.fstat(fd).st_ino != shared.inode:
-                    raise FileNotFoundError(f"process {shared.pid} holds another file under fd {shared.fd} now")
-                mapped = self._maps[key] = mmap.mmap(fd, os.fstat(fd).st_size, flags=mmap.MAP_SHARED)
-            finally:
-                os.close(fd)
+            mapped = self._maps[key] = map_segment(shared, writable=True)
             self._bytes += len(mapped)
             self._evict()
         self._maps.move_to_end(key)
