@@ -63,91 +63,65 @@ class InputBuffers:
         segment = self._arena.segment(shared.fd)
         return memoryview(segment.view) if segment is not None and segment.inode == shared.inode else None
 
-    def forget_group(self, gid: bytes) -> None:
-        for key in [k for k in self._buffers if k[0] == gid]:
-            self._arena.discard(self._buffers.pop(key))
 
-    def close(self) -> None:
-        self._arena.close()
+class Mappings:
+    """Mappings of other processes' segments, kept from call to call: a buffer or a recycled
+    result segment maps once, and later calls touch its pages without a fault. The least recently
+    used go past ``max_bytes`` (a mapping keeps its segment alive after its maker let go of it,
+    or died)."""
 
-
-class PeerMappings:
-    """Read-only mappings of other processes' input buffers, kept while they are in use."""
-
-    def __init__(self, own: InputBuffers) -> None:
-        self._own = own
-        self._maps: dict[tuple[int, int, int], mmap.mmap] = {}  # (pid, fd, inode)
-
-    def view(self, shared: pb.SharedObject) -> memoryview:
-        """The bytes of the input ``shared`` names.
-
-        Raises:
-            OSError: its process is gone, and with it the buffer (unless mapped here before).
-        """
-        local = self._own.local(shared)
-        if local is not None:
-            return local[:shared.lengths[0]]
-        key = (shared.pid, shared.fd, shared.inode)
-        mapped = self._maps.get(key)
-        if mapped is None:
-            mapped = self._maps[key] = map_segment(shared, writable=False)
-        return memoryview(mapped)[:shared.lengths[0]]
-
-    def forget(self, keep: set[tuple[int, int, int]]) -> None:
-        """Unmap what is not in ``keep`` (buffers that were replaced, processes that died)."""
-        for key in [k for k in self._maps if k not in keep]:
-            try:
-                self._maps.pop(key).close()
-            except BufferError:  # an array still reads it: it goes with that array
-                pass
-
-
-class ResultMappings:
-    """Writable mappings of other processes' result segments, for the parts this process's members
-    write. A leader's segments are recycled from call to call, so a mapping kept from one call
-    serves the next without a page fault; the least recently used go past ``max_bytes`` (a
-    mapping keeps its segment alive after the leader let go of it)."""
-
-    def __init__(self, own: Arena, max_bytes: int = 1 << 30) -> None:
-        self._own = own
+    def __init__(self, writable: bool, max_bytes: int = 1 << 30) -> None:
+        self._writable = writable
         self._max_bytes = max_bytes
         self._maps: OrderedDict[tuple[int, int, int], mmap.mmap] = OrderedDict()
         self._bytes = 0
 
-    def part(self, shared: pb.SharedObject, index: int, start: int, length: int) -> memoryview:
-        """``length`` writable bytes of buffer ``index`` of the result segment ``shared``, from ``start``.
+    def get(self, shared: pb.SharedObject) -> mmap.mmap:
+        """The whole segment ``shared`` names.
 
         Raises:
-            OSError: the leader's process is gone, and its segment with it.
+            OSError: its process is gone, and the segment with it (unless mapped here before).
         """
+        key = (shared.pid, shared.fd, shared.inode)
+        mapped = self._maps.get(key)
+        if mapped is None:
+            mapped = self._maps[key] = map_segment(shared, self._writable)
+            self._bytes += len(mapped)
+            while self._bytes > self._max_bytes and len(self._maps) > 1:
+                _, old = self._maps.popitem(last=False)
+                self._bytes -= len(old)
+                try:
+                    old.close()
+                except BufferError:  # still read or written: the mapping goes with the last view of it
+                    pass
+        self._maps.move_to_end(key)
+        return mapped
+
+
+class PeerInputs:
+    """The members' inputs, read where they are: this process's buffers, or mapped read-only."""
+
+    def __init__(self, own: InputBuffers) -> None:
+        self._own = own
+        self._maps = Mappings(writable=False)
+
+    def view(self, shared: pb.SharedObject) -> memoryview:
+        local = self._own.local(shared)
+        return (local if local is not None else memoryview(self._maps.get(shared)))[:shared.lengths[0]]
+
+
+class ResultParts:
+    """Where this process's members write their parts of a result: the leader's segment, its own
+    or mapped writable."""
+
+    def __init__(self, own: Arena) -> None:
+        self._own = own
+        self._maps = Mappings(writable=True)
+
+    def part(self, shared: pb.SharedObject, index: int, start: int, length: int) -> memoryview:
+        """``length`` writable bytes of buffer ``index`` of the result segment ``shared``, from ``start``."""
         begin = shared.offsets[index] + start
         segment = self._own.segment(shared.fd) if shared.pid == os.getpid() else None
         if segment is not None and segment.inode == shared.inode:
             return memoryview(segment.view)[begin:begin + length]
-        key = (shared.pid, shared.fd, shared.inode)
-        mapped = self._maps.get(key)
-        if mapped is None:
-            mapped = self._maps[key] = map_segment(shared, writable=True)
-            self._bytes += len(mapped)
-            self._evict()
-        self._maps.move_to_end(key)
-        return memoryview(mapped)[begin:begin + length]
-
-    def _evict(self) -> None:
-        while self._bytes > self._max_bytes and len(self._maps) > 1:
-            _, mapped = self._maps.popitem(last=False)
-            self._bytes -= len(mapped)
-            try:
-                mapped.close()
-            except BufferError:  # a part is being written: the mapping goes when it is done
-                pass
-
-    def forget(self, pids: set[int]) -> None:
-        """Unmap the segments of processes that died (the kernel frees what nobody maps)."""
-        for key in [k for k in self._maps if k[0] in pids]:
-            mapped = self._maps.pop(key)
-            self._bytes -= len(mapped)
-            try:
-                mapped.close()
-            except BufferError:
-                pass
+        return memoryview(self._maps.get(shared))[begin:begin + length]

@@ -24,7 +24,7 @@ import numpy as np
 from actorrt.collective import ops
 from actorrt.collective.exchange import Exchange
 from actorrt.collective.group import EXTRAS_PREFIX, GroupMember, result_id
-from actorrt.collective.memory import InputBuffers, PeerMappings, ResultMappings
+from actorrt.collective.memory import InputBuffers, PeerInputs, ResultParts
 from actorrt.collective.ops import Op
 from actorrt.core import context
 from actorrt.core.worker import Worker
@@ -50,8 +50,8 @@ class CollectiveService:
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
         self.inputs = InputBuffers(worker.shared.host, worker.address)
-        self.peers = PeerMappings(self.inputs)
-        self.results = ResultMappings(worker.shared.arena)
+        self.peers = PeerInputs(self.inputs)
+        self.results = ResultParts(worker.shared.arena)
         self.exchanges: dict[tuple[bytes, int], Exchange] = {}
         self._finished: dict[tuple[bytes, int], asyncio.Future] = {}
         self._arrays: dict[tuple[bytes, int, int], np.ndarray] = {}  # what local members passed
@@ -459,8 +459,6 @@ class CollectiveService:
         gone, self._alive = self._alive - alive, alive
         if not gone:
             return
-        self.peers.forget({(c.input.pid, c.input.fd, c.input.inode) for ex in self.exchanges.values()
-                           for c in ex.contributions.values() if c.HasField("input")})
         for ex in list(self.exchanges.values()):
             for address in gone:
                 ex.drop_from(address)
