@@ -20,6 +20,10 @@ from actorrt.core import context
 from actorrt.exceptions import ActorRTError, ReplayDivergedError
 from actorrt.handles import ActorHandle
 
+# A member checkpoints after its task once the results kept for its replay since its last
+# checkpoint pass this fraction of ``pinned_budget_bytes`` (what a process keeps for replays).
+KEEP_FRACTION = 4
+
 
 def create_collective_group(actors: Sequence[ActorHandle], group_name: str = "default", *,
                             timeout: float | None = None) -> None:
@@ -136,6 +140,8 @@ async def _call(group_name: str, op: Op, array: Any, what: str) -> Any:
     finally:
         member.in_call = ""
         member.calls = seq + 1
+    if rt.worker.ft.logs_lineage:
+        member.keep_limit = rt.worker.ft.options.pinned_budget_bytes // KEEP_FRACTION
     # The call is one event of the member's task, logged: a replay checks it makes the same call.
     event = (member.gid, seq, str(op))
     task = context.running_task.get(None)

@@ -34,6 +34,8 @@ class GroupMember:
     slots: list[int]  # the node slot each was placed on (the view says who serves it now)
     calls: int = 0  # collective calls this member made in the group: the next call's seq
     in_call: str = ""  # the call under way, if one is (a member makes one at a time)
+    unchecked_bytes: int = 0  # of the results kept for this member's replay since its last checkpoint
+    keep_limit: int = 0  # past it, the member checkpoints after its task (0: never)
 
     @property
     def size(self) -> int:
@@ -43,3 +45,11 @@ class GroupMember:
         """What a checkpoint of this member covers: its replay makes no call up to ``calls``, so
         the others may stop keeping those results for it."""
         return [(self.gid, self.calls)]
+
+    def wants_checkpoint(self) -> bool:
+        """The results kept for this member's replay passed the limit: a checkpoint lets them go
+        (a memory-pressure checkpoint, as a driver asks of the actors it keeps arguments for)."""
+        return bool(self.keep_limit) and self.unchecked_bytes > self.keep_limit
+
+    def checkpointed(self) -> None:
+        self.unchecked_bytes = 0

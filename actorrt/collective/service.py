@@ -71,7 +71,7 @@ class CollectiveService:
         self._prefetch_if_replaying(member)
         held = self.worker.objects.held(result_id(member.gid, seq))
         if held is not None and held.WhichOneof("kind") == "value":  # another member here finished it
-            return ops.result_value(op, self._arrays_of(held), member.rank, member.size)
+            return self._returned(member, op, self._arrays_of(held))
         ex, finished = self._exchange(member, seq)
         contribution = cpb.Contribution(op=str(op), size=member.size)
         if array is not None:
@@ -91,7 +91,15 @@ class CollectiveService:
             arrays = await finished
         finally:
             self._arrays.pop((member.gid, seq, member.rank), None)
-        return ops.result_value(op, arrays, member.rank, member.size) if arrays is not None else None
+        return self._returned(member, op, arrays)
+
+    def _returned(self, member: GroupMember, op: Op, arrays: list[np.ndarray] | None) -> Any:
+        """What the call returns to ``member``; its result counts as kept for its replay."""
+        if arrays is None:
+            return None
+        if self.worker.ft.logs_lineage:
+            member.unchecked_bytes += sum(a.nbytes for a in arrays)
+        return ops.result_value(op, arrays, member.rank, member.size)
 
     def _exchange(self, member: GroupMember, seq: int) -> tuple[Exchange, asyncio.Future]:
         """The call, and the future its local members await."""

@@ -38,10 +38,17 @@ class Checkpointer:
         self._collected_before: dict[bytes, int] = {}
 
     def due(self, spec: pb.TaskSpec) -> bool:
-        """Whether to checkpoint after ``spec`` ran (every ``checkpoint_every`` tasks)."""
-        every = self._actor.creation.checkpoint_every
-        return bool(every) and self.since >= every and self._actor.death is None \
-            and spec.method != CHECKPOINT_METHOD
+        """Whether to checkpoint after ``spec`` ran: every ``checkpoint_every`` tasks, or when an
+        extra asks (a memory-pressure checkpoint; under replay only: a rollback's checkpoints
+        are global)."""
+        actor = self._actor
+        if actor.death is not None or spec.method == CHECKPOINT_METHOD:
+            return False
+        every = actor.creation.checkpoint_every
+        if every and self.since >= every:
+            return True
+        return actor.services.ft.logs_lineage and any(
+            getattr(value, "wants_checkpoint", bool)() for value in actor.context.extras.values())
 
     async def take(self, spec: pb.TaskSpec | None = None) -> dict[str, Any]:
         """Checkpoint now, between tasks; ``spec`` is the ``__checkpoint__`` task running, whose
@@ -61,6 +68,8 @@ class Checkpointer:
         self._collected_before, self._collected = self._collected, dict(self._cut)
         self._cut = dict(actor.ledger.last_counter)
         snapshot = self._snapshot()  # now, synchronously: the state between two tasks
+        for value in actor.context.extras.values():
+            getattr(value, "checkpointed", bool)()
         await asyncio.to_thread(checkpoints.write_checkpoint, path, snapshot)
         if ft.store is not None:
             await ft.store.set_checkpoint(actor.actor_id, self.seq, str(path))

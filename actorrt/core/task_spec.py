@@ -47,8 +47,10 @@ class SenderContext:
     function: str = ""  # the remote function whose call this sender is (it calls functions only)
     running: str = ""  # what runs now, for messages: "Class(id).method", "remote function f"
     # What libraries on top of the runtime keep per actor, by name: checkpointed with it
-    # (cloudpickled), restored before its replay; a value's ``covered()``, if it has one, gives
-    # ``(sender, counter)`` pairs its checkpoint covers (what others may stop keeping for it).
+    # (cloudpickled) and restored before its replay. A value may have, for the checkpointer:
+    # ``covered()``, the ``(sender, counter)`` pairs a checkpoint covers (what others may stop
+    # keeping for it); ``wants_checkpoint()``, true when the actor should checkpoint after this
+    # task (what others keep for it grew too large); ``checkpointed()``, called when it did.
     extras: dict[str, Any] = field(default_factory=dict)
     # Drivers submit from many threads; counter order must equal queueing order.
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

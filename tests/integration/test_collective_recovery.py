@@ -139,3 +139,19 @@ def test_a_group_across_hosts_is_refused_with_what_to_do(cluster_with):
         finally:
             other.kill()
             other.wait()
+
+
+def test_members_checkpoint_when_what_is_kept_for_them_grows_and_replay_from_there(cluster_with):
+    # A budget of 2 MB: a member checkpoints once 0.5 MB of results are kept for it (every third
+    # call of 240 KB), with no checkpoint_every and no actorrt.checkpoint.
+    with cluster_with(num_nodes=2, store_shards=1, pinned_budget_bytes=2 << 20):
+        members = start_group()
+        run(members, range(CALLS * 2))
+        kept = [n["objects_kept"]["pinned_bytes"] for n in actorrt.stats()["nodes"]]
+        actorrt.kill_node(1)
+        run(members, range(CALLS * 2, CALLS * 3))
+        states = actorrt.get([m.state_bytes.remote() for m in members])
+        recovery = next(n for n in actorrt.stats()["nodes"] if n["node"] == 1)["recoveries"][0]
+    assert states == oracle(CALLS * 3)
+    assert all(k <= 3 * SIZE * 8 for k in kept), kept  # not the 20 calls' 4.8 MB
+    assert recovery["from_checkpoint"] == 2 and recovery["tasks_replayed"] <= 2 * 3, recovery
