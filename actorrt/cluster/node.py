@@ -151,13 +151,25 @@ class NodeProcess:
 @click.option("--head", "head_address", required=True, metavar="HOST:PORT", help="The head's address.")
 @click.option("--slot", type=int, default=-1, show_default=True, help="Slot to take (-1: a new one).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-def main(head_address: str, slot: int, host: str) -> None:
+@click.option("--spare", is_flag=True, help="Wait, everything imported, until the head writes on stdin the slot to "
+              "take and the log file to write (a node kept warm for restarts).")
+def main(head_address: str, slot: int, host: str, spare: bool) -> None:
     """Run a node process in the foreground, with the cluster token in ACTORRT_TOKEN."""
     env = node_environment(os.environ)
     if env != dict(os.environ):  # started by other means: again, in the environment a node needs (hash seed, BLAS)
         # The same interpreter flags (``-X``, ``-W``, a coverage wrapper's) and arguments.
         os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
     token = daemon_setup("actorrt.cluster.node")
+    if spare:
+        line = sys.stdin.readline()
+        if not line:
+            return  # the head went away, or stopped with this one unused
+        slot_text, log_path = line.rstrip("\n").split(" ", 1)
+        slot = int(slot_text)
+        out = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(out)
 
     async def amain() -> None:
         node = NodeProcess(head_address, token, slot, host)

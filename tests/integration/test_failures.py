@@ -113,3 +113,43 @@ def test_a_killed_head_takes_its_nodes_and_store_shards_with_it(cluster_with):
         while any(process_alive(pid) for pid in children):
             assert time.monotonic() < deadline, [pid for pid in children if process_alive(pid)]
             time.sleep(0.05)
+
+
+def _spares(head_pid: int) -> list[int]:
+    """The head's children started as warm node processes (with --spare) that serve no slot yet."""
+    serving = {n["pid"] for n in actorrt.nodes()}
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            ppid = int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1])
+            cmdline = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == head_pid and b"--spare" in cmdline and int(entry) not in serving and process_alive(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def test_a_restart_takes_the_warm_node_process_and_shutdown_leaves_none(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=1):
+        head_pid = actorrt.core.context.current().head_process.process.pid
+        deadline = time.monotonic() + 10
+        while not _spares(head_pid):
+            assert time.monotonic() < deadline, "no warm node process"
+            time.sleep(0.05)
+        [spare] = _spares(head_pid)
+        before = actorrt.nodes()[1]
+        actorrt.kill_node(1)
+        after = wait_alive(1, before["epoch"])
+        assert after["pid"] == spare  # started before the failure, it took the slot
+        while not _spares(head_pid):  # and another is kept warm behind it
+            assert time.monotonic() < deadline + 10, "no new warm node process"
+            time.sleep(0.05)
+        kept = _spares(head_pid)
+    assert spare not in kept
+    deadline = time.monotonic() + 10
+    while any(process_alive(pid) for pid in kept):
+        assert time.monotonic() < deadline, "a warm node process outlived the cluster"
+        time.sleep(0.05)
