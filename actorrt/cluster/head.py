@@ -180,6 +180,7 @@ class Head:
         """A warm node process, told to serve ``slot`` (logging to ``log_path``), or None."""
         while self._spares and not self._stopping:
             spare = self._spares.pop(0)
+            self._background.spawn(self._keep_spare())  # another behind it (or instead of a dead one)
             if spare.returncode is not None:
                 continue
             try:
@@ -188,7 +189,6 @@ class Head:
                 spare.stdin.close()
             except (BrokenPipeError, ConnectionResetError):
                 continue
-            self._background.spawn(self._keep_spare())
             return spare
         return None
 

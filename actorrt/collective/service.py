@@ -55,7 +55,6 @@ class CollectiveService:
         self.exchanges: dict[tuple[bytes, int], Exchange] = {}
         self._finished: dict[tuple[bytes, int], asyncio.Future] = {}
         self._arrays: dict[tuple[bytes, int, int], np.ndarray] = {}  # what local members passed
-        self._kept: dict[bytes, set[int]] = {}  # group -> calls whose results the object store keeps
         self._prefetched: set[tuple[bytes, int]] = set()  # (group, rank) whose replay asked for results
         self._alive = self._alive_addresses()
         self.counts: Counter[str] = Counter()  # "computed", "fetched": what tests and stats read
@@ -85,8 +84,8 @@ class CollectiveService:
         ex.local[member.rank] = contribution
         ex.contribute(member.rank, contribution, self.worker.address)
         for address in self._addresses(member):
-            self._tell(ex, address, member)
-        self._progress(ex, member)
+            self._tell(ex, address)
+        self._progress(ex)
         try:
             arrays = await finished
         finally:
@@ -123,7 +122,7 @@ class CollectiveService:
 
     # ---- deciding ---------------------------------------------------------------------------
 
-    def _progress(self, ex: Exchange, member: GroupMember | None = None) -> None:
+    def _progress(self, ex: Exchange) -> None:
         if ex.finished:
             return
         why = ex.mismatch()
@@ -215,21 +214,14 @@ class CollectiveService:
             future.set_result(arrays)
 
     def _take(self, ex: Exchange, value: pb.ObjectValue) -> list[np.ndarray] | None:
-        """The result's arrays, mapped here and, when members are replayed, kept in the object
-        store pinned until every member's checkpoint covers the call; None if its segment is gone
-        (its leader died before this process opened it)."""
-        shared = self.worker.shared
-        if value.value.HasField("shared") and not shared.hold(value.value.shared):
+        """The result's arrays, mapped here (and, when members are replayed, kept: ``_keep``);
+        None if its segment is gone (its leader died before this process opened it)."""
+        if self.worker.ft.logs_lineage and not self._keep(ex.gid, ex.seq, value):
             return None
         try:
-            if self.worker.ft.logs_lineage:
-                self._keep(ex, value)
             return self._arrays_of(value)
         except LookupError:
             return None
-        finally:
-            if value.value.HasField("shared"):
-                shared.unhold(value.value.shared)
 
     def _result_gone(self, ex: Exchange) -> None:
         """The leader's process died with the result segment before this one opened it: its
@@ -246,20 +238,23 @@ class CollectiveService:
             return
         self._progress(ex)
 
-    def _keep(self, ex: Exchange, value: pb.ObjectValue) -> None:
-        """Put the result in this process's object store (which holds its segment), pinned until
-        every member's checkpoint covers the call."""
-        self._keep_result(ex.gid, ex.seq, value)
-
-    def _keep_result(self, gid: bytes, seq: int, value: pb.ObjectValue) -> None:
+    def _keep(self, gid: bytes, seq: int, value: pb.ObjectValue) -> bool:
+        """Put the result of call ``seq`` in this process's object store (which holds its
+        segment), pinned until every member's checkpoint covers the call; False if the segment
+        cannot be opened here."""
+        shared = value.value.shared if value.value.HasField("shared") else None
+        if shared is not None and not self.worker.shared.hold(shared):
+            return False
         objects, oid = self.worker.objects, value.object_id
         if oid not in objects:
             objects.expect(oid)
             objects.put(value)
-        self._kept.setdefault(gid, set()).add(seq)
+        if shared is not None:
+            self.worker.shared.unhold(shared)  # the store holds it now
         member = self._any_member(gid)
         for actor in member.members if member is not None else []:
             self.worker.retention.pin(oid, actor, gid, seq + 1)
+        return True
 
     def _fail(self, ex: Exchange, error: Exception) -> None:
         ex.error = str(error)
@@ -280,7 +275,7 @@ class CollectiveService:
 
     # ---- messages ---------------------------------------------------------------------------
 
-    def _tell(self, ex: Exchange, address: str, member: GroupMember) -> None:
+    def _tell(self, ex: Exchange, address: str) -> None:
         """Send ``address`` this process's members' contributions and parts done for the call."""
         if address == self.worker.address:
             return
@@ -337,23 +332,20 @@ class CollectiveService:
         if lent:
             ex.lent.append(c.result)
         ex.contribute(message.rank, c, peer)
-        member = self._any_member(ex.gid)
-        if ex.local and peer not in ex.told and member is not None:
-            self._tell(ex, peer, member)
+        if ex.local and peer not in ex.told:
+            self._tell(ex, peer)
         self._progress(ex)
 
     def _answer_late(self, peer: str, message: cpb.CollectiveMessage) -> bool:
         """A contribution to a call this process finished: the result, if it is kept here; that it
         is missing, if its members went past it; else False (the call is still to come here)."""
-        oid = result_id(message.group_id, message.seq)
-        held = self.worker.objects.held(oid)
-        locals_ = self._local_members(message.group_id)
+        held = self.worker.objects.held(result_id(message.group_id, message.seq))
         if held is not None and held.WhichOneof("kind") == "value":
             reply = cpb.CollectiveMessage(group_id=message.group_id, seq=message.seq)
             reply.complete.CopyFrom(self._lent_value(held, peer))
             self.worker.channels.send(peer, CHANNEL, reply.SerializeToString())
             return True
-        past = [m for m in locals_ if m.calls > message.seq]
+        past = [m for m in self._local_members(message.group_id) if m.calls > message.seq]
         for m in past:
             reply = cpb.CollectiveMessage(group_id=message.group_id, seq=message.seq, rank=m.rank, missing=True)
             self.worker.channels.send(peer, CHANNEL, reply.SerializeToString())
@@ -379,12 +371,8 @@ class CollectiveService:
             self._finish(ex, value)
         elif ex is None and value.object_id not in self.worker.objects and self._will_reach(message.group_id,
                                                                                             message.seq):
-            shared = self.worker.shared
-            if not value.value.HasField("shared") or shared.hold(value.value.shared):
+            if self._keep(message.group_id, message.seq, value):
                 self.counts["fetched"] += 1
-                self._keep_result(message.group_id, message.seq, value)
-                if value.value.HasField("shared"):
-                    shared.unhold(value.value.shared)
         if value.value.HasField("shared"):
             self.worker.shared.received(value.value.shared)
 
@@ -401,15 +389,14 @@ class CollectiveService:
                 self.worker.channels.send(address, CHANNEL, ask.SerializeToString())
 
     def _send_kept(self, peer: str, gid: bytes, start: int) -> None:
-        kept = self._kept.get(gid, set())
-        for seq in sorted(s for s in kept if s >= start):
+        """Every result of the group this process keeps from call ``start`` on (up to the calls its
+        members made), to a replaying member's process."""
+        for seq in range(start, max((m.calls for m in self._local_members(gid)), default=start)):
             held = self.worker.objects.held(result_id(gid, seq))
-            if held is None or held.WhichOneof("kind") != "value":
-                kept.discard(seq)  # let go since (every member's checkpoint covers it)
-                continue
-            reply = cpb.CollectiveMessage(group_id=gid, seq=seq)
-            reply.complete.CopyFrom(self._lent_value(held, peer))
-            self.worker.channels.send(peer, CHANNEL, reply.SerializeToString())
+            if held is not None and held.WhichOneof("kind") == "value":
+                reply = cpb.CollectiveMessage(group_id=gid, seq=seq)
+                reply.complete.CopyFrom(self._lent_value(held, peer))
+                self.worker.channels.send(peer, CHANNEL, reply.SerializeToString())
 
     def _will_reach(self, gid: bytes, seq: int) -> bool:
         members = self._local_members(gid)
@@ -482,7 +469,7 @@ class CollectiveService:
                     f"with their node and are not rebuilt (ft={self.worker.ft.mode.value!r})"))
                 continue
             for address in self._addresses(member):  # a process that finished the call answers with its result
-                self._tell(ex, address, member)
+                self._tell(ex, address)
             self._progress(ex)
 
     def _rank_lost(self, slot: int, source: str | None, gone: set[str]) -> bool:
@@ -500,7 +487,7 @@ class CollectiveService:
     # ---- values -----------------------------------------------------------------------------
 
     def _arrays_of(self, value: pb.ObjectValue) -> list[np.ndarray]:
-        op_text, dtype, shape = pickle.loads(value.value.data)
+        _, dtype, shape = pickle.loads(value.value.data)
         buffers = self.worker.shared.read(value.value.shared) if value.value.HasField("shared") \
             else [memoryview(b) for b in value.value.buffers]
         return [np.frombuffer(b, np.dtype(dtype)).reshape(shape) for b in buffers]
