@@ -42,6 +42,8 @@ log = logging.getLogger("actorrt.head")
 # cannot start, e.g. a broken environment, must not be relaunched in a tight loop). A node that
 # fails after registering is restarted at once.
 MAX_RESTART_DELAY_S = 30.0
+# A warm node process that exited unused is replaced after this pause.
+SPARE_RESTART_DELAY_S = 0.5
 # Addresses of disconnected drivers the view names (a bound: an address is rarely asked for long after).
 DEPARTED_DRIVERS_KEPT = 1000
 # A heartbeat grants its node a lease this fraction of the heartbeat timeout long: the lease runs
@@ -173,16 +175,32 @@ class Head:
     async def _keep_spare(self) -> None:
         """Start a node process that imports everything (about 0.2 s of a restart) and waits for a
         slot: a restart takes it, and another is started behind it."""
-        self._spares.append(await spawn([*self._node_argv(), "--spare"], self._node_env(),
-                                        self._logs() / "node-spare.log", stdin=asyncio.subprocess.PIPE))
+        spare = await spawn([*self._node_argv(), "--spare"], self._node_env(), self._logs() / "node-spare.log",
+                            stdin=asyncio.subprocess.PIPE)
+        self._spares.append(spare)
+        self._background.spawn(self._watch_spare(spare))
+
+    async def _watch_spare(self, spare: asyncio.subprocess.Process) -> None:
+        """A warm process that exits unused (a fresh Python process does crash now and then) is
+        replaced, after a pause, so that a spare that cannot start does not spin."""
+        code = await spare.wait()
+        if self._stopping or any(s.process is spare for s in self.slots.values()):
+            return  # the head stops, or it was serving a slot (watched as that node)
+        if spare in self._spares:
+            self._spares.remove(spare)
+        log.warning("the warm node process %d exited with %s before a restart needed it; starting another",
+                    spare.pid, code)
+        await asyncio.sleep(SPARE_RESTART_DELAY_S)
+        if not self._stopping:
+            await self._keep_spare()
 
     async def _take_spare(self, slot: int, log_path: Path) -> asyncio.subprocess.Process | None:
         """A warm node process, told to serve ``slot`` (logging to ``log_path``), or None."""
         while self._spares and not self._stopping:
             spare = self._spares.pop(0)
-            self._background.spawn(self._keep_spare())  # another behind it (or instead of a dead one)
             if spare.returncode is not None:
-                continue
+                continue  # its watcher starts another
+            self._background.spawn(self._keep_spare())  # another behind it
             try:
                 spare.stdin.write(f"{slot} {log_path}\n".encode())
                 await spare.stdin.drain()
