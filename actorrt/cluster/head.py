@@ -30,6 +30,7 @@ from actorrt.cluster.deadlocks import DeadlockDetector
 from actorrt.cluster.head_options import HeadOptions, head_options
 from actorrt.cluster.head_service import HeadServicer
 from actorrt.cluster.session import TOKEN_ENV, Session
+from actorrt.cluster.warm_nodes import WarmNodes
 from actorrt.net.server import InvalidRequestError, start_server
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.store.redis_server import RedisShard
@@ -42,8 +43,6 @@ log = logging.getLogger("actorrt.head")
 # cannot start, e.g. a broken environment, must not be relaunched in a tight loop). A node that
 # fails after registering is restarted at once.
 MAX_RESTART_DELAY_S = 30.0
-# A warm node process that exited unused is replaced after this pause.
-SPARE_RESTART_DELAY_S = 0.5
 # Addresses of disconnected drivers the view names (a bound: an address is rarely asked for long after).
 DEPARTED_DRIVERS_KEPT = 1000
 # A heartbeat grants its node a lease this fraction of the heartbeat timeout long: the lease runs
@@ -85,7 +84,7 @@ class Head:
         self.drivers: dict[str, int] = {}  # driver address -> its open subscriptions
         self.departed_drivers: deque[str] = deque(maxlen=DEPARTED_DRIVERS_KEPT)
         self._stopping = False
-        self._spares: list[asyncio.subprocess.Process] = []  # node processes kept warm for restarts
+        self._warm: WarmNodes | None = None  # node processes kept warm for restarts
         self.stopped = asyncio.Event()
         self._background = BackgroundTasks("head")
         self.deadlocks = DeadlockDetector()  # cycles of awaits among the nodes' actors
@@ -108,8 +107,9 @@ class Head:
         for slot in range(self.options.nodes):
             self.slots[slot] = Slot(head_pb2.NodeInfo(slot=slot, epoch=0, managed=True))
             await self._launch(slot)
-        for _ in range(self._spares_wanted()):
-            self._background.spawn(self._keep_spare())
+        self._warm = WarmNodes(self._node_argv(), self._node_env(), self._logs() / "node-spare.log",
+                               self._background.spawn, lambda p: any(s.process is p for s in self.slots.values()))
+        self._warm.keep(self._spares_wanted())
         self._background.spawn(self._check_heartbeats())
         if self.parent_pid:
             self._background.spawn(self._watch_parent())
@@ -122,9 +122,8 @@ class Head:
         if self._stopping:
             return
         self._stopping = True
-        for spare in self._spares:
-            if spare.returncode is None:
-                spare.kill()
+        if self._warm is not None:
+            self._warm.stop()
         for s in self.slots.values():
             if s.process is not None and s.process.returncode is None:
                 s.process.terminate()
@@ -146,7 +145,7 @@ class Head:
             s.info.former_addresses.append(s.info.address)
         s.info.address, s.info.pid = "", 0
         log_path = self._logs() / f"node-{slot}.log"
-        s.process = await self._take_spare(slot, log_path)
+        s.process = await self._warm.take(slot, log_path) if self._warm is not None else None
         if s.process is None:
             s.process = await spawn([*self._node_argv(), "--slot", str(slot)], self._node_env(), log_path)
         s.info.pid = s.process.pid
@@ -171,44 +170,6 @@ class Head:
         if not self.options.nodes:
             return 0
         return self.options.nodes if self.mode.rolls_back else 1
-
-    async def _keep_spare(self) -> None:
-        """Start a node process that imports everything (about 0.2 s of a restart) and waits for a
-        slot: a restart takes it, and another is started behind it."""
-        spare = await spawn([*self._node_argv(), "--spare"], self._node_env(), self._logs() / "node-spare.log",
-                            stdin=asyncio.subprocess.PIPE)
-        self._spares.append(spare)
-        self._background.spawn(self._watch_spare(spare))
-
-    async def _watch_spare(self, spare: asyncio.subprocess.Process) -> None:
-        """A warm process that exits unused (a fresh Python process does crash now and then) is
-        replaced, after a pause, so that a spare that cannot start does not spin."""
-        code = await spare.wait()
-        if self._stopping or any(s.process is spare for s in self.slots.values()):
-            return  # the head stops, or it was serving a slot (watched as that node)
-        if spare in self._spares:
-            self._spares.remove(spare)
-        log.warning("the warm node process %d exited with %s before a restart needed it; starting another",
-                    spare.pid, code)
-        await asyncio.sleep(SPARE_RESTART_DELAY_S)
-        if not self._stopping:
-            await self._keep_spare()
-
-    async def _take_spare(self, slot: int, log_path: Path) -> asyncio.subprocess.Process | None:
-        """A warm node process, told to serve ``slot`` (logging to ``log_path``), or None."""
-        while self._spares and not self._stopping:
-            spare = self._spares.pop(0)
-            if spare.returncode is not None:
-                continue  # its watcher starts another
-            self._background.spawn(self._keep_spare())  # another behind it
-            try:
-                spare.stdin.write(f"{slot} {log_path}\n".encode())
-                await spare.stdin.drain()
-                spare.stdin.close()
-            except (BrokenPipeError, ConnectionResetError):
-                continue
-            return spare
-        return None
 
     async def _watch_process(self, slot: int, epoch: int, process: asyncio.subprocess.Process) -> None:
         code = await process.wait()
