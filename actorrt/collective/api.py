@@ -42,13 +42,6 @@ def create_collective_group(actors: Sequence[ActorHandle], group_name: str = "de
     if not isinstance(group_name, str) or not group_name:
         raise ValueError(f"group_name must be a non-empty str, not {group_name!r}")
     gid, slots = group_id(group_name, members), [a.slot for a in actors]
-    hosts = {n["node"]: n["host_id"] for n in api.nodes()}
-    member_hosts = {hosts.get(slot) for slot in slots}
-    if len(member_hosts) > 1:
-        raise NotImplementedError(
-            f"the members of collective group {group_name!r} are on nodes of {len(member_hosts)} hosts: "
-            f"collectives run between the actors of one host for now (every member maps the others' shared "
-            f"memory); place the members on nodes of one host")
     api.get([a.__actorrt_call__.remote(_join, group_name, gid, rank, members, slots)
              for rank, a in enumerate(actors)], timeout=timeout)
 
@@ -106,8 +99,9 @@ def get_collective_group_size(group_name: str = "default") -> int:
 
 
 def stats() -> dict[str, int]:
-    """This process's collective counts: parts of results it ``computed``, and results it
-    ``fetched`` from another member's process (a replayed member's calls)."""
+    """This process's collective counts: parts of results it ``computed``, results it
+    ``fetched`` from another member's process (a replayed member's calls), and the bytes of other
+    hosts' members' inputs it ``pulled_bytes`` (over TCP)."""
     return dict(service(context.current().worker).counts)
 
 

@@ -1,9 +1,13 @@
 """One collective call as one process sees it: the decisions, without I/O.
 
-Every member *contributes* (its input's place in shared memory; the call's leader also names the
-segment the result goes into), then writes its part of the result into that segment and says it
-is *done*. The call is complete in a process once every member is done writing into the same
-segment. Failures make this a little more than a barrier:
+Every member *contributes* (its input's place in shared memory; one member per host, that host's
+leader, also names the segment the host's result goes into), then writes its part of the result
+into its host's segment and says it is *done*. Each host computes the whole result itself, its
+members splitting the work (a member reads the inputs of another host's members over TCP): every
+element is reduced from every input in rank order wherever it is computed, so the result is the
+same bits on every host and for any placement of the members. The call is complete in a process
+once every member of its host is done writing into that host's segment. Failures make this a
+little more than a barrier:
 
 - A member whose process died is replayed and contributes again (the same input: its replay is
   exact); a contribution replaces the one before it from that member.
@@ -32,6 +36,7 @@ class Exchange:
     gid: bytes
     seq: int
     size: int
+    host: str = ""  # this process's host: the copy of the result it completes is its host's
     contributions: dict[int, cpb.Contribution] = field(default_factory=dict)
     sources: dict[int, str] = field(default_factory=dict)  # rank -> the address its contribution came from
     done: dict[int, RegionKey] = field(default_factory=dict)  # rank -> the result segment it wrote into
@@ -56,11 +61,33 @@ class Exchange:
         op = self.op()
         return op.leader(self.seq, self.size) if op is not None else None
 
-    def result(self) -> pb.SharedObject | None:
-        """The segment the result goes into: the leader's."""
+    def host_ranks(self) -> list[int]:
+        """The ranks on this process's host, as their contributions say (all of them, once every
+        member contributed)."""
+        return [r for r in range(self.size) if r in self.contributions and self.contributions[r].host == self.host]
+
+    def host_leader(self) -> int | None:
+        """The rank that ought to give this host's result segment: its first from the leader on,
+        in turn (once every member contributed)."""
         leader = self.leader()
-        c = self.contributions.get(leader) if leader is not None else None
-        return c.result if c is not None and c.HasField("result") else None
+        if leader is None or len(self.contributions) < self.size:
+            return None
+        return next((r for r in _from(leader, self.size) if self.contributions[r].host == self.host), None)
+
+    def result_rank(self) -> int | None:
+        """The rank whose segment is this host's result: the first, from the leader on, that gave
+        one (members choose their host's leader from the view they have when they call; a stale
+        view may make two)."""
+        leader = self.leader()
+        if leader is None:
+            return None
+        return next((r for r in _from(leader, self.size) if r in self.contributions
+                     and self.contributions[r].host == self.host and self.contributions[r].HasField("result")), None)
+
+    def result(self) -> pb.SharedObject | None:
+        """The segment this host's result goes into."""
+        rank = self.result_rank()
+        return self.contributions[rank].result if rank is not None else None
 
     def contribute(self, rank: int, contribution: cpb.Contribution, source: str) -> None:
         """``rank``'s contribution (again, if its process was replaced)."""
@@ -80,7 +107,7 @@ class Exchange:
     def forget(self, rank: int) -> None:
         """``rank``'s contribution, and every part written into its segment if it led, count no more."""
         result = self.result()
-        if result is not None and rank == self.leader():
+        if result is not None and rank == self.result_rank():
             self.done = {r: k for r, k in self.done.items() if k != key_of(result)}
             self.writing.clear()
         self.contributions.pop(rank, None)
@@ -123,13 +150,17 @@ class Exchange:
         if not op.has_result:
             return True  # a barrier: everyone came
         result = self.result()
-        return result is not None and all(self.done.get(r) == key_of(result) for r in range(self.size))
+        return result is not None and all(self.done.get(r) == key_of(result) for r in self.host_ranks())
 
     def cannot_finish(self) -> bool:
         """Some member went past the call, its process no longer holds the result, and every
         other member answered: nobody can finish it any more."""
         return bool(self.missing) and not self.finished and \
             all(r in self.missing or r in self.contributions for r in range(self.size))
+
+
+def _from(start: int, size: int) -> list[int]:
+    return [(start + i) % size for i in range(size)]
 
 
 def parse_op(text: str) -> Op:

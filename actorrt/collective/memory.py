@@ -39,9 +39,10 @@ def map_segment(shared: pb.SharedObject, writable: bool) -> mmap.mmap:
 class InputBuffers:
     """This process's members' input buffers, per (group, rank), two each."""
 
-    def __init__(self, host: str, address: str) -> None:
+    def __init__(self, host: str, address: str, data_address: str) -> None:
         self._host = host
         self._address = address
+        self._data_address = data_address  # where processes of other hosts pull slices of them
         self._arena = Arena(pool_bytes=0)  # never pooled: a buffer is kept until a larger one replaces it
         self._buffers: dict[tuple[bytes, int, int], Segment] = {}
 
@@ -56,12 +57,18 @@ class InputBuffers:
         np.copyto(np.ndarray(array.shape, array.dtype, buffer=segment.view), array, casting="no")
         pid = os.getpid()
         return pb.SharedObject(host=self._host, pid=pid, fd=segment.fd, inode=segment.inode, creator=self._address,
-                               creator_pid=pid, offsets=[0], lengths=[array.nbytes])
+                               creator_pid=pid, offsets=[0], lengths=[array.nbytes],
+                               data_address=self._data_address)
 
     def local(self, shared: pb.SharedObject) -> memoryview | None:
         """The buffer ``shared`` names, if this process made it."""
         segment = self._arena.segment(shared.fd)
         return memoryview(segment.view) if segment is not None and segment.inode == shared.inode else None
+
+    def served(self, shared: pb.SharedObject) -> memoryview | None:
+        """The input ``shared`` names, for a pull from another host; None if it is not this process's."""
+        local = self.local(shared) if shared.pid == os.getpid() else None
+        return local[:shared.lengths[0]] if local is not None and shared.lengths else None
 
 
 class Mappings:

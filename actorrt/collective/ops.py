@@ -34,11 +34,6 @@ class Op:
         return f"broadcast:{self.src_rank}" if self.kind == "broadcast" else self.kind
 
     @property
-    def reads_inputs(self) -> bool:
-        """Whether members read each other's inputs (from shared memory)."""
-        return self.kind in ("allreduce", "reduce_scatter")
-
-    @property
     def has_result(self) -> bool:
         return self.kind != "barrier"
 

@@ -3,11 +3,12 @@ hosting the other members (over the runtime's ``actorrt.collective`` channel).
 
 A call (``Exchange`` says what it decides) goes: copy the input into shared memory and tell every
 member's process (``contribution``); once every member has contributed, write this member's part
-of the result straight into the leader's segment (reading the others' inputs where they are) and
-tell everyone (``done``); once every member is done, the result is complete: every process keeps
-it in its object store, as an object, until every member's checkpoint covers the call (a replayed
-member fetches it from there instead of running the call again), and its members get read-only
-arrays over the segment. Nothing is copied twice, nothing crosses a socket but descriptors.
+of the result straight into its host's segment (reading the inputs of its host's members where
+they are, pulling its slice of the others' over TCP) and tell everyone (``done``); once every
+member of the host is done, the result is complete: every process keeps it in its object store,
+as an object, until every member's checkpoint covers the call (a replayed member fetches it from
+there instead of running the call again), and its members get read-only arrays over the segment.
+Within a host nothing is copied twice and nothing crosses a socket but descriptors.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from actorrt.collective.ops import Op
 from actorrt.core import context
 from actorrt.core.worker import Worker
 from actorrt.objects.shared import key_of
+from actorrt.objects.transfer import pull, pull_range
 from actorrt.rpc import collective_pb2 as cpb
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import head_pb2
@@ -49,16 +51,19 @@ class CollectiveError(RuntimeError):
 class CollectiveService:
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
-        self.inputs = InputBuffers(worker.shared.host, worker.address)
+        self.host = worker.shared.host
+        self.inputs = InputBuffers(self.host, worker.address, worker.shared.data_address)
         self.peers = PeerInputs(self.inputs)
         self.results = ResultParts(worker.shared.arena)
         self.exchanges: dict[tuple[bytes, int], Exchange] = {}
         self._finished: dict[tuple[bytes, int], asyncio.Future] = {}
         self._arrays: dict[tuple[bytes, int, int], np.ndarray] = {}  # what local members passed
         self._prefetched: set[tuple[bytes, int]] = set()  # (group, rank) whose replay asked for results
+        self._pulling: set[tuple[bytes, int]] = set()  # results of another host's processes being copied here
         self._alive = self._alive_addresses()
-        self.counts: Counter[str] = Counter()  # "computed", "fetched": what tests and stats read
+        self.counts: Counter[str] = Counter()  # "computed", "fetched", "pulled_bytes": what tests and stats read
         worker.channels.register(CHANNEL, self._on_message)
+        worker.traffic.transfers.also_serve(self.inputs.served)  # other hosts' members pull slices of inputs
         worker.membership.on_change(self._on_view)
 
     # ---- a member's call --------------------------------------------------------------------
@@ -72,15 +77,15 @@ class CollectiveService:
         if held is not None and held.WhichOneof("kind") == "value":  # another member here finished it
             return self._returned(member, op, self._arrays_of(held))
         ex, finished = self._exchange(member, seq)
-        contribution = cpb.Contribution(op=str(op), size=member.size)
+        contribution = cpb.Contribution(op=str(op), size=member.size, host=self.host)
         if array is not None:
             contribution.dtype, contribution.shape[:] = array.dtype.str, array.shape
             self._arrays[(member.gid, seq, member.rank)] = array
-            if op.reads_inputs:
+            if op.has_result:
                 contribution.input.CopyFrom(await self._off_loop(array.nbytes, self.inputs.write, member.gid,
                                                                  member.rank, seq, array))
-        if op.has_result and op.leader(seq, member.size) == member.rank:
-            contribution.result.CopyFrom(self._new_result(op, array, member.size))
+        if op.has_result and array is not None and self._leads_host(member, op, seq):
+            contribution.result.CopyFrom(self._new_result(op, array.nbytes, member.size))
         ex.local[member.rank] = contribution
         ex.contribute(member.rank, contribution, self.worker.address)
         for address in self._addresses(member):
@@ -105,15 +110,24 @@ class CollectiveService:
         key = (member.gid, seq)
         ex = self.exchanges.get(key)
         if ex is None:
-            ex = self.exchanges[key] = Exchange(member.gid, seq, member.size)
+            ex = self.exchanges[key] = Exchange(member.gid, seq, member.size, self.host)
         finished = self._finished.get(key)
         if finished is None:
             finished = self._finished[key] = asyncio.get_running_loop().create_future()
         return ex, finished
 
-    def _new_result(self, op: Op, array: np.ndarray | None, size: int) -> pb.SharedObject:
-        """The segment this member, the call's leader, gives for the result (held until the end)."""
-        nbytes = array.nbytes if array is not None else 0
+    def _leads_host(self, member: GroupMember, op: Op, seq: int) -> bool:
+        """Whether this member gives its host's result segment: the host's first member from the
+        call's leader on, in turn, as this process's view places the members. If the view is out
+        of date, a host may get two (the first counts) or none (made once every member came)."""
+        for rank in [(op.leader(seq, member.size) + i) % member.size for i in range(member.size)]:
+            info = self.worker.membership.serving(member.slots[rank])
+            if rank == member.rank or (info is not None and info.host_id == self.host):
+                return rank == member.rank
+        return False
+
+    def _new_result(self, op: Op, nbytes: int, size: int) -> pb.SharedObject:
+        """A segment for the host's result, given by one of its members (held until the end)."""
         sizes = [nbytes] * size if op.kind == "allgather" else [nbytes]
         shared = self.worker.shared
         result = shared.placed(shared.reserve(sizes, populate=False), sizes)
@@ -134,6 +148,8 @@ class CollectiveService:
                 f"call #{ex.seq} of collective group {self._name(ex.gid)!r} cannot be replayed: ranks "
                 f"{sorted(ex.missing)} went past it and no process holds its result any more"))
             return
+        if ex.result() is None and ex.op().has_result:
+            self._lead_late(ex)
         for rank in list(ex.local):
             if ex.ready_to_write(rank):
                 result = ex.result()
@@ -142,13 +158,24 @@ class CollectiveService:
         if ex.complete():
             self._complete(ex)
 
+    def _lead_late(self, ex: Exchange) -> None:
+        """Every member came and none gave this host's result segment (a view out of date placed
+        them): the host's leader, if it is here, gives one now."""
+        rank = ex.host_leader()
+        if rank is None or rank not in ex.local:
+            return
+        leader = ex.contributions[ex.leader()]
+        nbytes = int(np.prod(leader.shape, dtype=np.int64)) * np.dtype(leader.dtype).itemsize
+        ex.local[rank].result.CopyFrom(self._new_result(ex.op(), nbytes, ex.size))
+        ex.contribute(rank, ex.local[rank], self.worker.address)
+        member = self._local_member(ex.gid, rank)
+        for address in self._addresses(member) if member is not None else []:
+            self._tell(ex, address)
+
     async def _write_part(self, ex: Exchange, rank: int, result: pb.SharedObject) -> None:
-        op, key, c = ex.op(), key_of(result), ex.contributions[rank]
+        op, key = ex.op(), key_of(result)
         try:
-            work = self._part(ex, op, rank, result, np.dtype(c.dtype) if c.dtype else None, tuple(c.shape))
-            if work is not None:
-                nbytes, fn = work
-                await self._off_loop(nbytes, fn)
+            await self._part(ex, op, rank, result)
         except OSError as exc:  # a process whose input it reads is gone: its member contributes again
             log.info("collective call #%d: an input is gone (%s); waiting for it again", ex.seq, exc)
             return
@@ -166,27 +193,60 @@ class CollectiveService:
                 self.worker.channels.send(address, CHANNEL, done.SerializeToString())
         self._progress(ex)
 
-    def _part(self, ex: Exchange, op: Op, rank: int, result: pb.SharedObject, dtype: np.dtype | None,
-              shape: tuple) -> tuple[int, Any] | None:
-        """This member's part of the result: (bytes it writes, the function that writes them)."""
+    async def _part(self, ex: Exchange, op: Op, rank: int, result: pb.SharedObject) -> None:
+        """Write member ``rank``'s part of its host's result: a slice of the elements for a
+        reduction (of all inputs, in rank order), its own block and some of another host's
+        members' for a gather, the whole for a broadcast (by the source, or the host's leader)."""
+        ranks = ex.host_ranks()
+        leader = ex.contributions[ex.leader()]
+        dtype = np.dtype(leader.dtype) if leader.dtype else None
         if op.kind in ("allreduce", "reduce_scatter"):
-            count = int(np.prod(shape, dtype=np.int64))
-            start, end = ops.element_slices(count, dtype.itemsize, ex.size)[rank]
-            if start == end:
-                return None
-            inputs = [np.frombuffer(self.peers.view(ex.contributions[r].input), dtype)[start:end]
-                      for r in range(ex.size)]
-            out = np.frombuffer(self.results.part(result, 0, start * dtype.itemsize, (end - start) * dtype.itemsize),
-                                dtype)
-            return out.nbytes, lambda: ops.reduce_into(out, inputs, op.reduce)
+            count = int(np.prod(leader.shape, dtype=np.int64))
+            start, end = ops.element_slices(count, dtype.itemsize, len(ranks))[ranks.index(rank)]
+            if start < end:
+                inputs = await self._input_slices(ex, start * dtype.itemsize, (end - start) * dtype.itemsize)
+                out = self.results.part(result, 0, start * dtype.itemsize, (end - start) * dtype.itemsize)
+                await self._off_loop(len(out), ops.reduce_into, np.frombuffer(out, dtype),
+                                     [np.frombuffer(i, dtype) for i in inputs], op.reduce)
+        elif op.kind == "allgather":
+            others = [r for r in range(ex.size) if r not in ranks]
+            blocks = [rank] + [r for i, r in enumerate(others) if ranks[i % len(ranks)] == rank]
+            for block in blocks:
+                await self._copy_input(ex, block, self.results.part(result, block, 0, result.lengths[block]))
+        elif op.kind == "broadcast" and rank == ex.result_rank():
+            await self._copy_input(ex, op.src_rank, self.results.part(result, 0, 0, result.lengths[0]))
+
+    async def _input_slices(self, ex: Exchange, start: int, nbytes: int) -> list[memoryview]:
+        """Bytes ``start`` to ``start + nbytes`` of every member's input, in rank order: views of
+        this host's, copies of the others' (pulled at once, each over its own connection)."""
+        slices: list[memoryview] = []
+        pulls = []
+        for rank in range(ex.size):
+            c = ex.contributions[rank]
+            if c.host == self.host:
+                slices.append(self.peers.view(c.input)[start:start + nbytes])
+            else:
+                slices.append(memoryview(bytearray(nbytes)))
+                pulls.append(pull_range(c.input, start, slices[-1], self.worker.token))
+        if pulls:
+            await asyncio.gather(*pulls)
+            self.counts["pulled_bytes"] += nbytes * len(pulls)
+        return slices
+
+    async def _copy_input(self, ex: Exchange, rank: int, out: memoryview) -> None:
+        """Member ``rank``'s whole input into ``out``: from the array it passed, if here; from its
+        buffer, on this host; pulled from its process, on another."""
+        c = ex.contributions[rank]
         array = self._arrays.get((ex.gid, ex.seq, rank))
-        if op.kind == "allgather" and array is not None and array.nbytes:
-            out = np.ndarray(array.shape, array.dtype, buffer=self.results.part(result, rank, 0, array.nbytes))
-            return array.nbytes, lambda: np.copyto(out, array)
-        if op.kind == "broadcast" and rank == op.src_rank and array is not None and array.nbytes:
-            out = np.ndarray(array.shape, array.dtype, buffer=self.results.part(result, 0, 0, array.nbytes))
-            return array.nbytes, lambda: np.copyto(out, array)
-        return None
+        if not out.nbytes:
+            return
+        if c.host != self.host:
+            await pull_range(c.input, 0, out, self.worker.token)
+            self.counts["pulled_bytes"] += out.nbytes
+        elif array is not None:
+            await self._off_loop(out.nbytes, np.copyto, np.ndarray(array.shape, array.dtype, buffer=out), array)
+        else:
+            await self._off_loop(out.nbytes, out.__setitem__, slice(None), self.peers.view(c.input))
 
     def _complete(self, ex: Exchange) -> None:
         op = ex.op()
@@ -227,7 +287,7 @@ class CollectiveService:
         """The leader's process died with the result segment before this one opened it: its
         replay makes another, into which every member writes its part again; a leader that is
         not rebuilt fails the call."""
-        leader = ex.leader()
+        leader = ex.result_rank()
         source = ex.sources.get(leader, "")
         ex.forget(leader)
         member = self._any_member(ex.gid)
@@ -317,18 +377,14 @@ class CollectiveService:
 
     def _on_contribution(self, peer: str, message: cpb.CollectiveMessage, ex: Exchange | None) -> None:
         c = message.contribution
-        foreign = [s.host for s in (c.input, c.result) if s.host and s.host != self.worker.shared.host]
-        if foreign and ex is not None:  # a member moved to another host (an heir there rebuilt it)
-            self._fail(ex, CollectiveError(f"rank {message.rank} of collective group {self._name(ex.gid)!r} is on "
-                                           f"another host now ({foreign[0]}): collectives run within one host"))
-            return
         lent = c.HasField("result") and c.result.pid == c.result.creator_pid and c.result.creator_pid != os.getpid()
         if ex is None:
             if self._answer_late(peer, message):
                 if lent:
                     self.worker.shared.received(c.result)
                 return
-            ex = self.exchanges[(message.group_id, message.seq)] = Exchange(message.group_id, message.seq, c.size)
+            ex = self.exchanges[(message.group_id, message.seq)] = Exchange(message.group_id, message.seq, c.size,
+                                                                            self.host)
         if lent:
             ex.lent.append(c.result)
         ex.contribute(message.rank, c, peer)
@@ -365,16 +421,48 @@ class CollectiveService:
     def _on_complete(self, message: cpb.CollectiveMessage, ex: Exchange | None) -> None:
         """A result another process keeps: the call's outcome here, or one a replaying member
         here will reach (it asked for them all at once)."""
-        value = message.complete
+        value, key = message.complete, (message.group_id, message.seq)
+        shared = value.value.shared if value.value.HasField("shared") else None
+        if shared is not None and shared.host != self.host:  # another host's copy: pulled here first
+            if key not in self._pulling and self._wants(key, ex):
+                self._pulling.add(key)
+                self.worker.spawn(self._pull_complete(key, value))
+            else:
+                self.worker.shared.received(shared)
+            return
+        self._take_complete(key, value)
+        if shared is not None:
+            self.worker.shared.received(shared)
+
+    def _wants(self, key: tuple[bytes, int], ex: Exchange | None) -> bool:
+        if ex is not None:
+            return not ex.finished
+        return result_id(*key) not in self.worker.objects and self._will_reach(*key)
+
+    def _take_complete(self, key: tuple[bytes, int], value: pb.ObjectValue) -> None:
+        ex = self.exchanges.get(key)
         if ex is not None and not ex.finished:
             self.counts["fetched"] += 1
             self._finish(ex, value)
-        elif ex is None and value.object_id not in self.worker.objects and self._will_reach(message.group_id,
-                                                                                            message.seq):
-            if self._keep(message.group_id, message.seq, value):
+        elif ex is None and self._wants(key, ex):
+            if self._keep(*key, value):
                 self.counts["fetched"] += 1
-        if value.value.HasField("shared"):
-            self.worker.shared.received(value.value.shared)
+
+    async def _pull_complete(self, key: tuple[bytes, int], value: pb.ObjectValue) -> None:
+        remote = value.value.shared
+        try:
+            local = await pull(remote, self.worker.shared, self.worker.token)
+        except OSError as exc:  # its holder died meanwhile: another holder, or the exchange, gives it
+            log.info("collective call #%d: could not copy its result from another host (%s)", key[1], exc)
+            return
+        finally:
+            self._pulling.discard(key)
+            self.worker.shared.received(remote)
+        copy = pb.ObjectValue()
+        copy.CopyFrom(value)
+        copy.value.shared.CopyFrom(local)
+        self._take_complete(key, copy)
+        self.worker.shared.settle_unheld(local)  # not kept (the call finished meanwhile): back to the pool
 
     def _prefetch_if_replaying(self, member: GroupMember) -> None:
         """A replayed member asks the others, once, for every result they keep from its next call

@@ -8,6 +8,9 @@ mapping (``sock_sendall`` of memoryviews, in 4 MiB chunks, TCP's window for flow
 chunks are always in flight); the receiver reads straight into a segment of its own arena
 (``sock_recv_into``): no protobuf field, no join, one copy on each side. The received copy is
 then an object of the receiver's host, mapped there like any other.
+
+A pull may name a byte range of the first buffer (collective calls read slices of each other's
+inputs), and a process may serve segments that are not objects (``also_serve``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import hmac
 import logging
 import socket
 import struct
+from collections.abc import Callable
 
 from actorrt.objects.shared import SharedObjects
 from actorrt.rpc import common_pb2 as pb
@@ -33,11 +37,16 @@ class TransferError(ConnectionError):
     """The bytes of a shared object could not be pulled from the process that holds them."""
 
 
+# Finds a segment that is not a shared object: its buffer's bytes, or None if it is not there.
+Source = Callable[[pb.SharedObject], "memoryview | None"]
+
+
 class TransferServer:
     """Answers pulls of this process's shared objects from processes of other hosts."""
 
     def __init__(self, shared: SharedObjects, token: str) -> None:
         self._shared = shared
+        self._sources: list[Source] = []
         self._token = token.encode()
         self._socket: socket.socket | None = None
         self._background = BackgroundTasks("transfer")
@@ -56,6 +65,20 @@ class TransferServer:
         self._background.spawn(self._accept())
         return self.address
 
+    def also_serve(self, source: Source) -> None:
+        """Answer pulls of the segments ``source`` finds, too."""
+        self._sources.append(source)
+
+    def _buffers(self, pull: pb.SharedPull) -> list[memoryview]:
+        """What ``pull`` asks for. Raises LookupError if this process does not have it."""
+        found = next((b for b in (source(pull.shared) for source in self._sources) if b is not None), None)
+        buffers = [found] if found is not None else self._shared.read(pull.shared)
+        if not pull.length:
+            return buffers
+        if pull.start + pull.length > buffers[0].nbytes:
+            raise LookupError(f"bytes {pull.start}-{pull.start + pull.length} of a buffer of {buffers[0].nbytes}")
+        return [buffers[0][pull.start:pull.start + pull.length]]
+
     async def _accept(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
@@ -72,7 +95,7 @@ class TransferServer:
                 log.warning("refused a pull with a wrong token")
                 return
             try:
-                buffers = self._shared.read(pull.shared)
+                buffers = self._buffers(pull)
             except LookupError:
                 await loop.sock_sendall(conn, _LENGTH.pack(0))  # gone here: the puller says so
                 return
@@ -100,34 +123,51 @@ async def pull(shared: pb.SharedObject, into: SharedObjects, token: str) -> pb.S
     Raises:
         TransferError: the holder is unreachable, refused, or no longer has the object.
     """
-    loop = asyncio.get_running_loop()
-    host, _, port = shared.data_address.rpartition(":")
     sizes = list(shared.lengths)
     segment = into.reserve(sizes)
-    views = into.views_of(segment, sizes)
+    try:
+        await _pull_into(pb.SharedPull(token=token, shared=shared), into.views_of(segment, sizes))
+    except BaseException:
+        into.abandon(segment)
+        raise
+    return into.placed(segment, sizes)
+
+
+async def pull_range(shared: pb.SharedObject, start: int, into: memoryview, token: str) -> None:
+    """Copy ``len(into)`` bytes of the first buffer ``shared`` names, from ``start``, into ``into``.
+
+    Raises:
+        TransferError: as ``pull``.
+    """
+    if into.nbytes:
+        await _pull_into(pb.SharedPull(token=token, shared=shared, start=start, length=into.nbytes), [into])
+
+
+async def _pull_into(request: pb.SharedPull, views: list[memoryview]) -> None:
+    address = request.shared.data_address
+    loop = asyncio.get_running_loop()
+    host, _, port = address.rpartition(":")
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setblocking(False)
     try:
         await loop.sock_connect(sock, (host.strip("[]"), int(port)))
-        request = pb.SharedPull(token=token, shared=shared).SerializeToString()
-        await loop.sock_sendall(sock, _LENGTH.pack(len(request)) + request)
+        data = request.SerializeToString()
+        await loop.sock_sendall(sock, _LENGTH.pack(len(data)) + data)
         if _LENGTH.unpack(await _read_exactly(loop, sock, _LENGTH.size))[0] != 1:
-            raise TransferError(f"{shared.data_address} no longer holds the object")
+            raise TransferError(f"{address} no longer holds the object")
         for view in views:
             got = 0
             while got < view.nbytes:
                 n = await loop.sock_recv_into(sock, view[got:got + CHUNK])
                 if n == 0:
-                    raise TransferError(f"{shared.data_address} closed the transfer after {got} bytes")
+                    raise TransferError(f"{address} closed the transfer after {got} bytes")
                 got += n
-    except BaseException as exc:
-        into.abandon(segment)
-        if isinstance(exc, OSError):
-            raise TransferError(f"could not pull an object from {shared.data_address}: {exc}") from exc
-        raise
+    except (OSError, asyncio.IncompleteReadError) as exc:
+        if isinstance(exc, TransferError):
+            raise
+        raise TransferError(f"could not pull an object from {address}: {exc}") from exc
     finally:
         sock.close()
-    return into.placed(segment, sizes)
 
 
 async def _read_message(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> bytes:

@@ -28,20 +28,22 @@ class CollectiveMessage(_message.Message):
     def __init__(self, group_id: _Optional[bytes] = ..., seq: _Optional[int] = ..., rank: _Optional[int] = ..., contribution: _Optional[_Union[Contribution, _Mapping]] = ..., done: _Optional[_Union[Done, _Mapping]] = ..., complete: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., missing: _Optional[bool] = ..., replaying: _Optional[bool] = ...) -> None: ...
 
 class Contribution(_message.Message):
-    __slots__ = ("op", "dtype", "shape", "input", "result", "size")
+    __slots__ = ("op", "dtype", "shape", "input", "result", "size", "host")
     OP_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
     op: str
     dtype: str
     shape: _containers.RepeatedScalarFieldContainer[int]
     input: _common_pb2.SharedObject
     result: _common_pb2.SharedObject
     size: int
-    def __init__(self, op: _Optional[str] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., input: _Optional[_Union[_common_pb2.SharedObject, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.SharedObject, _Mapping]] = ..., size: _Optional[int] = ...) -> None: ...
+    host: str
+    def __init__(self, op: _Optional[str] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., input: _Optional[_Union[_common_pb2.SharedObject, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.SharedObject, _Mapping]] = ..., size: _Optional[int] = ..., host: _Optional[str] = ...) -> None: ...
 
 class Done(_message.Message):
     __slots__ = ("result",)

@@ -71,12 +71,16 @@ class SharedObject(_message.Message):
     def __init__(self, host: _Optional[str] = ..., pid: _Optional[int] = ..., fd: _Optional[int] = ..., inode: _Optional[int] = ..., generation: _Optional[int] = ..., creator: _Optional[str] = ..., creator_pid: _Optional[int] = ..., offsets: _Optional[_Iterable[int]] = ..., lengths: _Optional[_Iterable[int]] = ..., data_address: _Optional[str] = ...) -> None: ...
 
 class SharedPull(_message.Message):
-    __slots__ = ("token", "shared")
+    __slots__ = ("token", "shared", "start", "length")
     TOKEN_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_FIELD_NUMBER: _ClassVar[int]
     token: str
     shared: SharedObject
-    def __init__(self, token: _Optional[str] = ..., shared: _Optional[_Union[SharedObject, _Mapping]] = ...) -> None: ...
+    start: int
+    length: int
+    def __init__(self, token: _Optional[str] = ..., shared: _Optional[_Union[SharedObject, _Mapping]] = ..., start: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
 
 class SharedRegion(_message.Message):
     __slots__ = ("creator_pid", "inode", "generation", "count")

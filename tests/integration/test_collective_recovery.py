@@ -6,9 +6,6 @@ survivors never compute a part twice (the exchanges are counted)."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -116,29 +113,6 @@ def test_without_lineage_a_lost_member_fails_the_call_instead_of_hanging(cluster
             with pytest.raises(actorrt.TaskError, match=r"call #2 of collective group 'default' cannot complete: "
                                                         r"rank\(s\) \[1, 3\] were lost with their node"):
                 actorrt.get(ref, timeout=30)
-
-
-def test_a_group_across_hosts_is_refused_with_what_to_do(cluster_with):
-    from actorrt.cluster.session import TOKEN_ENV
-    from actorrt.core import context
-
-    with cluster_with(num_nodes=2, store_shards=1):
-        session = context.current().head_process.session
-        other = subprocess.Popen([sys.executable, "-m", "actorrt.cluster.node", "--head", session.head_address],
-                                 env=dict(os.environ, **{TOKEN_ENV: session.token, "ACTORRT_HOST_ID": "elsewhere"}),
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 30
-            while len([n for n in actorrt.nodes() if n["state"] == "ALIVE"]) < 3 and time.monotonic() < deadline:
-                time.sleep(0.1)
-            far = next(n["node"] for n in actorrt.nodes() if n["host_id"] == "elsewhere")
-            members = [Member.options(node=0).remote(0), Member.options(node=far).remote(1)]
-            with pytest.raises(NotImplementedError, match="on nodes of 2 hosts: collectives run between the actors "
-                                                          "of one host"):
-                collective.create_collective_group(members)
-        finally:
-            other.kill()
-            other.wait()
 
 
 def test_members_checkpoint_when_what_is_kept_for_them_grows_and_replay_from_there(cluster_with):
