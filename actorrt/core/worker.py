@@ -68,6 +68,8 @@ _VALUE_KINDS = frozenset({RESULT, PUSH, OBJECT})
 _VALUE_FIELDS = frozenset({"result", "push", "object"})
 # Failures that are the answer to what the user did (cancel, shutdown, a rollback they poll for).
 _EXPECTED_FAILURES = frozenset({pb.CANCELLED, pb.CLUSTER_LOST, pb.ROLLED_BACK})
+# A committed notice waits at most this long for a batch to the peer to ride with.
+NOTICE_DELAY_S = 0.01
 
 
 @dataclass
@@ -217,9 +219,12 @@ class Worker:
             self.spawn(self.pressure.watch())
 
     def _tell_committed(self, peer: str, acks: list[tuple[bytes, int]]) -> None:
+        # Nothing waits on it (the submitter lets the specs go from its stash): it rides with the
+        # next batch to the peer.
         if self.router is not None:
-            self.router.send(peer, COMMITTED, node_pb2.Committed(task_ids=[t for t, _ in acks],
-                                                                 versions=[v for _, v in acks]))
+            self.router.send_soon(peer, COMMITTED, node_pb2.Committed(task_ids=[t for t, _ in acks],
+                                                                      versions=[v for _, v in acks]),
+                                  NOTICE_DELAY_S)
 
     def _died(self, object_id: bytes, slot: int) -> pb.ObjectValue:
         return failures.died(object_id, slot, self.membership.node(slot), self.ft.mode)

@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 # they hold, and the notice normally comes within milliseconds. Long, because a late write of a
 # task its receiver has checkpointed past and collected would bring its record back.
 UNCONFIRMED_WRITE_S = 30.0
+# The lineage stash's flushes wait this long for more specs to write in the same round trip (no
+# task waits on them; WriteFirst's do not wait).
+FLUSH_LINGER_S = 0.003
 # An actor waiting for room in a full stash says so this often.
 STASH_FULL_WARNING_S = 10.0
 
@@ -135,6 +138,7 @@ class LoggedLineage(FaultTolerance):
             store_latency_ms_mean=f.latency_mean_ms(),
             store_bytes_written=self._store.bytes_written,
             refused=f.refused,
+            store_writes=f.writes,
         )
 
 
@@ -145,6 +149,7 @@ class LineageStash(LoggedLineage):
 
     def __init__(self, options: FaultToleranceOptions, store: LineageStore) -> None:
         super().__init__(options, store)
+        self.flusher.linger_s = FLUSH_LINGER_S
         self._notify: Notify = lambda peer, acks: None
         self._address = ""
         self._to_tell: dict[bytes, list[str]] = {}  # task id -> submitters waiting to hear it committed

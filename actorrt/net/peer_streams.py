@@ -83,8 +83,11 @@ class PeerLink:
     """The sending half of a stream to one peer.
 
     ``send`` never blocks: messages queue up while the previous batch is being written and go
-    out together as one ``PeerBatch``, so a burst of small tasks costs one write. Nothing is
-    written while the process's lease is over.
+    out together as one ``PeerBatch``, so a burst of small tasks costs one write. ``send_soon``
+    queues a message that can wait a little: it goes with the next batch, or after ``within``
+    seconds if none goes before (a stream write costs far more CPU than a message in it, so
+    notices that nobody waits on ride along with the traffic). Nothing is written while the
+    process's lease is over.
     """
 
     def __init__(self, address: str, write: Callable[[bytes], Awaitable[None]], counters: SendCounters,
@@ -96,10 +99,16 @@ class PeerLink:
         self._lease = lease
         self._queue: list[bytes] = []  # frames
         self._wake = asyncio.Event()
+        self._timer: asyncio.TimerHandle | None = None  # wakes the link for messages sent soon
 
     def send(self, kind: int, message: Message) -> None:
         self._queue.append(frame(kind, message))
         self._wake.set()
+
+    def send_soon(self, kind: int, message: Message, within: float) -> None:
+        self._queue.append(frame(kind, message))
+        if self._timer is None and not self._wake.is_set():
+            self._timer = asyncio.get_running_loop().call_later(within, self._wake.set)
 
     async def run(self) -> None:
         while True:
@@ -107,6 +116,9 @@ class PeerLink:
             if not self._lease.valid():
                 await self._lease.held()
             self._wake.clear()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
             batch, self._queue = self._queue, []
             self.counters.messages += len(batch)
             self.counters.batches += 1
@@ -153,10 +165,15 @@ class Router:
 
     def send(self, address: str, kind: int, message: Message) -> None:
         """Queue ``message`` as PeerMessage field ``kind`` (SUBMIT, RESULT, FETCH, OBJECT)."""
+        self._link_to(address).send(kind, message)
+
+    def send_soon(self, address: str, kind: int, message: Message, within: float) -> None:
+        """Queue ``message`` to go with the next batch to ``address``, or within ``within`` seconds."""
+        self._link_to(address).send_soon(kind, message, within)
+
+    def _link_to(self, address: str) -> PeerLink:
         link = self._links.get(address)
-        if link is None:
-            link = self._open(address)
-        link.send(kind, message)
+        return link if link is not None else self._open(address)
 
     def _open(self, address: str) -> PeerLink:
         chan = self._channels.get(address)

@@ -232,7 +232,7 @@ class RecoveryStats(_message.Message):
     def __init__(self, actors: _Optional[int] = ..., tasks_replayed: _Optional[int] = ..., flush_ms: _Optional[float] = ..., fetch_ms: _Optional[float] = ..., replay_ms: _Optional[float] = ..., detection_ms: _Optional[float] = ..., restart_ms: _Optional[float] = ..., from_checkpoint: _Optional[int] = ..., slots: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class LineageStats(_message.Message):
-    __slots__ = ("stash_size", "flushed", "committed", "evicted", "forwarded_mean", "forwarded_median", "store_latency_ms_p50", "store_latency_ms_mean", "store_bytes_written", "refused")
+    __slots__ = ("stash_size", "flushed", "committed", "evicted", "forwarded_mean", "forwarded_median", "store_latency_ms_p50", "store_latency_ms_mean", "store_bytes_written", "refused", "store_writes")
     STASH_SIZE_FIELD_NUMBER: _ClassVar[int]
     FLUSHED_FIELD_NUMBER: _ClassVar[int]
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
@@ -243,6 +243,7 @@ class LineageStats(_message.Message):
     STORE_LATENCY_MS_MEAN_FIELD_NUMBER: _ClassVar[int]
     STORE_BYTES_WRITTEN_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
+    STORE_WRITES_FIELD_NUMBER: _ClassVar[int]
     stash_size: int
     flushed: int
     committed: int
@@ -253,4 +254,5 @@ class LineageStats(_message.Message):
     store_latency_ms_mean: float
     store_bytes_written: int
     refused: int
-    def __init__(self, stash_size: _Optional[int] = ..., flushed: _Optional[int] = ..., committed: _Optional[int] = ..., evicted: _Optional[int] = ..., forwarded_mean: _Optional[float] = ..., forwarded_median: _Optional[float] = ..., store_latency_ms_p50: _Optional[float] = ..., store_latency_ms_mean: _Optional[float] = ..., store_bytes_written: _Optional[int] = ..., refused: _Optional[int] = ...) -> None: ...
+    store_writes: int
+    def __init__(self, stash_size: _Optional[int] = ..., flushed: _Optional[int] = ..., committed: _Optional[int] = ..., evicted: _Optional[int] = ..., forwarded_mean: _Optional[float] = ..., forwarded_median: _Optional[float] = ..., store_latency_ms_p50: _Optional[float] = ..., store_latency_ms_mean: _Optional[float] = ..., store_bytes_written: _Optional[int] = ..., refused: _Optional[int] = ..., store_writes: _Optional[int] = ...) -> None: ...
