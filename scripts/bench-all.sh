@@ -13,6 +13,7 @@ if [ "${1:-}" = "--full" ]; then
   python bench/allreduce_recovery.py --iterations 100 --checkpoint-every 100 --kill-at 90 --ft lineage_stash,checkpoint,none
   python bench/sgd.py
   python bench/ring.py
+  python bench/streaming_wordcount.py
   python bench/lineage_size.py
   python bench/spark_bridge.py
 else
@@ -21,5 +22,6 @@ else
   python bench/allreduce_recovery.py --iterations 30 --checkpoint-every 30 --kill-at 25
   python bench/sgd.py --quick
   python bench/ring.py --rounds 100
+  python bench/streaming_wordcount.py --quick
 fi
 python bench/table2.py
