@@ -14,6 +14,7 @@ if [ "${1:-}" = "--full" ]; then
   python bench/sgd.py
   python bench/ring.py
   python bench/streaming_wordcount.py
+  python bench/replay_rate.py --repeat 3
   python bench/lineage_size.py
   python bench/spark_bridge.py
 else
@@ -23,5 +24,6 @@ else
   python bench/sgd.py --quick
   python bench/ring.py --rounds 100
   python bench/streaming_wordcount.py --quick
+  python bench/replay_rate.py
 fi
 python bench/table2.py

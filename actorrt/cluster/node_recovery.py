@@ -79,6 +79,7 @@ class NodeRecoveries:
             replay_started = time.perf_counter()
             await asyncio.gather(*(a.replayed.wait() for a in actors))
             stats.replay_ms = (time.perf_counter() - replay_started) * 1e3
+            stats.replay_tasks_per_s = stats.tasks_replayed / max(stats.replay_ms / 1e3, 1e-9)
         finally:
             self._under_way -= 1
             if not self._under_way:

@@ -210,7 +210,7 @@ class ObjectsKept(_message.Message):
     def __init__(self, pinned_objects: _Optional[int] = ..., pinned_bytes: _Optional[int] = ..., spilled_objects: _Optional[int] = ..., spilled_bytes: _Optional[int] = ..., released_bytes: _Optional[int] = ..., pressure_checkpoints: _Optional[int] = ...) -> None: ...
 
 class RecoveryStats(_message.Message):
-    __slots__ = ("actors", "tasks_replayed", "flush_ms", "fetch_ms", "replay_ms", "detection_ms", "restart_ms", "from_checkpoint", "slots")
+    __slots__ = ("actors", "tasks_replayed", "flush_ms", "fetch_ms", "replay_ms", "detection_ms", "restart_ms", "from_checkpoint", "slots", "replay_tasks_per_s")
     ACTORS_FIELD_NUMBER: _ClassVar[int]
     TASKS_REPLAYED_FIELD_NUMBER: _ClassVar[int]
     FLUSH_MS_FIELD_NUMBER: _ClassVar[int]
@@ -220,6 +220,7 @@ class RecoveryStats(_message.Message):
     RESTART_MS_FIELD_NUMBER: _ClassVar[int]
     FROM_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_TASKS_PER_S_FIELD_NUMBER: _ClassVar[int]
     actors: int
     tasks_replayed: int
     flush_ms: float
@@ -229,7 +230,8 @@ class RecoveryStats(_message.Message):
     restart_ms: float
     from_checkpoint: int
     slots: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, actors: _Optional[int] = ..., tasks_replayed: _Optional[int] = ..., flush_ms: _Optional[float] = ..., fetch_ms: _Optional[float] = ..., replay_ms: _Optional[float] = ..., detection_ms: _Optional[float] = ..., restart_ms: _Optional[float] = ..., from_checkpoint: _Optional[int] = ..., slots: _Optional[_Iterable[int]] = ...) -> None: ...
+    replay_tasks_per_s: float
+    def __init__(self, actors: _Optional[int] = ..., tasks_replayed: _Optional[int] = ..., flush_ms: _Optional[float] = ..., fetch_ms: _Optional[float] = ..., replay_ms: _Optional[float] = ..., detection_ms: _Optional[float] = ..., restart_ms: _Optional[float] = ..., from_checkpoint: _Optional[int] = ..., slots: _Optional[_Iterable[int]] = ..., replay_tasks_per_s: _Optional[float] = ...) -> None: ...
 
 class LineageStats(_message.Message):
     __slots__ = ("stash_size", "flushed", "committed", "evicted", "forwarded_mean", "forwarded_median", "store_latency_ms_p50", "store_latency_ms_mean", "store_bytes_written", "refused", "store_writes")
