@@ -76,8 +76,9 @@ class NodeRecoveries:
                         actors = await self._replay_lineage(stats, slots)
                 finally:
                     self.worker.host.release()
-            replay_started = time.perf_counter()
+            replay_started, skipped = time.perf_counter(), self.worker.sends_skipped
             await asyncio.gather(*(a.replayed.wait() for a in actors))
+            stats.sends_skipped = self.worker.sends_skipped - skipped
             stats.replay_ms = (time.perf_counter() - replay_started) * 1e3
             stats.replay_tasks_per_s = stats.tasks_replayed / max(stats.replay_ms / 1e3, 1e-9)
         finally:
@@ -97,7 +98,7 @@ class NodeRecoveries:
                   for actor_id in await until_reachable(f"recovery: listing the actors of node {slot}",
                                                         store.actors_on, slot)]
         actor_ids = [a for a in dict.fromkeys(listed) if a not in host.actors]  # each once, and not twice
-        await self._flush_survivors()
+        await self._flush_survivors(actor_ids)
         flushed = time.perf_counter()
         plans = [await until_reachable(f"recovery: reading the lineage of actor {ids.short(actor_id)}",
                                        self._replay_plan, store, actor_id) for actor_id in actor_ids]
@@ -159,10 +160,14 @@ class NodeRecoveries:
         except ActorRTError as exc:
             return f"actor {ids.short(actor_id)} cannot be rebuilt: {exc}"
 
-    async def _flush_survivors(self) -> None:
+    async def _flush_survivors(self, rebuilt: list[bytes]) -> None:
+        """Every survivor writes its stash to the store, and says how far its actors ran the tasks
+        of the actors rebuilt here (their replays send those tasks again only if they need the
+        results)."""
         view = self.worker.membership.view
         peers = [n.address for n in view.nodes if n.state == head_pb2.ALIVE and n.address != self.worker.address]
-        request = node_pb2.FlushStashRequest(slot=self.worker.slot, epoch=self.servicer.epoch)
+        request = node_pb2.FlushStashRequest(slot=self.worker.slot, epoch=self.servicer.epoch, senders=rebuilt)
+        self.worker.note_ran(self.worker.host.ran_from(set(rebuilt)))
         membership = self.worker.membership
 
         async def flush(address: str) -> None:
@@ -170,8 +175,9 @@ class NodeRecoveries:
             async with channel(address) as chan:
                 while True:
                     try:
-                        await node_pb2_grpc.NodeStub(chan).FlushStash(request, metadata=metadata(self.token),
-                                                                       timeout=SURVIVOR_FLUSH_TIMEOUT_S)
+                        reply = await node_pb2_grpc.NodeStub(chan).FlushStash(request, metadata=metadata(self.token),
+                                                                               timeout=SURVIVOR_FLUSH_TIMEOUT_S)
+                        self.worker.note_ran(reply.ran)
                         return
                     except aio.AioRpcError as exc:
                         if membership.current_owner(address) != address:

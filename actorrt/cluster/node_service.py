@@ -24,7 +24,9 @@ class NodeServicer:
         self, request: node_pb2.FlushStashRequest, context: aio.ServicerContext
     ) -> node_pb2.FlushStashReply:
         written = await self.worker.ft.flush() if self.worker.ft is not None else 0
-        return node_pb2.FlushStashReply(written=written)
+        host = self.worker.host
+        ran = host.ran_from(set(request.senders)) if host is not None else []
+        return node_pb2.FlushStashReply(written=written, ran=ran)
 
     async def Stats(self, request: node_pb2.NodeStatsRequest, context: aio.ServicerContext) -> node_pb2.NodeStatsReply:  # noqa: N802
         return self.stats()

@@ -164,6 +164,17 @@ class ActorHost:
             if actor is not None:
                 actor.ledger.drop_results(sender, counter)
 
+    def ran_from(self, senders: set[bytes]) -> list[node_pb2.RanFrom]:
+        """How far each actor here ran the tasks of ``senders`` (a recovery rebuilding them asks)."""
+        out = []
+        for actor in self.actors.values():
+            for sender, counter in actor.ledger.last_counter.items():
+                if sender in senders:
+                    counters, digests = actor.ledger.calls_run(sender)
+                    out.append(node_pb2.RanFrom(receiver=actor.actor_id, sender=sender, counter=counter,
+                                                counters=counters, digests=digests))
+        return out
+
     def stats(self) -> list[node_pb2.ActorStats]:
         return [
             node_pb2.ActorStats(

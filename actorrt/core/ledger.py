@@ -85,6 +85,11 @@ class SenderLedger:
     def kept_bytes(self) -> int:
         return sum(self._kept_bytes.values())
 
+    def calls_run(self, sender: bytes) -> tuple[list[int], bytes]:
+        """The counters of ``sender``'s calls whose digests are kept, and those digests (8 bytes each)."""
+        calls = self._calls.get(sender, {})
+        return list(calls), b"".join(calls.values())
+
     def drop_results(self, sender: bytes, upto: int) -> None:
         """``sender``'s checkpoint covers its tasks up to counter ``upto``: it never awaits them again."""
         kept = self.results.get(sender)

@@ -28,6 +28,7 @@ from actorrt.core.memory_pressure import MemoryPressure
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.serialization import exception_from_error, runtime_error
 from actorrt.core.submitter import Submitter
+from actorrt.core.task_spec import call_digest
 from actorrt.lineage import ids
 from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
 from actorrt.lineage.strategies import create_strategy
@@ -112,6 +113,11 @@ class Worker:
                                lambda task_id: task_id in self._inflight, self.recovered, self._pin,
                                lambda task_id, peer: self.ft.on_fetched(task_id, peer))
         self._inflight: dict[bytes, _Inflight] = {}  # in submission order
+        # A replay's tasks that their receivers ran before the failure: sent if their results are asked for.
+        self._deferred: dict[bytes, _Inflight] = {}
+        # (receiver, sender) -> the last task counter it ran, and the digests of the calls it keeps
+        self._ran: dict[tuple[bytes, bytes], tuple[int, dict[int, bytes]]] = {}
+        self.sends_skipped = 0
         self.pressure: MemoryPressure | None = None
         # Batches written by peers under a newer view than this process has: they wait for it. A
         # new node's first messages can beat its registration reply (peers learn its address from
@@ -249,13 +255,36 @@ class Worker:
             self.objects.put(self._died(object_id, slot))
             self._drop_large_args(large)
             return
-        self._dispatch(_Inflight(spec, slot, "", refs, large, push_large))
+        task = _Inflight(spec, slot, "", refs, large, push_large)
+        if not push_large and self._ran_already(spec):  # a replay's task that its receiver ran
+            self._deferred[spec.task_id] = task
+            self._pin_args(spec)
+            self.sends_skipped += 1
+            self.objects.defer(object_id, lambda: self._dispatch(self._deferred.pop(spec.task_id)),
+                               lambda: self._deferred.pop(spec.task_id, None))
+            return
+        self._dispatch(task)
+
+    def note_ran(self, ran: list[node_pb2.RanFrom]) -> None:
+        """How far surviving receivers ran the tasks of actors this process rebuilds."""
+        for r in ran:
+            digests = {c: r.digests[8 * i:8 * i + 8] for i, c in enumerate(r.counters)}
+            self._ran[(r.receiver, r.sender)] = (r.counter, digests)
+
+    def _ran_already(self, spec: pb.TaskSpec) -> bool:
+        """Whether ``spec``'s receiver, a survivor, ran it before the failure: a replay resubmitting
+        it sends it only if its result is asked for (the receiver then answers from its ledger)."""
+        if not spec.receiver or spec.function or spec.HasField("actor_creation"):
+            return False
+        last, digests = self._ran.get((spec.receiver, spec.sender), (0, {}))
+        # A call other than the one that ran goes out: its receiver stops the diverged replay.
+        return spec.task_counter <= last and digests.get(spec.task_counter, call_digest(spec)) == call_digest(spec)
 
     def pending_sent(self, sender: bytes) -> list[checkpoint_pb2.PendingTask]:
         """The tasks ``sender`` (an actor here) sent that have no result yet."""
         return [checkpoint_pb2.PendingTask(spec=t.spec, slot=t.slot,
                                            large_args=[self.shared.materialize(v) for v in t.large_args])
-                for t in self._inflight.values() if t.spec.sender == sender]
+                for t in [*self._inflight.values(), *self._deferred.values()] if t.spec.sender == sender]
 
     def send_again(self, pending: checkpoint_pb2.PendingTask) -> None:
         """Send again a task an actor restored from its checkpoint had sent before it (its receiver
@@ -278,12 +307,16 @@ class Worker:
         self._inflight[spec.task_id] = task
         if self.pressure is not None:
             self.pressure.sent(spec.receiver, task.slot)
-        if self.ft.logs_lineage and not spec.function:  # kept until the receiver's checkpoint covers the task
+        self._pin_args(spec)
+        if self.membership.serving(task.slot).state == head_pb2.ALIVE:
+            self._resend(task)
+
+    def _pin_args(self, spec: pb.TaskSpec) -> None:
+        """Ref arguments owned here are kept until the receiver's checkpoint covers the task."""
+        if self.ft.logs_lineage and not spec.function:
             for arg in spec.args:
                 if arg.HasField("ref") and arg.ref.owner_address == self.address:
                     self.retention.pin(arg.ref.object_id, spec.receiver, spec.sender, spec.task_counter)
-        if self.membership.serving(task.slot).state == head_pb2.ALIVE:
-            self._resend(task)
 
     def _pin(self, object_id: bytes, receiver: bytes, sender: bytes, counter: int) -> None:
         """A receiver fetched ``object_id`` for a task: keep it for the task's replays, if any."""

@@ -4,13 +4,16 @@ Values stay serialized until someone reads them, so an object forwarded to anoth
 never pickled twice. A value whose buffers are in shared memory is *held* while an entry keeps it
 (``objects/shared.py``): its segment is not reused under it. A reader waits on an entry that has
 no value yet. An object kept only for other actors' replays may be *spilled*: its bytes go to a
-local file, and a reader gets them back from there.
+local file, and a reader gets them back from there. The making of an object may be *deferred*:
+its task is sent only once a reader asks for it (a replay does not send again what its receiver
+ran already, unless the result is needed).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from actorrt.objects.shared import SharedObjects
@@ -38,6 +41,8 @@ class ObjectStore:
     def __init__(self) -> None:
         self._entries: dict[bytes, asyncio.Future[pb.ObjectValue]] = {}
         self._spilled: dict[bytes, Path] = {}
+        # object id -> (what makes it, once asked for; what forgets it, if released before)
+        self._deferred: dict[bytes, tuple[Callable[[], None], Callable[[], None]]] = {}
         self.shared: SharedObjects | None = None  # once the process serves
 
     def __len__(self) -> int:
@@ -46,8 +51,17 @@ class ObjectStore:
     def __contains__(self, object_id: bytes) -> bool:
         return object_id in self._entries or object_id in self._spilled
 
+    def defer(self, object_id: bytes, make: Callable[[], None], forget: Callable[[], None]) -> None:
+        """``object_id`` (expected) is made by ``make()``, called when it is first asked for;
+        ``forget()`` is called instead if it is released before."""
+        self._deferred[object_id] = (make, forget)
+
     def expect(self, object_id: bytes) -> asyncio.Future[pb.ObjectValue]:
-        """The entry for ``object_id``, created empty if absent (read back if spilled)."""
+        """The entry for ``object_id``, created empty if absent (read back if spilled); a
+        deferred object is made now."""
+        deferred = self._deferred.pop(object_id, None)
+        if deferred is not None:
+            deferred[0]()
         fut = self._entries.get(object_id)
         if fut is None:
             loop = asyncio.get_running_loop()
@@ -116,6 +130,9 @@ class ObjectStore:
         return len(data)
 
     def release(self, object_id: bytes) -> None:
+        deferred = self._deferred.pop(object_id, None)
+        if deferred is not None:
+            deferred[1]()
         fut = self._entries.pop(object_id, None)
         if fut is not None and not fut.done():
             fut.cancel()

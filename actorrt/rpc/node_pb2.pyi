@@ -8,18 +8,36 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class FlushStashRequest(_message.Message):
-    __slots__ = ("slot", "epoch")
+    __slots__ = ("slot", "epoch", "senders")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SENDERS_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
+    senders: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., senders: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class FlushStashReply(_message.Message):
-    __slots__ = ("written",)
+    __slots__ = ("written", "ran")
     WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    RAN_FIELD_NUMBER: _ClassVar[int]
     written: int
-    def __init__(self, written: _Optional[int] = ...) -> None: ...
+    ran: _containers.RepeatedCompositeFieldContainer[RanFrom]
+    def __init__(self, written: _Optional[int] = ..., ran: _Optional[_Iterable[_Union[RanFrom, _Mapping]]] = ...) -> None: ...
+
+class RanFrom(_message.Message):
+    __slots__ = ("receiver", "sender", "counter", "counters", "digests")
+    RECEIVER_FIELD_NUMBER: _ClassVar[int]
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    COUNTER_FIELD_NUMBER: _ClassVar[int]
+    COUNTERS_FIELD_NUMBER: _ClassVar[int]
+    DIGESTS_FIELD_NUMBER: _ClassVar[int]
+    receiver: bytes
+    sender: bytes
+    counter: int
+    counters: _containers.RepeatedScalarFieldContainer[int]
+    digests: bytes
+    def __init__(self, receiver: _Optional[bytes] = ..., sender: _Optional[bytes] = ..., counter: _Optional[int] = ..., counters: _Optional[_Iterable[int]] = ..., digests: _Optional[bytes] = ...) -> None: ...
 
 class PeerBatch(_message.Message):
     __slots__ = ("messages", "view_revision", "sender_epoch", "sender_slot", "sender_pid", "sender_host")
@@ -210,7 +228,7 @@ class ObjectsKept(_message.Message):
     def __init__(self, pinned_objects: _Optional[int] = ..., pinned_bytes: _Optional[int] = ..., spilled_objects: _Optional[int] = ..., spilled_bytes: _Optional[int] = ..., released_bytes: _Optional[int] = ..., pressure_checkpoints: _Optional[int] = ...) -> None: ...
 
 class RecoveryStats(_message.Message):
-    __slots__ = ("actors", "tasks_replayed", "flush_ms", "fetch_ms", "replay_ms", "detection_ms", "restart_ms", "from_checkpoint", "slots", "replay_tasks_per_s")
+    __slots__ = ("actors", "tasks_replayed", "flush_ms", "fetch_ms", "replay_ms", "detection_ms", "restart_ms", "from_checkpoint", "slots", "replay_tasks_per_s", "sends_skipped")
     ACTORS_FIELD_NUMBER: _ClassVar[int]
     TASKS_REPLAYED_FIELD_NUMBER: _ClassVar[int]
     FLUSH_MS_FIELD_NUMBER: _ClassVar[int]
@@ -221,6 +239,7 @@ class RecoveryStats(_message.Message):
     FROM_CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     REPLAY_TASKS_PER_S_FIELD_NUMBER: _ClassVar[int]
+    SENDS_SKIPPED_FIELD_NUMBER: _ClassVar[int]
     actors: int
     tasks_replayed: int
     flush_ms: float
@@ -231,7 +250,8 @@ class RecoveryStats(_message.Message):
     from_checkpoint: int
     slots: _containers.RepeatedScalarFieldContainer[int]
     replay_tasks_per_s: float
-    def __init__(self, actors: _Optional[int] = ..., tasks_replayed: _Optional[int] = ..., flush_ms: _Optional[float] = ..., fetch_ms: _Optional[float] = ..., replay_ms: _Optional[float] = ..., detection_ms: _Optional[float] = ..., restart_ms: _Optional[float] = ..., from_checkpoint: _Optional[int] = ..., slots: _Optional[_Iterable[int]] = ..., replay_tasks_per_s: _Optional[float] = ...) -> None: ...
+    sends_skipped: int
+    def __init__(self, actors: _Optional[int] = ..., tasks_replayed: _Optional[int] = ..., flush_ms: _Optional[float] = ..., fetch_ms: _Optional[float] = ..., replay_ms: _Optional[float] = ..., detection_ms: _Optional[float] = ..., restart_ms: _Optional[float] = ..., from_checkpoint: _Optional[int] = ..., slots: _Optional[_Iterable[int]] = ..., replay_tasks_per_s: _Optional[float] = ..., sends_skipped: _Optional[int] = ...) -> None: ...
 
 class LineageStats(_message.Message):
     __slots__ = ("stash_size", "flushed", "committed", "evicted", "forwarded_mean", "forwarded_median", "store_latency_ms_p50", "store_latency_ms_mean", "store_bytes_written", "refused", "store_writes")
