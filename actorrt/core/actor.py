@@ -36,6 +36,8 @@ from actorrt.util.lease import Lease
 
 log = logging.getLogger(__name__)
 
+# A replay lets the node's other actors run after this many of its tasks (a new task, after each).
+REPLAY_YIELD_EVERY = 32
 # Recorded tasks whose arguments a replay asks for ahead of running them.
 REPLAY_PREFETCH = 32
 # What a task cancelled before it started records first in its log.
@@ -158,7 +160,7 @@ class ActorInstance:
                 self.services.send_result(spec.owner_address, value, spec)
             if replay_done:
                 self.replayed.set()
-            if not self.mailbox.empty():
+            if not self.mailbox.empty() and (not self.replaying or self.executed % REPLAY_YIELD_EVERY == 0):
                 await asyncio.sleep(0)  # fairness: a backlog here must not starve the node's other actors
 
     def _cancelled_before_start(self, spec: pb.TaskSpec) -> bool:

@@ -76,19 +76,12 @@ def call_digest(spec: pb.TaskSpec) -> bytes:
     with a random ID; Arrow leaves the slots of nulls undefined), and a false alarm would stop an
     actor whose replay is faithful.
     """
-    h = hashlib.blake2b(spec.method.encode(), digest_size=8)
-
-    def part(data: bytes) -> None:
-        h.update(len(data).to_bytes(8, "little"))
-        h.update(data)
-
-    for arg in spec.args:
-        part(arg.keyword.encode())
-        if arg.HasField("ref"):
-            part(arg.ref.object_id)
-        else:
-            part(arg.value.data if arg.value.plain else b"")
-    return h.digest()
+    parts = [spec.method.encode()]
+    for arg in spec.args:  # each part length-prefixed; hashed at once (it runs for every task)
+        keyword = arg.keyword.encode()
+        data = arg.ref.object_id if arg.HasField("ref") else arg.value.data if arg.value.plain else b""
+        parts += (len(keyword).to_bytes(8, "little"), keyword, len(data).to_bytes(8, "little"), data)
+    return hashlib.blake2b(b"".join(parts), digest_size=8).digest()
 
 
 @dataclass

@@ -277,8 +277,10 @@ class Worker:
         if not spec.receiver or spec.function or spec.HasField("actor_creation"):
             return False
         last, digests = self._ran.get((spec.receiver, spec.sender), (0, {}))
-        # A call other than the one that ran goes out: its receiver stops the diverged replay.
-        return spec.task_counter <= last and digests.get(spec.task_counter, call_digest(spec)) == call_digest(spec)
+        if spec.task_counter > last:
+            return False
+        ran = digests.get(spec.task_counter)  # a call other than the one that ran goes out: its receiver
+        return ran is None or ran == call_digest(spec)  # stops the diverged replay
 
     def pending_sent(self, sender: bytes) -> list[checkpoint_pb2.PendingTask]:
         """The tasks ``sender`` (an actor here) sent that have no result yet."""
