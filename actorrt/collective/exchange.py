@@ -10,12 +10,10 @@ once every member of its host is done writing into that host's segment. Failures
 little more than a barrier:
 
 - A member whose process died is replayed and contributes again (the same input: its replay is
-  exact); a contribution replaces the one before it from that member. A member rebuilt on another
-  host changes how each host splits the work: a part counts only if it was written for the
-  split of its host as it is now (``part_key``).
+  exact); a contribution replaces the one before it from that member.
 - A replayed leader makes a new result segment: parts written into the old one count no more,
   and the members write theirs again (their inputs are still there: a member's input buffer
-  is reused only two calls later, which no member reaches before every host finished this one).
+  is reused only two calls later, which no member reaches before every member finished this one).
 - A process that completed the call answers a late contribution with the result itself
   (``complete``); one whose members went past it and no longer hold the result says it is
   ``missing``, and a call that nobody can finish any more fails with an error naming it.
@@ -25,16 +23,12 @@ Every process decides the same: the same contributions, the same order of ranks.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from actorrt.collective.ops import Op
 from actorrt.objects.shared import RegionKey, key_of
 from actorrt.rpc import collective_pb2 as cpb
 from actorrt.rpc import common_pb2 as pb
-
-# A part of a host's result: the segment it goes into, and the host's ranks the work is split between.
-PartKey = tuple[RegionKey, tuple[int, ...]]
 
 
 @dataclass
@@ -45,9 +39,9 @@ class Exchange:
     host: str = ""  # this process's host: the copy of the result it completes is its host's
     contributions: dict[int, cpb.Contribution] = field(default_factory=dict)
     sources: dict[int, str] = field(default_factory=dict)  # rank -> the address its contribution came from
-    done: dict[int, PartKey] = field(default_factory=dict)  # rank -> the segment and split it wrote its part for
+    done: dict[int, RegionKey] = field(default_factory=dict)  # rank -> the result segment it wrote into
     local: dict[int, cpb.Contribution] = field(default_factory=dict)  # this process's members in the call
-    writing: dict[int, PartKey] = field(default_factory=dict)  # local rank -> the part it is writing
+    writing: dict[int, RegionKey] = field(default_factory=dict)  # local rank -> segment it is writing into
     missing: set[int] = field(default_factory=set)  # ranks past the call whose processes lost its result
     outcome: pb.ObjectValue | None = None  # the result, once complete here
     error: str = ""  # why the call failed, the same in every process
@@ -95,11 +89,6 @@ class Exchange:
         rank = self.result_rank()
         return self.contributions[rank].result if rank is not None else None
 
-    def part_key(self) -> PartKey | None:
-        """What a part written now is written for: this host's segment, split between its ranks."""
-        result = self.result()
-        return (key_of(result), tuple(self.host_ranks())) if result is not None else None
-
     def contribute(self, rank: int, contribution: cpb.Contribution, source: str) -> None:
         """``rank``'s contribution (again, if its process was replaced)."""
         before = self.result()
@@ -119,21 +108,15 @@ class Exchange:
         """``rank``'s contribution, and every part written into its segment if it led, count no more."""
         result = self.result()
         if result is not None and rank == self.result_rank():
-            self.done = {r: k for r, k in self.done.items() if k[0] != key_of(result)}
+            self.done = {r: k for r, k in self.done.items() if k != key_of(result)}
             self.writing.clear()
         self.contributions.pop(rank, None)
         self.sources.pop(rank, None)
 
-    def on_done(self, rank: int, result: pb.SharedObject, ranks: Sequence[int]) -> None:
-        """``rank`` wrote its part into ``result``, its share of the work split between ``ranks``
-        (which may be the leader's segment before this process hears of it: streams from
-        different processes are not ordered)."""
-        self.done[rank] = (key_of(result), tuple(ranks))
-
-    def done_here(self, rank: int) -> bool:
-        """Whether ``rank`` wrote its part of this host's result as it is split now."""
-        part = self.part_key()
-        return part is not None and self.done.get(rank) == part
+    def on_done(self, rank: int, result: pb.SharedObject) -> None:
+        """``rank`` wrote its part into ``result`` (which may be the leader's segment before this
+        process hears of it: streams from different processes are not ordered)."""
+        self.done[rank] = key_of(result)
 
     def mismatch(self) -> str:
         """Why the members' calls do not fit together (once all contributed), or ""."""
@@ -152,8 +135,9 @@ class Exchange:
 
     def ready_to_write(self, rank: int) -> bool:
         """Whether local ``rank`` can write its part now (everything it reads is here)."""
-        part = self.part_key()
-        if self.finished or part is None or self.writing.get(rank) == part or self.done.get(rank) == part:
+        result = self.result()
+        if self.finished or result is None or self.writing.get(rank) == key_of(result) \
+                or self.done.get(rank) == key_of(result):
             return False
         if len(self.contributions) < self.size or self.mismatch():
             return False
@@ -165,14 +149,13 @@ class Exchange:
             return False
         if not op.has_result:
             return True  # a barrier: everyone came
-        return self.result() is not None and all(self.done_here(r) for r in self.host_ranks())
+        result = self.result()
+        return result is not None and all(self.done.get(r) == key_of(result) for r in self.host_ranks())
 
     def cannot_finish(self) -> bool:
-        """Some member went past the call without its input here, its process no longer holds
-        the result, and every other member answered: nobody can finish it any more. (A member
-        whose input is here is not missing: another host, past the call, says so of it.)"""
-        lacking = self.missing - self.contributions.keys()
-        return bool(lacking) and not self.finished and \
+        """Some member went past the call, its process no longer holds the result, and every
+        other member answered: nobody can finish it any more."""
+        return bool(self.missing) and not self.finished and \
             all(r in self.missing or r in self.contributions for r in range(self.size))
 
 

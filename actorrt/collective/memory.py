@@ -118,8 +118,8 @@ class PeerInputs:
 
 
 class ResultParts:
-    """Where this process's members write their parts of a result: their host's segment, this
-    process's own or mapped writable."""
+    """Where this process's members write their parts of a result: the leader's segment, its own
+    or mapped writable."""
 
     def __init__(self, own: Arena) -> None:
         self._own = own

@@ -1,9 +1,8 @@
 """What each collective computes, and how the work of one call is split between the members.
 
-Pure numpy, no I/O. Every member computes its own part of its host's result (a slice of the
-elements for a reduction, its own block and maybe other hosts' members' for a gather, the whole
-for a broadcast's source or its host's leader) in a fixed order of ranks, so a result is the same
-bits whoever computes it and wherever, in any run, before or after a failure.
+Pure numpy, no I/O. Every member computes its own part of the result (a slice of the elements for
+a reduction, its own block for a gather, the whole for a broadcast's source) in a fixed order of
+ranks, so a result is the same bits whoever computes it, in any run, before or after a failure.
 """
 
 from __future__ import annotations
@@ -39,8 +38,8 @@ class Op:
         return self.kind != "barrier"
 
     def leader(self, seq: int, size: int) -> int:
-        """The call's leader: the source of a broadcast, else one in turn (so no process makes
-        every segment). Each host's result segment is given by its first member from it on."""
+        """The member that makes the segment the result is written into: the source of a
+        broadcast, else one in turn (so no process makes every segment)."""
         return self.src_rank if self.kind == "broadcast" else seq % size
 
 
@@ -71,6 +70,15 @@ def element_slices(count: int, itemsize: int, parts: int) -> list[tuple[int, int
     pages = -(-count // per_page)
     bounds = [min(count, (pages * i // parts) * per_page) for i in range(parts + 1)]
     return [(bounds[i], bounds[i + 1]) for i in range(parts)]
+
+
+def result_layout(op: Op, nbytes: int, size: int) -> tuple[list[int], list[int]]:
+    """(offsets, lengths) of the buffers of a call's result: one array, or one block per member
+    for a gather, each on a page boundary."""
+    if op.kind == "allgather":
+        stride = -(-nbytes // PAGE) * PAGE
+        return [r * stride for r in range(size)], [nbytes] * size
+    return [0], [nbytes]
 
 
 def reduce_into(out: np.ndarray, inputs: list[np.ndarray], reduce: str) -> None:

@@ -8,7 +8,7 @@ they are, pulling its slice of the others' over TCP) and tell everyone (``done``
 member of the host is done, the result is complete: every process keeps it in its object store,
 as an object, until every member's checkpoint covers the call (a replayed member fetches it from
 there instead of running the call again), and its members get read-only arrays over the segment.
-Within a host nothing crosses a socket but descriptors.
+Within a host nothing is copied twice and nothing crosses a socket but descriptors.
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ from typing import Any
 import numpy as np
 
 from actorrt.collective import ops
-from actorrt.collective.exchange import Exchange, PartKey
+from actorrt.collective.exchange import Exchange
 from actorrt.collective.group import EXTRAS_PREFIX, GroupMember, result_id
 from actorrt.collective.memory import InputBuffers, PeerInputs, ResultParts
 from actorrt.collective.ops import Op
 from actorrt.core import context
 from actorrt.core.worker import Worker
+from actorrt.objects.shared import key_of
 from actorrt.objects.transfer import pull, pull_range
 from actorrt.rpc import collective_pb2 as cpb
 from actorrt.rpc import common_pb2 as pb
@@ -40,8 +41,6 @@ CHANNEL = "actorrt.collective"
 # Parts of a result written on the event loop up to this size; larger ones in a thread (numpy
 # lets go of the GIL), so the node keeps serving while it copies and adds.
 INLINE_BYTES = 1 << 20
-# A part whose input could not be read is tried again after this long (or once the view changes).
-RETRY_S = 0.2
 
 
 class CollectiveError(RuntimeError):
@@ -153,8 +152,9 @@ class CollectiveService:
             self._lead_late(ex)
         for rank in list(ex.local):
             if ex.ready_to_write(rank):
-                part = ex.writing[rank] = ex.part_key()
-                self.worker.spawn(self._write_part(ex, rank, ex.result(), part))
+                result = ex.result()
+                ex.writing[rank] = key_of(result)
+                self.worker.spawn(self._write_part(ex, rank, result))
         if ex.complete():
             self._complete(ex)
 
@@ -168,40 +168,36 @@ class CollectiveService:
         nbytes = int(np.prod(leader.shape, dtype=np.int64)) * np.dtype(leader.dtype).itemsize
         ex.local[rank].result.CopyFrom(self._new_result(ex.op(), nbytes, ex.size))
         ex.contribute(rank, ex.local[rank], self.worker.address)
-        for address in self._host_sources(ex):  # the other hosts do not need it
+        member = self._local_member(ex.gid, rank)
+        for address in self._addresses(member) if member is not None else []:
             self._tell(ex, address)
 
-    def _host_sources(self, ex: Exchange) -> set[str]:
-        """The processes of this host's members in the call."""
-        return {ex.sources[r] for r in ex.host_ranks() if r in ex.sources}
-
-    async def _write_part(self, ex: Exchange, rank: int, result: pb.SharedObject, part: PartKey) -> None:
+    async def _write_part(self, ex: Exchange, rank: int, result: pb.SharedObject) -> None:
+        op, key = ex.op(), key_of(result)
         try:
-            await self._part(ex, ex.op(), rank, result, list(part[1]))
+            await self._part(ex, op, rank, result)
         except OSError as exc:  # a process whose input it reads is gone: its member contributes again
             log.info("collective call #%d: an input is gone (%s); waiting for it again", ex.seq, exc)
-            asyncio.get_running_loop().call_later(RETRY_S, self._progress, ex)
             return
         finally:
-            if ex.writing.get(rank) == part:
+            if ex.writing.get(rank) == key:
                 del ex.writing[rank]
-        if ex.finished or ex.part_key() != part:
-            return  # the segment or the split changed meanwhile: the part is written again for the new one
-        ex.on_done(rank, result, part[1])  # here at once: nothing may write the part again once it counts
+        if ex.finished or ex.result() is None or key_of(ex.result()) != key:
+            return  # the result segment changed meanwhile: the part is written again into the new one
+        ex.on_done(rank, result)  # here at once: nothing may write the part again once it counts
         self.counts["computed"] += 1
-        done = cpb.CollectiveMessage(group_id=ex.gid, seq=ex.seq, rank=rank,
-                                     done=cpb.Done(result=result, ranks=part[1]))
+        done = cpb.CollectiveMessage(group_id=ex.gid, seq=ex.seq, rank=rank, done=cpb.Done(result=result))
         member = self._local_member(ex.gid, rank)
         for address in self._addresses(member) if member is not None else []:
             if address != self.worker.address:
                 self.worker.channels.send(address, CHANNEL, done.SerializeToString())
         self._progress(ex)
 
-    async def _part(self, ex: Exchange, op: Op, rank: int, result: pb.SharedObject, ranks: list[int]) -> None:
-        """Write member ``rank``'s part of its host's result, the work split between ``ranks``: a
-        slice of the elements for a reduction (of all inputs, in rank order), its own block and
-        some of another host's members' for a gather, the whole for a broadcast (by the source,
-        or the host's leader)."""
+    async def _part(self, ex: Exchange, op: Op, rank: int, result: pb.SharedObject) -> None:
+        """Write member ``rank``'s part of its host's result: a slice of the elements for a
+        reduction (of all inputs, in rank order), its own block and some of another host's
+        members' for a gather, the whole for a broadcast (by the source, or the host's leader)."""
+        ranks = ex.host_ranks()
         leader = ex.contributions[ex.leader()]
         dtype = np.dtype(leader.dtype) if leader.dtype else None
         if op.kind in ("allreduce", "reduce_scatter"):
@@ -224,17 +220,17 @@ class CollectiveService:
         """Bytes ``start`` to ``start + nbytes`` of every member's input, in rank order: views of
         this host's, copies of the others' (pulled at once, each over its own connection)."""
         slices: list[memoryview] = []
-        remote: list[tuple[pb.SharedObject, memoryview]] = []
+        pulls = []
         for rank in range(ex.size):
             c = ex.contributions[rank]
             if c.host == self.host:
                 slices.append(self.peers.view(c.input)[start:start + nbytes])
             else:
                 slices.append(memoryview(bytearray(nbytes)))
-                remote.append((c.input, slices[-1]))
-        if remote:
-            await asyncio.gather(*(pull_range(shared, start, into, self.worker.token) for shared, into in remote))
-            self.counts["pulled_bytes"] += nbytes * len(remote)
+                pulls.append(pull_range(c.input, start, slices[-1], self.worker.token))
+        if pulls:
+            await asyncio.gather(*pulls)
+            self.counts["pulled_bytes"] += nbytes * len(pulls)
         return slices
 
     async def _copy_input(self, ex: Exchange, rank: int, out: memoryview) -> None:
@@ -262,16 +258,14 @@ class CollectiveService:
         self._finish(ex, pb.ObjectValue(object_id=result_id(ex.gid, ex.seq),
                                         value=pb.SerializedObject(data=meta, shared=ex.result())))
 
-    def _finish(self, ex: Exchange, value: pb.ObjectValue | None, fetched: bool = False) -> None:
+    def _finish(self, ex: Exchange, value: pb.ObjectValue | None) -> None:
         """The call is complete here: keep its result for the members' replays (when they are
-        replayed), map it for the local members, and let the call's segments and leases go.
-        A ``fetched`` result (another process's) that is gone leaves the call as it was."""
+        replayed), map it for the local members, and let the call's segments and leases go."""
         arrays = None
         if value is not None:
             arrays = self._take(ex, value)
             if arrays is None:
-                if not fetched:
-                    self._result_gone(ex)
+                self._result_gone(ex)
                 return
         ex.outcome = value if value is not None else pb.ObjectValue()
         self._release(ex)
@@ -294,9 +288,6 @@ class CollectiveService:
         replay makes another, into which every member writes its part again; a leader that is
         not rebuilt fails the call."""
         leader = ex.result_rank()
-        if leader is None:
-            self._progress(ex)
-            return
         source = ex.sources.get(leader, "")
         ex.forget(leader)
         member = self._any_member(ex.gid)
@@ -357,9 +348,9 @@ class CollectiveService:
                 if lent is not None:
                     message.contribution.result.CopyFrom(lent)
             self.worker.channels.send(address, CHANNEL, message.SerializeToString())
-            if ex.done_here(rank):
-                done = cpb.CollectiveMessage(group_id=ex.gid, seq=ex.seq, rank=rank,
-                                             done=cpb.Done(result=ex.result(), ranks=ex.part_key()[1]))
+            result = ex.result()
+            if result is not None and ex.done.get(rank) == key_of(result):
+                done = cpb.CollectiveMessage(group_id=ex.gid, seq=ex.seq, rank=rank, done=cpb.Done(result=result))
                 self.worker.channels.send(address, CHANNEL, done.SerializeToString())
 
     def _on_message(self, peer: str, payload: bytes) -> None:
@@ -374,7 +365,7 @@ class CollectiveService:
         if kind == "contribution":
             self._on_contribution(peer, message, ex)
         elif kind == "done" and ex is not None:
-            ex.on_done(message.rank, message.done.result, message.done.ranks)
+            ex.on_done(message.rank, message.done.result)
             self._progress(ex)
         elif kind == "complete":
             self._on_complete(message, ex)
@@ -386,8 +377,7 @@ class CollectiveService:
 
     def _on_contribution(self, peer: str, message: cpb.CollectiveMessage, ex: Exchange | None) -> None:
         c = message.contribution
-        lent = c.HasField("result") and c.result.pid == c.result.creator_pid and \
-            (c.result.creator_pid != os.getpid() or c.result.host != self.host)
+        lent = c.HasField("result") and c.result.pid == c.result.creator_pid and c.result.creator_pid != os.getpid()
         if ex is None:
             if self._answer_late(peer, message):
                 if lent:
@@ -453,12 +443,7 @@ class CollectiveService:
         ex = self.exchanges.get(key)
         if ex is not None and not ex.finished:
             self.counts["fetched"] += 1
-            self._finish(ex, value, fetched=True)
-            if ex.finished:  # the other processes of this host may wait for parts nobody writes now
-                for address in self._host_sources(ex) - {self.worker.address}:
-                    reply = cpb.CollectiveMessage(group_id=ex.gid, seq=ex.seq)
-                    reply.complete.CopyFrom(self._lent_value(value, address))
-                    self.worker.channels.send(address, CHANNEL, reply.SerializeToString())
+            self._finish(ex, value)
         elif ex is None and self._wants(key, ex):
             if self._keep(*key, value):
                 self.counts["fetched"] += 1
@@ -467,9 +452,8 @@ class CollectiveService:
         remote = value.value.shared
         try:
             local = await pull(remote, self.worker.shared, self.worker.token)
-        except OSError as exc:  # its holder died or let it go: the others are asked again, in a moment
+        except OSError as exc:  # its holder died meanwhile: another holder, or the exchange, gives it
             log.info("collective call #%d: could not copy its result from another host (%s)", key[1], exc)
-            asyncio.get_running_loop().call_later(RETRY_S, self._ask_again, key)
             return
         finally:
             self._pulling.discard(key)
@@ -479,14 +463,6 @@ class CollectiveService:
         copy.value.shared.CopyFrom(local)
         self._take_complete(key, copy)
         self.worker.shared.settle_unheld(local)  # not kept (the call finished meanwhile): back to the pool
-
-    def _ask_again(self, key: tuple[bytes, int]) -> None:
-        """Tell the call's processes this process's contributions again: those that finished it
-        answer with the result, or that they no longer hold it."""
-        ex = self.exchanges.get(key)
-        if ex is not None and not ex.finished:
-            for address in set(ex.sources.values()):
-                self._tell(ex, address)
 
     def _prefetch_if_replaying(self, member: GroupMember) -> None:
         """A replayed member asks the others, once, for every result they keep from its next call
@@ -573,7 +549,7 @@ class CollectiveService:
             member = self._any_member(ex.gid)
             if member is None or ex.finished:
                 continue
-            lost = [r for r, slot in enumerate(member.slots) if r not in ex.local and not ex.done_here(r)
+            lost = [r for r, slot in enumerate(member.slots) if r not in ex.local and r not in ex.done
                     and self._rank_lost(slot, ex.sources.get(r), gone)]
             if lost:
                 self._fail(ex, CollectiveError(

@@ -177,7 +177,7 @@ class SharedObjects:
     def received(self, shared: pb.SharedObject) -> None:
         """A message carrying ``shared`` was handled (its value kept here, or not). The lease its
         creator lent with it goes back when the last holder here lets go, or now if none holds it."""
-        if shared.pid != shared.creator_pid or (shared.creator_pid == self.pid and shared.host == self.host):
+        if shared.pid != shared.creator_pid or shared.creator_pid == self.pid:
             return  # passed on by a holder (no lease came with it), or made here
         key = key_of(shared)
         with self._lock:

@@ -46,9 +46,7 @@ class Contribution(_message.Message):
     def __init__(self, op: _Optional[str] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., input: _Optional[_Union[_common_pb2.SharedObject, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.SharedObject, _Mapping]] = ..., size: _Optional[int] = ..., host: _Optional[str] = ...) -> None: ...
 
 class Done(_message.Message):
-    __slots__ = ("result", "ranks")
+    __slots__ = ("result",)
     RESULT_FIELD_NUMBER: _ClassVar[int]
-    RANKS_FIELD_NUMBER: _ClassVar[int]
     result: _common_pb2.SharedObject
-    ranks: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, result: _Optional[_Union[_common_pb2.SharedObject, _Mapping]] = ..., ranks: _Optional[_Iterable[int]] = ...) -> None: ...
+    def __init__(self, result: _Optional[_Union[_common_pb2.SharedObject, _Mapping]] = ...) -> None: ...

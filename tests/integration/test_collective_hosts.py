@@ -27,29 +27,24 @@ OTHER_HOST = "elsewhere"
 
 
 @contextlib.contextmanager
-def nodes_of_another_host(count: int = 1) -> Iterator[list[tuple[int, subprocess.Popen]]]:
-    """Nodes joined by hand to the running cluster, under another host identity: their slots and processes."""
+def node_of_another_host() -> Iterator[tuple[int, subprocess.Popen]]:
+    """A node joined by hand to the running cluster, under another host identity: its slot and process."""
     from actorrt.cluster.session import TOKEN_ENV
     from actorrt.core import context
 
     session = context.current().head_process.session
-    env = dict(os.environ, **{TOKEN_ENV: session.token, "ACTORRT_HOST_ID": OTHER_HOST})
-    started = [subprocess.Popen([sys.executable, "-m", "actorrt.cluster.node", "--head", session.head_address],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(count)]
+    other = subprocess.Popen([sys.executable, "-m", "actorrt.cluster.node", "--head", session.head_address],
+                             env=dict(os.environ, **{TOKEN_ENV: session.token, "ACTORRT_HOST_ID": OTHER_HOST}),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
-        while True:
-            joined = {n["pid"]: n["node"] for n in actorrt.nodes()
-                      if n["host_id"] == OTHER_HOST and n["state"] == "ALIVE"}
-            if all(p.pid in joined for p in started):
-                break
-            assert time.monotonic() < deadline, "the nodes of the other host did not join"
+        while not any(n["host_id"] == OTHER_HOST and n["state"] == "ALIVE" for n in actorrt.nodes()):
+            assert time.monotonic() < deadline, "the node of the other host did not join"
             time.sleep(0.1)
-        yield [(joined[p.pid], p) for p in started]
+        yield next(n["node"] for n in actorrt.nodes() if n["host_id"] == OTHER_HOST), other
     finally:
-        for p in started:
-            p.kill()
-            p.wait()
+        other.kill()
+        other.wait()
 
 
 @actorrt.remote
@@ -82,10 +77,9 @@ def inputs(count: int, dtype: str, seed: int) -> list[np.ndarray]:
 
 
 def test_every_op_across_two_hosts_equals_numpy_in_rank_order(cluster_with):
-    with cluster_with(num_nodes=2, store_shards=1), nodes_of_another_host(2) as [(far, _), (far2, _)]:
-        # Ranks alternate between the hosts, two processes on each: each host's members are not a
-        # run of ranks, and the processes of one host share its result segment.
-        members = [Caller.options(node=node).remote() for node in (0, far, 1, far2)]
+    with cluster_with(num_nodes=2, store_shards=1), node_of_another_host() as (far, _):
+        # Ranks alternate between the hosts: each host's members are not a run of ranks.
+        members = [Caller.options(node=node).remote() for node in (0, far, 1, far)]
         collective.create_collective_group(members)
         for count, dtype, op in [(1, "float32", "sum"), (1001, "float32", "sum"), (300_001, "float64", "mean"),
                                  (4099, "int32", "max"), (777, "int64", "prod"), (2_000_000, "float32", "sum")]:
@@ -117,7 +111,7 @@ def test_every_op_across_two_hosts_equals_numpy_in_rank_order(cluster_with):
 @pytest.mark.parametrize("lost", ["this host's node", "the other host"])
 def test_a_member_killed_across_hosts_replays_and_ends_bit_identical(cluster_with, lost):
     calls = 10
-    with cluster_with(num_nodes=1, store_shards=1), nodes_of_another_host() as [(far, other)]:
+    with cluster_with(num_nodes=1, store_shards=1), node_of_another_host() as (far, other):
         members = [Member.options(node=node).remote(rank) for rank, node in enumerate((0, far, 0, far))]
         collective.create_collective_group(members)
         run(members, range(calls // 2))
