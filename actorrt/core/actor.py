@@ -89,6 +89,7 @@ class ActorInstance:
         self.watermarks: dict[str, tuple[int, int]] = {}  # ONCE_METHOD marks applied, per source
         self.replay: set[bytes] = set()  # tasks queued as recorded (recovery), not as new arrivals
         self.replay_order: list[pb.TaskSpec] = []  # those tasks, in order: their arguments are prefetched
+        self.results_unasked: set[bytes] = set()  # of those, tasks whose results nobody can ask for again
         self._prefetched = 0  # how many of them had their arguments asked for
         self.replaying = b""  # the recorded task running again now, if one is
         self.running = b""  # the task running now, if one is
@@ -146,11 +147,13 @@ class ActorInstance:
             self.last_executed, self.last_sender = spec.task_id, spec.sender
             self.ledger.ran(spec)
             self.running = spec.task_id
-            value = await self._execute(spec)
+            keep = spec.task_id not in self.results_unasked
+            value = await self._execute(spec, keep)
             self.running = b""
             self.executed += 1
             self.checkpointer.since += 1
-            self.ledger.keep(spec, value)
+            if keep:
+                self.ledger.keep(spec, value)
             if self.checkpointer.due(spec):
                 await self.services.lease.held()
                 await self.checkpointer.take_or_log()
@@ -185,7 +188,9 @@ class ActorInstance:
                     self.services.fetches.prefetch(arg.ref, (spec.receiver, spec.sender, spec.task_counter))
             self._prefetched += 1
 
-    async def _execute(self, spec: pb.TaskSpec) -> pb.ObjectValue:
+    async def _execute(self, spec: pb.TaskSpec, keep: bool = True) -> pb.ObjectValue:
+        """Run ``spec``; its result (not serialized unless ``keep``: a replayed task whose result
+        nobody can ask for again)."""
         object_id = ids.object_id(spec.task_id)
         if self.death is not None:
             self.services.fetches.drop_unused(spec)
@@ -205,7 +210,8 @@ class ActorInstance:
             result = self._call(spec, args, kwargs)
             if inspect.isawaitable(result):
                 result = await result
-            return pb.ObjectValue(object_id=object_id, value=serialize(result))
+            return pb.ObjectValue(object_id=object_id, value=serialize(result)) if keep else pb.ObjectValue(
+                object_id=object_id)
         except MissingArgumentError as exc:
             if self.replaying == spec.task_id:
                 # It ran with this argument before the failure: running it without would diverge.

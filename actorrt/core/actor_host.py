@@ -12,6 +12,7 @@ import logging
 
 from actorrt.core.actor import ActorInstance, ActorServices
 from actorrt.core.function_calls import FunctionCalls
+from actorrt.core.ledger import results_unasked
 from actorrt.core.serialization import runtime_error
 from actorrt.core.task_spec import SenderContext
 from actorrt.lineage import ids
@@ -54,6 +55,7 @@ class ActorHost:
             except Exception as exc:  # noqa: BLE001 - a user restore() or an unpicklable state
                 actor.die(pb.ACTOR_DIED, f"actor {actor.who} could not restore its checkpoint: {exc!r}")
         actor.replay_order = order
+        actor.results_unasked = results_unasked(order)
         for spec in order:
             actor.replay.add(spec.task_id)
             actor.mailbox.put_nowait(spec)

@@ -29,6 +29,23 @@ RESULTS_KEPT_PER_PROCESS = 16
 RESULT_BYTES_KEPT_PER_PROCESS = 256 * 1024
 # Digests of the calls run per sender (8 bytes each), to tell a faithful re-send from a diverged one.
 CALLS_KEPT_PER_SENDER = 1024
+# A replay serializes and keeps the results of a process's last this many replayed tasks: a driver
+# re-sends only the tasks it has no result for, the newest ones (a margin over what is kept).
+REPLAYED_RESULTS_KEPT_PER_PROCESS = 4 * RESULTS_KEPT_PER_PROCESS
+
+
+def results_unasked(order: list[pb.TaskSpec]) -> set[bytes]:
+    """The tasks of a replay whose results no re-send can ask for again: a process's (a driver's),
+    but its newest ones. (A replayed actor may await any of its results again: all are kept.)"""
+    by_process: dict[bytes, list[pb.TaskSpec]] = {}
+    for spec in order:
+        if not spec.parent_id and spec.method != "__init__":
+            by_process.setdefault(spec.sender, []).append(spec)
+    unasked: set[bytes] = set()
+    for specs in by_process.values():
+        specs.sort(key=lambda s: s.task_counter)
+        unasked.update(s.task_id for s in specs[:-REPLAYED_RESULTS_KEPT_PER_PROCESS])
+    return unasked
 
 
 class SenderLedger:

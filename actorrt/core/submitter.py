@@ -53,7 +53,7 @@ class Submitter:
         the ref to its result."""
         ctx = self.sender()
         _no_actor_calls_in_functions(ctx, f"calls actor method {method}()")
-        encoded = encode_args(args, kwargs, self._inline_max_bytes())
+        encoded = encode_args(args, kwargs, self._inline_max_bytes(), to_shared=not _replaying())
         self._wait_for_stash_room()
         with ctx.lock:
             spec = build_task(ctx, actor_id, method, encoded.args, encoded.refs, self.address)

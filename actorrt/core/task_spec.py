@@ -7,6 +7,7 @@ Pure protocol logic (no I/O), shared by drivers and actors. The lineage stash ho
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -93,9 +94,12 @@ class EncodedArgs:
     large: list[tuple[int, pb.SerializedObject]]  # (position in args, value): named by id once the task has one
 
 
-def encode_args(args: Iterable[Any], kwargs: Mapping[str, Any], inline_max_bytes: int) -> EncodedArgs:
+def encode_args(args: Iterable[Any], kwargs: Mapping[str, Any], inline_max_bytes: int,
+                to_shared: bool = True) -> EncodedArgs:
     """Wire form of a call's arguments. A value that serializes to more than ``inline_max_bytes``
-    is left out of the spec: ``attach_large_args`` names it there by id once the task has one."""
+    is left out of the spec: ``attach_large_args`` names it there by id once the task has one.
+    Its buffers go to shared memory, unless not ``to_shared`` (a replay's call, which is mostly
+    not sent: the process keeps the value, and moves it to shared memory if it sends it)."""
     out = EncodedArgs([], [], [])
     items = [("", a) for a in args] + list(kwargs.items())
     inline = 0
@@ -106,7 +110,8 @@ def encode_args(args: Iterable[Any], kwargs: Mapping[str, Any], inline_max_bytes
             continue
         try:
             # Only what travels beside the task may be in shared memory: the spec goes to the store whole.
-            serialized, size = serialize_sized(value, max(SHARED_MIN_BYTES, inline_max_bytes + 1))
+            shared_min = max(SHARED_MIN_BYTES, inline_max_bytes + 1) if to_shared else sys.maxsize
+            serialized, size = serialize_sized(value, shared_min)
         except Exception as exc:  # noqa: BLE001 - pickle raises many types; the caller needs to know which argument
             which = f"argument {keyword!r}" if keyword else f"argument {len(out.args) + 1}"
             raise TypeError(f"{which} (a {type(value).__name__}) cannot be pickled to go with the task: "

@@ -246,6 +246,10 @@ class Worker:
         if not spec.HasField("actor_creation"):
             self.objects.expect(object_id)
             self.retention.referenced(object_id)  # by the ref submit_task returned
+        deferred = not push_large and self._ran_already(spec)  # a replay's call that its receiver ran
+        if not push_large and not deferred:  # a replay's call that goes out: its large arguments to shared memory
+            for value in large:
+                self._to_shared(value)
         self._hold_large_args(large)
         if self.cluster_lost:
             self.objects.put(failures.cluster_lost(object_id, self.cluster_lost))
@@ -256,7 +260,7 @@ class Worker:
             self._drop_large_args(large)
             return
         task = _Inflight(spec, slot, "", refs, large, push_large)
-        if not push_large and self._ran_already(spec):  # a replay's task that its receiver ran
+        if deferred:
             self._deferred[spec.task_id] = task
             self._pin_args(spec)
             self.sends_skipped += 1
@@ -264,6 +268,14 @@ class Worker:
                                lambda: self._deferred.pop(spec.task_id, None))
             return
         self._dispatch(task)
+
+    def _to_shared(self, value: pb.ObjectValue) -> None:
+        """Move ``value``'s buffers (held in this process's memory) to shared memory, if it can."""
+        if value.value.buffers and not value.value.HasField("shared"):
+            placed = self.shared.write([memoryview(b) for b in value.value.buffers])
+            if placed is not None:
+                del value.value.buffers[:]
+                value.value.shared.CopyFrom(placed)
 
     def note_ran(self, ran: list[node_pb2.RanFrom]) -> None:
         """How far surviving receivers ran the tasks of actors this process rebuilds."""

@@ -151,6 +151,16 @@ class Fetches:
             self._asked[object_id] = ""
             asyncio.get_running_loop().call_later(REFETCH_DELAY_S, self._refetch, object_id)
 
+    def fetch_instead(self, object_id: bytes, owner: str) -> None:
+        """An argument sent beside its task cannot be read (its sender died): ask its owner,
+        ``owner`` or whichever process serves its slot now, like any fetched argument."""
+        if object_id in self._named or self._objects.held(object_id) is not None:
+            return
+        self._borrowed.setdefault(object_id, 0)
+        self._named[object_id] = owner
+        self._objects.expect(object_id)
+        self._route(object_id)
+
     def expect_push(self, object_id: bytes) -> None:
         """An argument is on its way beside its task (its bytes are being pulled): its task waits
         for it here instead of fetching it."""

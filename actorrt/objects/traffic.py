@@ -13,7 +13,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from actorrt.net.peer_streams import FORWARDED, RELEASE
-from actorrt.objects.fetches import Fetches, lost
+from actorrt.objects.fetches import Fetches
 from actorrt.objects.shared import RegionKey, SharedObjects
 from actorrt.objects.transfer import TransferError, TransferServer, pull
 from actorrt.rpc import common_pb2 as pb
@@ -79,8 +79,22 @@ class SharedTraffic:
                 self._fetches.expect_push(value.object_id)
             self._spawn(self._pull(kind, value))
             return
+        if not self.shared.hold(shared):  # its process died before this one opened it: as if it never came
+            self._not_arrived(kind, value, f"its process {shared.pid} is gone")
+            return
         self._take(kind, value)
+        self.shared.unhold(shared)
         self.shared.received(shared)
+
+    def _not_arrived(self, kind: str, value: pb.ObjectValue, why: str) -> None:
+        """A value whose bytes could not be had: a fetch asks again; an argument that came beside
+        its task is fetched from its owner instead (a failed owner's replay makes it again); a
+        result is left unanswered (the replay of its task's node sends it again)."""
+        log.info("a %s could not be read (%s): it is asked for again", kind, why)
+        if kind == "object":
+            self._fetches.ask_again(value.object_id)
+        elif kind == "push":
+            self._fetches.fetch_instead(value.object_id, value.value.shared.creator)
 
     def _take(self, kind: str, value: pb.ObjectValue) -> None:
         if kind == "result":
@@ -97,11 +111,7 @@ class SharedTraffic:
         except TransferError as exc:
             log.warning("%s", exc)
             self.shared.received(remote)
-            if kind == "object":
-                self._fetches.ask_again(value.object_id)
-            elif kind == "push":
-                self._fetches.on_push(lost(value.object_id, str(exc)))
-            # A result is left unanswered: the replay of its task's node sends it again.
+            self._not_arrived(kind, value, str(exc))
             return
         copy = pb.ObjectValue()
         copy.CopyFrom(value)
