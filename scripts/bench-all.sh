@@ -15,6 +15,7 @@ if [ "${1:-}" = "--full" ]; then
   python bench/ring.py
   python bench/streaming_wordcount.py
   python bench/replay_rate.py --repeat 3
+  python bench/plain_recovery.py
   python bench/lineage_size.py
   python bench/spark_bridge.py
 else
@@ -25,5 +26,6 @@ else
   python bench/ring.py --rounds 100
   python bench/streaming_wordcount.py --quick
   python bench/replay_rate.py
+  python bench/plain_recovery.py --iterations 30 --kill-at 25
 fi
 python bench/table2.py
