@@ -85,6 +85,7 @@ class NodeRecoveries:
             self._under_way -= 1
             if not self._under_way:
                 self.worker.recovered.set()
+                self.worker.ran_before.clear()
 
     async def _replay_lineage(self, stats: node_pb2.RecoveryStats, slots: set[int]) -> list:
         """Paper §4.2.3: survivors flush their stashes, so the store holds every task they depend
@@ -167,7 +168,7 @@ class NodeRecoveries:
         view = self.worker.membership.view
         peers = [n.address for n in view.nodes if n.state == head_pb2.ALIVE and n.address != self.worker.address]
         request = node_pb2.FlushStashRequest(slot=self.worker.slot, epoch=self.servicer.epoch, senders=rebuilt)
-        self.worker.note_ran(self.worker.host.ran_from(set(rebuilt)))
+        self.worker.ran_before.note(self.worker.host.ran_from(set(rebuilt)))
         membership = self.worker.membership
 
         async def flush(address: str) -> None:
@@ -177,7 +178,7 @@ class NodeRecoveries:
                     try:
                         reply = await node_pb2_grpc.NodeStub(chan).FlushStash(request, metadata=metadata(self.token),
                                                                                timeout=SURVIVOR_FLUSH_TIMEOUT_S)
-                        self.worker.note_ran(reply.ran)
+                        self.worker.ran_before.note(reply.ran)
                         return
                     except aio.AioRpcError as exc:
                         if membership.current_owner(address) != address:

@@ -72,15 +72,6 @@ def element_slices(count: int, itemsize: int, parts: int) -> list[tuple[int, int
     return [(bounds[i], bounds[i + 1]) for i in range(parts)]
 
 
-def result_layout(op: Op, nbytes: int, size: int) -> tuple[list[int], list[int]]:
-    """(offsets, lengths) of the buffers of a call's result: one array, or one block per member
-    for a gather, each on a page boundary."""
-    if op.kind == "allgather":
-        stride = -(-nbytes // PAGE) * PAGE
-        return [r * stride for r in range(size)], [nbytes] * size
-    return [0], [nbytes]
-
-
 def reduce_into(out: np.ndarray, inputs: list[np.ndarray], reduce: str) -> None:
     """``out = inputs[0] op inputs[1] op ...`` in rank order (and divided by their number for a
     mean), block by block. All are flat arrays of one length. Each block is reduced in a scratch

@@ -26,9 +26,9 @@ from actorrt.core.channels import Channels
 from actorrt.core.membership import Membership
 from actorrt.core.memory_pressure import MemoryPressure
 from actorrt.core.object_ref import ObjectRef
+from actorrt.core.ran_before import RanBefore
 from actorrt.core.serialization import exception_from_error, runtime_error
 from actorrt.core.submitter import Submitter
-from actorrt.core.task_spec import call_digest
 from actorrt.lineage import ids
 from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
 from actorrt.lineage.strategies import create_strategy
@@ -115,8 +115,7 @@ class Worker:
         self._inflight: dict[bytes, _Inflight] = {}  # in submission order
         # A replay's tasks that their receivers ran before the failure: sent if their results are asked for.
         self._deferred: dict[bytes, _Inflight] = {}
-        # (receiver, sender) -> the last task counter it ran, and the digests of the calls it keeps
-        self._ran: dict[tuple[bytes, bytes], tuple[int, dict[int, bytes]]] = {}
+        self.ran_before = RanBefore()  # what survivors ran of the actors being rebuilt here
         self.sends_skipped = 0
         self.pressure: MemoryPressure | None = None
         # Batches written by peers under a newer view than this process has: they wait for it. A
@@ -246,7 +245,7 @@ class Worker:
         if not spec.HasField("actor_creation"):
             self.objects.expect(object_id)
             self.retention.referenced(object_id)  # by the ref submit_task returned
-        deferred = not push_large and self._ran_already(spec)  # a replay's call that its receiver ran
+        deferred = not push_large and self.ran_before.covers(spec)  # a replay's call that its receiver ran
         if not push_large and not deferred:  # a replay's call that goes out: its large arguments to shared memory
             for value in large:
                 self._to_shared(value)
@@ -276,23 +275,6 @@ class Worker:
             if placed is not None:
                 del value.value.buffers[:]
                 value.value.shared.CopyFrom(placed)
-
-    def note_ran(self, ran: list[node_pb2.RanFrom]) -> None:
-        """How far surviving receivers ran the tasks of actors this process rebuilds."""
-        for r in ran:
-            digests = {c: r.digests[8 * i:8 * i + 8] for i, c in enumerate(r.counters)}
-            self._ran[(r.receiver, r.sender)] = (r.counter, digests)
-
-    def _ran_already(self, spec: pb.TaskSpec) -> bool:
-        """Whether ``spec``'s receiver, a survivor, ran it before the failure: a replay resubmitting
-        it sends it only if its result is asked for (the receiver then answers from its ledger)."""
-        if not spec.receiver or spec.function or spec.HasField("actor_creation"):
-            return False
-        last, digests = self._ran.get((spec.receiver, spec.sender), (0, {}))
-        if spec.task_counter > last:
-            return False
-        ran = digests.get(spec.task_counter)  # a call other than the one that ran goes out: its receiver
-        return ran is None or ran == call_digest(spec)  # stops the diverged replay
 
     def pending_sent(self, sender: bytes) -> list[checkpoint_pb2.PendingTask]:
         """The tasks ``sender`` (an actor here) sent that have no result yet."""
