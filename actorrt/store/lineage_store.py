@@ -54,6 +54,9 @@ TOMBSTONE_TTL_S = 600
 # A batch is split into script calls of about this many payload bytes (Redis takes at most 1 GiB in
 # one command, and a long script blocks the shard).
 MAX_CALL_BYTES = 64 << 20
+# Records read in one script call: big enough that the client's per-command cost vanishes, small
+# enough that the shard is not blocked for long (~5 ms).
+MAX_READ_KEYS = 5000
 
 # The keys of one script call must share a hash slot (Redis Cluster) or shard. A writer's records
 # all carry its group's {tag}; there are SLOT_GROUPS groups, spread over the shards or slots.
@@ -238,15 +241,18 @@ class LineageStore:
     async def _read_records(self, keys: Sequence[bytes]) -> dict[bytes, pb.TaskSpec]:
         """The tasks whose records are ``keys`` (of any groups), each at its newest version."""
 
-        async def read_shard(client: Client, ks: list[bytes]) -> list[tuple[bytes, list[bytes | None]]]:
-            async with client.pipeline(transaction=False) as pipe:
-                for key in ks:
-                    pipe.hmget(key, "s", "d")
-                return list(zip(ks, await pipe.execute(), strict=True))
+        async def read_shard(client: Client, ks: list[bytes]) -> list[tuple[bytes, bytes | None, bytes | None]]:
+            script = self._script(client, scripts.READ_RECORDS)
+            found = []
+            for start in range(0, len(ks), MAX_READ_KEYS):
+                part = ks[start:start + MAX_READ_KEYS]
+                fields = await script(keys=part)
+                found += zip(part, fields[0::2], fields[1::2], strict=True)
+            return found
 
         copies: dict[bytes, list[tuple[bytes | None, bytes | None]]] = {}
         for part in await self.store.per_shard(keys, read_shard):
-            for key, (blob, delta) in part:
+            for key, blob, delta in part:
                 copies.setdefault(task_id_of(key), []).append((blob, delta))
         found = {task_id: newest(c) for task_id, c in copies.items()}
         return {task_id: spec for task_id, spec in found.items() if spec is not None}
