@@ -21,7 +21,7 @@ from actorrt.core.arguments import ArgumentError, MissingArgumentError, resolve_
 from actorrt.core.awaits import Awaits
 from actorrt.core.checkpointer import Checkpointer
 from actorrt.core.ledger import SenderLedger
-from actorrt.core.serialization import error_from_exception, missing_module, runtime_error, serialize
+from actorrt.core.serialization import error_from_exception, missing_module, object_value, runtime_error
 from actorrt.core.task_spec import CALL_METHOD, CHECKPOINT_METHOD, KILL_METHOD, ONCE_METHOD, SenderContext
 from actorrt.exceptions import task_failure
 from actorrt.lineage import ids
@@ -210,7 +210,7 @@ class ActorInstance:
             result = self._call(spec, args, kwargs)
             if inspect.isawaitable(result):
                 result = await result
-            return pb.ObjectValue(object_id=object_id, value=serialize(result)) if keep else pb.ObjectValue(
+            return object_value(object_id, result) if keep else pb.ObjectValue(
                 object_id=object_id)
         except MissingArgumentError as exc:
             if self.replaying == spec.task_id:

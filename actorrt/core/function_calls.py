@@ -22,7 +22,7 @@ from typing import Any
 from actorrt.core import context
 from actorrt.core.actor import ActorServices
 from actorrt.core.arguments import ArgumentError, resolve_args
-from actorrt.core.serialization import error_from_exception, missing_module, runtime_error, serialize
+from actorrt.core.serialization import error_from_exception, missing_module, object_value, runtime_error
 from actorrt.core.task_spec import SenderContext
 from actorrt.exceptions import task_failure
 from actorrt.lineage import ids
@@ -122,7 +122,7 @@ class FunctionCalls:
             result = fn(*args, **kwargs)
             if inspect.isawaitable(result):
                 result = await result
-            return pb.ObjectValue(object_id=object_id, value=serialize(result))
+            return object_value(object_id, result)
         except ArgumentError as exc:
             return pb.ObjectValue(object_id=object_id, error=exc.error)
         except asyncio.CancelledError as exc:

@@ -48,16 +48,31 @@ def _shared() -> SharedObjects | None:
 
 
 def serialize(value: Any) -> pb.SerializedObject:
-    return serialize_sized(value)[0]
+    out = pb.SerializedObject()
+    serialize_into(out, value)
+    return out
 
 
-def serialize_sized(value: Any, shared_min: int = SHARED_MIN_BYTES) -> tuple[pb.SerializedObject, int]:
-    """``value`` serialized, and the bytes it holds (measured here: reading a bytes field back
-    from a protobuf copies it, and ``ByteSize`` serializes the message). Its buffers go to shared
-    memory if they hold ``shared_min`` bytes or more."""
+def object_value(object_id: bytes, value: Any) -> pb.ObjectValue:
+    """``value`` serialized as object ``object_id``."""
+    out = pb.ObjectValue(object_id=object_id)
+    serialize_into(out.value, value)
+    return out
+
+
+def serialize_into(out: pb.SerializedObject, value: Any, shared_min: int = SHARED_MIN_BYTES) -> int:
+    """Serialize ``value`` into ``out`` (an empty message, which may be a field of another: setting
+    a message field copies it, which for a large value in this process's memory cost ~15x the
+    serialization); returns the bytes it holds. Its buffers go to shared memory if they hold
+    ``shared_min`` bytes or more."""
+    return fill(out, pickled(value), shared_min)
+
+
+def pickled(value: Any) -> tuple[bytes, list[memoryview], bool]:
+    """``value``'s pickle stream, its out-of-band buffers, and whether it is a plain value (pickled
+    by the standard pickler; its bytes are comparable between processes)."""
     if type(value) in _PLAIN:
-        data = pickle.dumps(value, protocol=5)
-        return pb.SerializedObject(data=data, plain=True), len(data)
+        return pickle.dumps(value, protocol=5), [], True
     buffers: list[pickle.PickleBuffer] = []
 
     def keep_large(buf: pickle.PickleBuffer) -> bool:
@@ -67,13 +82,30 @@ def serialize_sized(value: Any, shared_min: int = SHARED_MIN_BYTES) -> tuple[pb.
         return False
 
     data = pickling.dumps(value, protocol=5, buffer_callback=keep_large)
-    raw = [b.raw() for b in buffers]
-    size = len(data) + sum(r.nbytes for r in raw)
+    return data, [b.raw() for b in buffers], False
+
+
+def pickled_size(parts: tuple[bytes, list[memoryview], bool]) -> int:
+    data, raw, _ = parts
+    return len(data) + sum(r.nbytes for r in raw)
+
+
+def fill(out: pb.SerializedObject, parts: tuple[bytes, list[memoryview], bool],
+         shared_min: int = SHARED_MIN_BYTES) -> int:
+    """Put ``pickled``'s ``parts`` into ``out``; returns the bytes they hold."""
+    data, raw, plain = parts
+    out.data = data
+    if plain:
+        out.plain = True
+        return len(data)
+    size = pickled_size(parts)
     shared = _shared() if size - len(data) >= shared_min else None
     placed = shared.write(raw) if shared is not None else None
     if placed is not None:
-        return pb.SerializedObject(data=data, shared=placed), size
-    return pb.SerializedObject(data=data, buffers=[bytes(r) for r in raw]), size
+        out.shared.CopyFrom(placed)
+    else:
+        out.buffers.extend(bytes(r) for r in raw)
+    return size
 
 
 def deserialize(obj: pb.SerializedObject) -> Any:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actorrt.core.object_ref import ObjectRef
-from actorrt.core.serialization import SHARED_MIN_BYTES, serialize_sized
+from actorrt.core.serialization import SHARED_MIN_BYTES, fill, pickled, pickled_size
 from actorrt.lineage import ids
 from actorrt.lineage.options import MAX_SPEC_BYTES
 from actorrt.rpc import common_pb2 as pb
@@ -91,7 +91,7 @@ class EncodedArgs:
 
     args: list[pb.Arg]
     refs: list[ObjectRef]  # top-level ObjectRefs, passed as references
-    large: list[tuple[int, pb.SerializedObject]]  # (position in args, value): named by id once the task has one
+    large: list[tuple[int, pb.ObjectValue]]  # (position in args, value): named by id once the task has one
 
 
 def encode_args(args: Iterable[Any], kwargs: Mapping[str, Any], inline_max_bytes: int,
@@ -109,19 +109,21 @@ def encode_args(args: Iterable[Any], kwargs: Mapping[str, Any], inline_max_bytes
             out.args.append(pb.Arg(keyword=keyword, ref=value.to_proto()))
             continue
         try:
-            # Only what travels beside the task may be in shared memory: the spec goes to the store whole.
-            shared_min = max(SHARED_MIN_BYTES, inline_max_bytes + 1) if to_shared else sys.maxsize
-            serialized, size = serialize_sized(value, shared_min)
+            parts = pickled(value)
         except Exception as exc:  # noqa: BLE001 - pickle raises many types; the caller needs to know which argument
             which = f"argument {keyword!r}" if keyword else f"argument {len(out.args) + 1}"
             raise TypeError(f"{which} (a {type(value).__name__}) cannot be pickled to go with the task: "
                             f"{exc}") from exc
-        if size > inline_max_bytes:
-            out.large.append((len(out.args), serialized))
+        if pickled_size(parts) > inline_max_bytes:
+            # Only what travels beside the task may be in shared memory: the spec goes to the store whole.
+            large = pb.ObjectValue()
+            fill(large.value, parts, max(SHARED_MIN_BYTES, inline_max_bytes + 1) if to_shared else sys.maxsize)
+            out.large.append((len(out.args), large))
             out.args.append(pb.Arg(keyword=keyword, ref=pb.ObjectRefProto()))
         else:
-            out.args.append(pb.Arg(keyword=keyword, value=serialized))
-            inline += size
+            arg = pb.Arg(keyword=keyword)
+            inline += fill(arg.value, parts, sys.maxsize)
+            out.args.append(arg)
     if inline > MAX_SPEC_BYTES:
         raise ValueError(f"this call's arguments put {inline} bytes into its task spec, over the limit of "
                          f"{MAX_SPEC_BYTES} (MAX_SPEC_BYTES: a spec is written to the lineage store whole); "
@@ -130,18 +132,18 @@ def encode_args(args: Iterable[Any], kwargs: Mapping[str, Any], inline_max_bytes
     return out
 
 
-def attach_large_args(spec: pb.TaskSpec, large: list[tuple[int, pb.SerializedObject]],
+def attach_large_args(spec: pb.TaskSpec, large: list[tuple[int, pb.ObjectValue]],
                       owner_address: str) -> list[pb.ObjectValue]:
     """Name the large arguments of ``spec`` by id (``argument_ids``); returns their values, which
     travel beside the task. The ids derive from the task's, so a replayed sender recreates them;
     they are not dependencies: the sender's own execution (the parent) made them."""
     values = []
-    for position, serialized in large:
-        object_id = ids.object_id(spec.task_id, 1 + position)
+    for position, value in large:
+        value.object_id = ids.object_id(spec.task_id, 1 + position)
         ref = spec.args[position].ref
-        ref.object_id, ref.owner_address = object_id, owner_address
-        spec.argument_ids.append(object_id)
-        values.append(pb.ObjectValue(object_id=object_id, value=serialized))
+        ref.object_id, ref.owner_address = value.object_id, owner_address
+        spec.argument_ids.append(value.object_id)
+        values.append(value)
     return values
 
 

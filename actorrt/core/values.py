@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from actorrt.core import context
 from actorrt.core.object_ref import ObjectRef
-from actorrt.core.serialization import deserialize, exception_from_error, serialize
+from actorrt.core.serialization import deserialize, exception_from_error, object_value
 from actorrt.exceptions import ActorRTError, GetTimeoutError
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
@@ -155,13 +155,14 @@ def wait(worker: Worker, refs: Sequence[ObjectRef], num_returns: int,
 
 def put(worker: Worker, value: Any) -> ObjectRef:
     """Store ``value`` here; a ref owned by this process names it."""
-    serialized = serialize(value)
+    held = object_value(b"", value)  # before a counter is taken: a value that cannot be pickled takes none
     ctx = worker.submitter.sender()
     with ctx.lock:
         counter = ctx.next_counter(PUT_COUNTER)
     object_id = ids.object_id(ids.task_id(PUT_COUNTER, ctx.sender_id, counter))
     ref = ObjectRef(object_id, worker.address, owned=True)
-    worker.call_soon(_hold, worker, pb.ObjectValue(object_id=object_id, value=serialized))
+    held.object_id = object_id
+    worker.call_soon(_hold, worker, held)
     return ref
 
 
