@@ -12,13 +12,13 @@ from actorrt.api import (
     kill_node,
     nodes,
     put,
-    record,
     remote,
     rollbacks,
     shutdown,
     stats,
     wait,
 )
+from actorrt.causal import Timer, call_every, call_later, now, random, record, rng
 from actorrt.core.object_ref import ObjectRef
 from actorrt.exceptions import (
     ActorDiedError,
@@ -59,7 +59,10 @@ __all__ = [
     "SinkConflictError",
     "TaskError",
     "TaskCancelledError",
+    "Timer",
     "UnknownActorError",
+    "call_every",
+    "call_later",
     "cancel",
     "checkpoint",
     "commit_lineage",
@@ -70,9 +73,12 @@ __all__ = [
     "kill",
     "kill_node",
     "nodes",
+    "now",
     "put",
+    "random",
     "record",
     "remote",
+    "rng",
     "rollbacks",
     "shutdown",
     "stats",

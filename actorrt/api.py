@@ -14,9 +14,9 @@ import shutil
 import signal
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from actorrt.cluster import driver_code, session
 from actorrt.cluster.driver import Driver
@@ -36,7 +36,6 @@ from actorrt.lineage.options import (
 )
 from actorrt.util import signals, tracebacks
 
-T = TypeVar("T")
 _lock = threading.Lock()
 _PACKAGE_DIR = str(Path(__file__).resolve().parent) + os.sep
 # Errors leave the public functions as if raised where the user called them (see util/tracebacks).
@@ -357,31 +356,6 @@ async def commit_lineage() -> int:
         raise ActorRTError("commit_lineage() is for actor tasks: call it as `await actorrt.commit_lineage()` in an "
                            "actor method")
     return await worker.ft.commit_lineage(sender.current_task)
-
-
-def record(fn: Callable[[], T]) -> T:
-    """A nondeterministic value, logged so that a replay of the task gets the same value back.
-
-    Call it inside an actor task for whatever the lineage does not determine: ``time.time``, a
-    random draw, a read from an outside service. The value is logged in the running task's
-    application log (a new version of its spec); a replay of the task after a failure gets the
-    logged values back, in order, instead of calling ``fn`` again.
-
-    Args:
-        fn: a function of no arguments; its return value must be picklable.
-
-    Returns:
-        ``fn()`` on the first run, the logged value on a replay. Outside actor tasks, ``fn()``.
-
-    Raises:
-        ActorRTError: called in a remote function, which is run again, not replayed, after a failure.
-    """
-    if not callable(fn):
-        raise TypeError(f"record() takes a function of no arguments whose value it logs (e.g. time.time), not "
-                        f"a {type(fn).__name__}")
-    rt = context.current() if context.is_initialized() else None
-    ft = rt.worker.ft if rt is not None else None
-    return context.record(fn, ft.on_record if ft is not None else lambda spec: None)
 
 
 @_public

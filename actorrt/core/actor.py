@@ -13,6 +13,7 @@ import asyncio
 import inspect
 import logging
 import os
+import time
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
@@ -22,7 +23,9 @@ from actorrt.core.awaits import Awaits
 from actorrt.core.checkpointer import Checkpointer
 from actorrt.core.ledger import SenderLedger
 from actorrt.core.serialization import error_from_exception, missing_module, object_value, runtime_error
+from actorrt.core.submitter import Submitter
 from actorrt.core.task_spec import CALL_METHOD, CHECKPOINT_METHOD, KILL_METHOD, ONCE_METHOD, SenderContext
+from actorrt.core.timers import TIMER_METHOD, TIMERS_EXTRA, ActorTimers, TimerTable
 from actorrt.exceptions import task_failure
 from actorrt.lineage import ids
 from actorrt.lineage.application_log import RunningTask
@@ -56,6 +59,7 @@ class ActorServices(Protocol):
     awaits: Awaits
     lease: Lease
     shared: SharedObjects | None
+    submitter: Submitter
 
     def send_result(self, owner_address: str, value: pb.ObjectValue, task: pb.TaskSpec | None = None) -> None: ...
 
@@ -95,11 +99,17 @@ class ActorInstance:
         self.running = b""  # the task running now, if one is
         self.replayed = asyncio.Event()  # set once every recorded task ran again
         self.cancelled: set[bytes] = set()  # tasks actorrt.cancel() reached before they started
+        self.timers = ActorTimers(self.timer_table, self._send_firing)
         self._runner = asyncio.ensure_future(self._run())
         self._runner.add_done_callback(self._runner_ended)
 
     def stop(self) -> None:
+        self.timers.stop()
         self._runner.cancel()
+
+    def timer_table(self) -> TimerTable:
+        """This actor's timers (part of its state)."""
+        return self.context.extras.setdefault(TIMERS_EXTRA, TimerTable())
 
     def waiting(self) -> list[pb.TaskSpec]:
         """The tasks queued in the mailbox, in order."""
@@ -108,6 +118,7 @@ class ActorInstance:
     def die(self, kind: int, message: str) -> None:
         """From now on every task of this actor fails with ``message``."""
         self.death = runtime_error(kind, message, self.actor_id)
+        self.timers.stop()
 
     def _runner_ended(self, runner: asyncio.Task) -> None:
         if runner.cancelled():
@@ -163,6 +174,7 @@ class ActorInstance:
                 self.services.send_result(spec.owner_address, value, spec)
             if replay_done:
                 self.replayed.set()
+                self.timers.resume()
             if not self.mailbox.empty() and (not self.replaying or self.executed % REPLAY_YIELD_EVERY == 0):
                 await asyncio.sleep(0)  # fairness: a backlog here must not starve the node's other actors
 
@@ -260,10 +272,37 @@ class ActorInstance:
         if spec.method == CALL_METHOD:
             fn, *rest = args
             return fn(self.instance, *rest, **kwargs)
+        if spec.method == TIMER_METHOD:
+            return self._fire(*args)
         if spec.method == KILL_METHOD:  # a logged task like any other: a replay kills it again here
             self.die(pb.ACTOR_DIED, f"actor {self.who} was killed with actorrt.kill()")
             return None
         return self._method(spec.method)(*args, **kwargs)
+
+    def _send_firing(self, timer_id: int, n: int) -> None:
+        """Send this actor firing ``n`` of ``timer_id``: a task from the timer's own sender, whose
+        ID derives from (actor, timer, n) alone, so sending it again after a failure is harmless."""
+        entry = self.timer_table().entries.get(timer_id)
+        if entry is None or self.death is not None:
+            return
+        timer = SenderContext(ids.timer_sender(self.actor_id, timer_id), {self.actor_id: n - 1},
+                              current_task=entry.registered_by)
+        token = context.current_sender.set(timer)
+        try:
+            self.services.submitter.submit_task(self.actor_id, self.services.slot, TIMER_METHOD, (timer_id, n), {})
+        finally:
+            context.current_sender.reset(token)
+
+    def _fire(self, timer_id: int, n: int) -> Any:
+        """Firing ``n`` of ``timer_id``: the timer's method, unless the timer was cancelled (or this
+        firing ran already); a periodic timer is armed for its next firing."""
+        table = self.timer_table()
+        entry = table.take_firing(timer_id, n, lambda: context.record(time.time, self.services.ft.on_record))
+        if entry is None:
+            return None
+        if timer_id in table.entries:
+            self.timers.arm(timer_id)
+        return self._method(entry.method)(*entry.args, **entry.kwargs)
 
     def _method(self, name: str) -> Any:
         method = getattr(self.instance, name, None) if not name.startswith("_") else None

@@ -49,6 +49,7 @@ class ActorHost:
         recorded (with no checkpoint, ``order`` starts with the constructor)."""
         creation = checkpoint.creation if checkpoint is not None else order[0].actor_creation
         actor = self.actors[actor_id] = ActorInstance(self.services, actor_id, creation)
+        actor.timers.live = False  # armed once the replay is over
         if checkpoint is not None:
             try:
                 actor.checkpointer.restore(checkpoint)
@@ -61,6 +62,7 @@ class ActorHost:
             actor.mailbox.put_nowait(spec)
         if not order:
             actor.replayed.set()
+            actor.timers.resume()
         self._take_early(actor)
         return actor
 

@@ -53,6 +53,11 @@ def function_call(task: bytes) -> bytes:
     return _digest(b"function call", task)
 
 
+def timer_sender(actor: bytes, timer: int) -> bytes:
+    """The sender ID of the firings of ``actor``'s ``timer``-th timer: firing n is its n-th task."""
+    return _digest(b"timer", actor, struct.pack(">Q", timer))
+
+
 def driver_id() -> bytes:
     """A fresh ID for a driver process (drivers are not replayed, so it may be random)."""
     return _digest(b"driver", os.urandom(ID_SIZE))

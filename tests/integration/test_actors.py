@@ -418,7 +418,7 @@ def test_bad_arguments_to_public_functions_name_the_argument_and_what_is_allowed
         actorrt.get(ref, timeout="1")
     with pytest.raises(ValueError, match="timeout must be a number of seconds >= 0, or None, not -1"):
         actorrt.wait([ref], timeout=-1)
-    with pytest.raises(TypeError, match="record\\(\\) takes a function of no arguments"):
+    with pytest.raises(TypeError, match="record\\(\\) takes a function to call and log"):
         actorrt.record(5)
     with pytest.raises(TypeError, match="kill_node\\(\\) takes a node slot number"):
         actorrt.kill_node("a")

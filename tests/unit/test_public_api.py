@@ -8,7 +8,7 @@ PUBLIC = {
     "ActorClass", "ActorDiedError", "ActorHandle", "ActorMethodError", "ActorRTError", "ClusterError", "DeadlockError",
     "GetTimeoutError", "NotInitializedError", "ObjectLostError", "ObjectRef", "RemoteFunction",
     "ReplayDivergedError", "RolledBackError",
-    "SinkConflictError", "TaskCancelledError", "TaskError",
+    "SinkConflictError", "TaskCancelledError", "TaskError", "Timer", "call_every", "call_later", "now", "random", "rng",
     "UnknownActorError", "cancel", "checkpoint", "commit_lineage", "get", "get_actor", "init", "is_initialized", "kill",
     "kill_node", "nodes", "put", "record", "remote", "rollbacks", "shutdown", "stats", "wait",
 }
