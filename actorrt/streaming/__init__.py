@@ -1,0 +1,14 @@
+"""Streaming dataflows on exact replay: operators, keyed state, windows, back-pressure.
+
+Built on the public API, as ``actorrt.collective`` is: every operator instance is a long-running
+actor (``operator.py``), what it does to a batch is plain logic (``logic.py``), and the plan a
+user builds (``dataflow.py``, ``plan.py``) is data. Timers and clocks come from the causal
+services (``actorrt.call_every``, ``actorrt.now``), so a replayed operator closes the same windows
+at the same points of its input.
+"""
+
+from actorrt.streaming.dataflow import Dataflow, KeyedStream, RunResult, Stream
+from actorrt.streaming.logic import DeadLetter, RecordError
+from actorrt.streaming.plan import Sliding, Tumbling
+
+__all__ = ["Dataflow", "DeadLetter", "KeyedStream", "RecordError", "RunResult", "Sliding", "Stream", "Tumbling"]

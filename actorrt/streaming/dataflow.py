@@ -1,0 +1,213 @@
+"""Building and running a dataflow: ``Dataflow`` and ``Stream``, in the style of Bytewax and Flink.
+
+    flow = Dataflow("wordcount", batch_size=20)
+    counts = (flow.source(lines)
+              .flat_map(str.split, parallelism=2)
+              .key_by(lambda word: word)
+              .fold(lambda: 0, lambda n, word: n + 1, parallelism=2))
+    counts.collect()
+    result = flow.run()          # result.outputs: (word, count) updates, in each instance's order
+
+Every stage runs as ``parallelism`` operator actors; ``run`` feeds the source to the first stage in
+batches, never more than ``max_in_flight`` unprocessed per instance (the driver blocks, as each
+operator awaits its consumers), then passes the end of the input down the stages and collects
+what the last one emitted. Under the lineage stash a node lost meanwhile is rebuilt by replay;
+the others go on, and the outputs are what a run without the failure gives.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import actorrt
+from actorrt.core.object_ref import ObjectRef
+from actorrt.handles import ActorHandle
+from actorrt.streaming.logic import DeadLetter
+from actorrt.streaming.operator import Operator
+from actorrt.streaming.plan import (
+    Plan,
+    Stage,
+    Step,
+    Window,
+    check_on_error,
+    check_parallelism,
+    step_name,
+)
+from actorrt.util import pickling
+
+_operator = actorrt.remote(Operator)
+
+
+@dataclass
+class RunResult:
+    """What a run gave: the last stage's records, the records operators put aside
+    (``on_error="dead_letter"``), and per-operator record counts."""
+
+    outputs: list[Any] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    operators: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Stream:
+    """The records one step of a dataflow makes; each method adds a step and returns its stream."""
+
+    def __init__(self, flow: Dataflow) -> None:
+        self._flow = flow
+
+    # Stateless steps run in the stage before them; with ``parallelism`` they start a stage of their
+    # own (records reach it in turn). ``on_error``: "fail" (the run stops with the record) or
+    # "dead_letter" (the record is put aside in ``RunResult.dead_letters`` and the run goes on).
+
+    def map(self, fn: Callable[[Any], Any], *, parallelism: int | None = None, name: str | None = None,
+            on_error: str = "fail") -> Stream:
+        """Each record becomes ``fn(record)``."""
+        return self._stateless("map", fn, name, on_error, parallelism)
+
+    def flat_map(self, fn: Callable[[Any], Iterable[Any]], *, parallelism: int | None = None,
+                 name: str | None = None, on_error: str = "fail") -> Stream:
+        """Each record becomes the records ``fn(record)`` returns."""
+        if not callable(fn):
+            raise TypeError(f"flat_map() takes a function, not {fn!r}")
+        return self._stateless("flat_map", lambda record: list(fn(record)), name or step_name("flat_map", fn, None),
+                               on_error, parallelism)
+
+    def filter(self, fn: Callable[[Any], bool], *, parallelism: int | None = None, name: str | None = None,
+               on_error: str = "fail") -> Stream:
+        """The records for which ``fn(record)`` is true."""
+        return self._stateless("filter", fn, name, on_error, parallelism)
+
+    def key_by(self, key: Callable[[Any], Any]) -> KeyedStream:
+        """Records by ``key(record)``: the next step keeps state per key, on the instance that owns it."""
+        return KeyedStream(self._flow, key)
+
+    def collect(self) -> None:
+        """Keep what this stream emits: ``run()`` returns it in ``RunResult.outputs``."""
+        self._flow._collected = True
+
+    def _stateless(self, kind: str, fn: Callable[..., Any], name: str | None, on_error: str,
+                   parallelism: int | None) -> Stream:
+        if not callable(fn):
+            raise TypeError(f"{kind}() takes a function, not {fn!r}")
+        if parallelism is not None:
+            self._flow._new_stage(check_parallelism(parallelism), None)
+        self._flow._stage().steps.append(Step(kind, step_name(kind, fn, name), fn, on_error=check_on_error(on_error)))
+        return self
+
+
+class KeyedStream:
+    def __init__(self, flow: Dataflow, key: Callable[[Any], Any]) -> None:
+        if not callable(key):
+            raise TypeError(f"key_by() takes a function of a record, not {key!r}")
+        self._flow = flow
+        self._key = key
+
+    def fold(self, init: Callable[[], Any], fn: Callable[[Any, Any], Any], *, parallelism: int = 1,
+             name: str | None = None, on_error: str = "fail") -> Stream:
+        """Per key, ``state = fn(state, record)`` from ``init()``; after each batch, emits
+        ``(key, state)`` for every key the batch changed."""
+        return self._keyed(Step("fold", step_name("fold", fn, name), fn, init, on_error=check_on_error(on_error)),
+                           parallelism)
+
+    def reduce(self, fn: Callable[[Any, Any], Any], *, parallelism: int = 1, name: str | None = None,
+               on_error: str = "fail") -> Stream:
+        """Per key, ``fn(previous, record)`` with the first record as the start."""
+        first = object()
+        return self.fold(lambda: first, lambda acc, record: record if acc is first else fn(acc, record),
+                         parallelism=parallelism, name=name or step_name("reduce", fn, None), on_error=on_error)
+
+    def window(self, window: Window, init: Callable[[], Any], fn: Callable[[Any, Any], Any], *,
+               parallelism: int = 1, name: str | None = None, on_error: str = "fail") -> Stream:
+        """Per key and window, ``state = fn(state, record)`` from ``init()``; when a window ends
+        (on time, records or not) emits ``(key, start, end, state)``."""
+        step = Step("window", step_name("window", fn, name), fn, init, window, check_on_error(on_error))
+        return self._keyed(step, parallelism)
+
+    def _keyed(self, step: Step, parallelism: int) -> Stream:
+        stage = self._flow._new_stage(check_parallelism(parallelism), self._key)
+        stage.steps.append(step)
+        return Stream(self._flow)
+
+
+class Dataflow:
+    """A dataflow: a source, then stages of operators. Build it, then ``run()`` it (on the
+    cluster of ``actorrt.init()``)."""
+
+    def __init__(self, name: str, *, batch_size: int = 100, max_in_flight: int = 8) -> None:
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, not {batch_size!r}")
+        if not isinstance(max_in_flight, int) or max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be an int >= 1, not {max_in_flight!r}")
+        self._plan = Plan(name, batch_size=batch_size, max_in_flight=max_in_flight)
+        self._collected = False
+
+    def source(self, records: Iterable[Any], *, parallelism: int = 1) -> Stream:
+        """Records from ``records`` (any iterable, read by the driver that runs the flow)."""
+        if self._plan.source is not None:
+            raise ValueError(f"dataflow {self._plan.name} has a source already")
+        self._plan.source = records
+        self._new_stage(check_parallelism(parallelism), None)
+        return Stream(self)
+
+    def run(self, *, timeout: float | None = None) -> RunResult:
+        """Run to the end of the source; returns what the last stage emitted (if collected)."""
+        plan = self._plan
+        if plan.source is None:
+            raise ValueError(f"dataflow {plan.name} has no source")
+        source, plan.source = plan.source, None  # the operators get the plan, not the input
+        try:
+            blob = pickling.dumps(plan)
+        finally:
+            plan.source = source
+        stages = _deploy(plan, blob)
+        _feed(plan, source, stages[0], timeout)
+        actorrt.get([op.finish.remote() for op in stages[0]], timeout=timeout)
+        result = RunResult()
+        for s, ops in enumerate(stages):
+            for i, (outputs, dead, counts) in enumerate(actorrt.get([op.results.remote() for op in ops],
+                                                                    timeout=timeout)):
+                if s == len(stages) - 1 and self._collected:
+                    result.outputs.extend(outputs)
+                result.dead_letters.extend(dead)
+                result.operators.append({"stage": s, "name": plan.stages[s].name, "instance": i, **counts})
+        return result
+
+    def _stage(self) -> Stage:
+        if not self._plan.stages:
+            raise ValueError("a dataflow starts with source()")
+        return self._plan.stages[-1]
+
+    def _new_stage(self, parallelism: int, key: Callable[[Any], Any] | None) -> Stage:
+        stage = Stage(parallelism, key)
+        self._plan.stages.append(stage)
+        return stage
+
+
+def _deploy(plan: Plan, blob: bytes) -> list[list[ActorHandle]]:
+    """Operator actors for every stage, the last first (each is given its consumers)."""
+    stages: list[list[ActorHandle]] = []
+    downstream: list[ActorHandle] = []
+    for s in range(len(plan.stages) - 1, -1, -1):
+        upstreams = plan.stages[s - 1].parallelism if s > 0 else 1
+        ops = [_operator.remote(blob, s, i, downstream, upstreams) for i in range(plan.stages[s].parallelism)]
+        stages.insert(0, ops)
+        downstream = ops
+    return stages
+
+
+def _feed(plan: Plan, source: Iterable[Any], first: list[ActorHandle], timeout: float | None) -> None:
+    in_flight: list[deque[ObjectRef]] = [deque() for _ in first]
+    records = iter(source)
+    for turn in itertools.count():
+        batch = list(itertools.islice(records, plan.batch_size))
+        if not batch:
+            break
+        i = turn % len(first)
+        in_flight[i].append(first[i].process.remote(batch))
+        if len(in_flight[i]) > plan.max_in_flight:
+            actorrt.get(in_flight[i].popleft(), timeout=timeout)  # back-pressure: the driver waits
+    for queue in in_flight:
+        actorrt.get(list(queue), timeout=timeout)
