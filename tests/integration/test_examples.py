@@ -51,3 +51,10 @@ def test_exactly_once_sink(tmp_path):
 def test_bridge_wordcount_with_a_kill_equals_spark(tmp_path):
     out = run_example(tmp_path, "bridge_wordcount.py", "--lines", "3000")
     assert "killed node" in out and "equals Spark's own groupBy().count(): True" in out
+
+
+@pytest.mark.parametrize("kill", [False, True])
+def test_streaming_wordcount_adds_up_to_the_plain_count(tmp_path, kill):
+    out = run_example(tmp_path, "streaming_wordcount.py", "--lines", "2000", *(["--kill"] if kill else []))
+    assert "window counts add up to a plain-Python count: True" in out
+    assert ("node 1 recovered:" in out) == kill
