@@ -9,6 +9,7 @@ at the same points of its input.
 
 from actorrt.streaming.dataflow import Dataflow, KeyedStream, RunResult, Stream
 from actorrt.streaming.logic import DeadLetter, RecordError
-from actorrt.streaming.plan import Sliding, Tumbling
+from actorrt.streaming.plan import EventTime, ProcessingTime, Session, Sliding, Tumbling
 
-__all__ = ["Dataflow", "DeadLetter", "KeyedStream", "RecordError", "RunResult", "Sliding", "Stream", "Tumbling"]
+__all__ = ["Dataflow", "DeadLetter", "EventTime", "KeyedStream", "ProcessingTime", "RecordError", "RunResult",
+           "Session", "Sliding", "Stream", "Tumbling"]

@@ -29,9 +29,15 @@ from actorrt.handles import ActorHandle
 from actorrt.streaming.logic import DeadLetter
 from actorrt.streaming.operator import Operator
 from actorrt.streaming.plan import (
+    Clock,
+    EventTime,
     Plan,
+    ProcessingTime,
+    Session,
+    Sliding,
     Stage,
     Step,
+    Tumbling,
     Window,
     check_on_error,
     check_parallelism,
@@ -40,15 +46,18 @@ from actorrt.streaming.plan import (
 from actorrt.util import pickling
 
 _operator = actorrt.remote(Operator)
+PROCESSING_TIME = ProcessingTime()
 
 
 @dataclass
 class RunResult:
     """What a run gave: the last stage's records, the records operators put aside
-    (``on_error="dead_letter"``), and per-operator record counts."""
+    (``on_error="dead_letter"``), late records (the side output of event-time windows), and
+    per-operator record counts."""
 
     outputs: list[Any] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
+    late: list[Any] = field(default_factory=list)  # records for event-time windows that had closed
     operators: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -120,10 +129,24 @@ class KeyedStream:
                          parallelism=parallelism, name=name or step_name("reduce", fn, None), on_error=on_error)
 
     def window(self, window: Window, init: Callable[[], Any], fn: Callable[[Any, Any], Any], *,
+               clock: Clock = PROCESSING_TIME, merge: Callable[[Any, Any], Any] | None = None,
                parallelism: int = 1, name: str | None = None, on_error: str = "fail") -> Stream:
         """Per key and window, ``state = fn(state, record)`` from ``init()``; when a window ends
-        (on time, records or not) emits ``(key, start, end, state)``."""
-        step = Step("window", step_name("window", fn, name), fn, init, window, check_on_error(on_error))
+        (on time, records or not) emits ``(key, start, end, state)``.
+
+        Args:
+            window: ``Tumbling``, ``Sliding`` or ``Session``.
+            clock: ``ProcessingTime()`` (the default) or ``EventTime(of, max_delay_s, lateness_s)``.
+            merge: joins the states of two sessions that an out-of-order record bridges (session
+                windows in event time need it).
+        """
+        if not isinstance(window, (Tumbling, Sliding, Session)):
+            raise TypeError(f"window() takes Tumbling, Sliding or Session, not {window!r}")
+        if not isinstance(clock, (ProcessingTime, EventTime)):
+            raise TypeError(f"clock must be ProcessingTime() or EventTime(...), not {clock!r}")
+        if isinstance(window, Session) and isinstance(clock, EventTime) and merge is None:
+            raise ValueError("session windows in event time need merge=: a late record can join two sessions")
+        step = Step("window", step_name("window", fn, name), fn, init, window, check_on_error(on_error), clock, merge)
         return self._keyed(step, parallelism)
 
     def _keyed(self, step: Step, parallelism: int) -> Stream:
@@ -167,11 +190,12 @@ class Dataflow:
         actorrt.get([op.finish.remote() for op in stages[0]], timeout=timeout)
         result = RunResult()
         for s, ops in enumerate(stages):
-            for i, (outputs, dead, counts) in enumerate(actorrt.get([op.results.remote() for op in ops],
-                                                                    timeout=timeout)):
+            for i, (outputs, dead, late, counts) in enumerate(actorrt.get([op.results.remote() for op in ops],
+                                                                          timeout=timeout)):
                 if s == len(stages) - 1 and self._collected:
                     result.outputs.extend(outputs)
                 result.dead_letters.extend(dead)
+                result.late.extend(late)
                 result.operators.append({"stage": s, "name": plan.stages[s].name, "instance": i, **counts})
         return result
 

@@ -7,11 +7,12 @@ passes recorded readings (``actorrt.now()``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from actorrt.exceptions import ActorRTError
-from actorrt.streaming.plan import Stage, Step
+from actorrt.streaming.plan import EventTime, Session, Stage, Step
 
 
 class RecordError(ActorRTError):
@@ -32,7 +33,11 @@ class StageLogic:
     stage: Stage
     folds: dict[Any, Any] = field(default_factory=dict)  # key -> state (a fold step)
     windows: dict[tuple[float, Any], Any] = field(default_factory=dict)  # (window start, key) -> state
+    sessions: dict[Any, list[list[Any]]] = field(default_factory=dict)  # key -> [start, last, state], by start
     dead_letters: list[DeadLetter] = field(default_factory=list)
+    late: list[Any] = field(default_factory=list)  # records for windows that had closed
+    newest: float = -math.inf  # event time: the newest record time seen
+    newest_at: float = 0.0  # the clock reading when it was seen
 
     @property
     def keyed(self) -> Step | None:
@@ -47,26 +52,48 @@ class StageLogic:
         if keyed.kind == "fold":
             return self._stateless(self._fold(keyed, batch), 1)
         self._into_windows(keyed, batch, now)
-        return []
+        return self.close(now)
+
+    def watermark(self, now: float) -> float:
+        """The time up to which the input is taken as complete: ``now`` in processing time."""
+        keyed = self.keyed
+        clock = keyed.clock if keyed is not None else None
+        if not isinstance(clock, EventTime):
+            return now
+        return self.newest + (now - self.newest_at) - clock.max_delay_s
 
     def close(self, now: float) -> list[Any]:
-        """Windows that ended by ``now``, emitted as ``(key, start, end, state)`` in start order."""
+        """Windows the watermark at ``now`` has passed, emitted as ``(key, start, end, state)``."""
         keyed = self.keyed
         if keyed is None or keyed.kind != "window":
             return []
-        done = [k for k in self.windows if keyed.window.end(k[0]) <= now]
-        return self._stateless([self._emit_window(keyed, k) for k in sorted(done, key=_order)], 1)
+        return self._stateless(self._closed(keyed, self.watermark(now) - _lateness(keyed)), 1)
 
     def finish(self) -> list[Any]:
         """The end of the input: every open window closes."""
         keyed = self.keyed
         if keyed is None or keyed.kind != "window":
             return []
-        return self._stateless([self._emit_window(keyed, k) for k in sorted(self.windows, key=_order)], 1)
+        return self._stateless(self._closed(keyed, math.inf), 1)
 
-    def _emit_window(self, step: Step, k: tuple[float, Any]) -> tuple[Any, float, float, Any]:
-        start, key = k
-        return key, start, step.window.end(start), self.windows.pop(k)
+    def _closed(self, step: Step, before: float) -> list[tuple[Any, float, float, Any]]:
+        """Windows ending at or before ``before``, taken out, in (start, key) order."""
+        if isinstance(step.window, Session):
+            out = []
+            for key in list(self.sessions):
+                keep = []
+                for start, last, state in self.sessions[key]:
+                    if last + step.window.gap_s <= before:
+                        out.append((key, start, last + step.window.gap_s, state))
+                    else:
+                        keep.append([start, last, state])
+                if keep:
+                    self.sessions[key] = keep
+                else:
+                    del self.sessions[key]
+            return sorted(out, key=lambda w: (w[1], repr(w[0])))
+        done = sorted((k for k in self.windows if step.window.end(k[0]) <= before), key=_order)
+        return [(key, start, step.window.end(start), self.windows.pop((start, key))) for start, key in done]
 
     def _fold(self, step: Step, batch: list[Any]) -> list[tuple[Any, Any]]:
         changed: dict[Any, None] = {}
@@ -80,14 +107,53 @@ class StageLogic:
         return [(key, self.folds[key]) for key in changed]
 
     def _into_windows(self, step: Step, batch: list[Any], now: float) -> None:
+        closed_before = self.watermark(now) - _lateness(step)  # windows ending by then were emitted
+        event_time = isinstance(step.clock, EventTime)
         for record in batch:
             key = self.stage.key(record)
-            for start in step.window.windows_of(now):
-                k = (start, key)
-                state = self.windows[k] if k in self.windows else step.init()
-                ok, state = self._apply(step, step.fn, state, record)
-                if ok:
-                    self.windows[k] = state
+            if event_time:
+                ok, t = self._apply(step, step.clock.of, record)
+                if not ok:
+                    continue
+            else:
+                t = now
+            if isinstance(step.window, Session):
+                if t + step.window.gap_s <= closed_before:
+                    self.late.append(record)
+                else:
+                    self._into_session(step, key, t, record)
+            else:
+                starts = [start for start in step.window.windows_of(t) if step.window.end(start) > closed_before]
+                if not starts:
+                    self.late.append(record)
+                for start in starts:
+                    k = (start, key)
+                    ok, state = self._apply(step, step.fn, self.windows[k] if k in self.windows else step.init(),
+                                            record)
+                    if ok:
+                        self.windows[k] = state
+            if event_time and t > self.newest:
+                self.newest, self.newest_at = t, now
+
+    def _into_session(self, step: Step, key: Any, t: float, record: Any) -> None:
+        gap = step.window.gap_s
+        sessions = self.sessions.setdefault(key, [])
+        near = [s for s in sessions if s[0] - gap < t < s[1] + gap]
+        ok, state = self._apply(step, step.fn, near[0][2] if near else step.init(), record)
+        if not ok:
+            if not sessions:
+                del self.sessions[key]
+            return
+        if not near:
+            sessions.append([t, t, state])
+            sessions.sort(key=lambda s: s[0])
+            return
+        first = near[0]
+        first[0], first[1], first[2] = min(first[0], t), max(first[1], t), state
+        for other in near[1:]:  # the record bridges sessions: they become one
+            first[0], first[1] = min(first[0], other[0]), max(first[1], other[1])
+            first[2] = step.merge(first[2], other[2])
+            sessions.remove(other)
 
     def _stateless(self, records: list[Any], first: int) -> list[Any]:
         for step in self.stage.steps[first:]:
@@ -114,6 +180,10 @@ class StageLogic:
                 self.dead_letters.append(DeadLetter(step.name, record, f"{type(exc).__name__}: {exc}"))
                 return False, None
             raise RecordError(f"operator {step.name} raised {type(exc).__name__} on record {record!r}: {exc}") from exc
+
+
+def _lateness(step: Step) -> float:
+    return step.clock.lateness_s if isinstance(step.clock, EventTime) else 0.0
 
 
 def _order(k: tuple[float, Any]) -> tuple[float, str]:

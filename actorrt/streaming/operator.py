@@ -47,8 +47,8 @@ class Operator:
         self.records_in += len(batch)
         keyed = self.logic.keyed
         if keyed is not None and keyed.kind == "window" and self.timer is None:
-            step = getattr(keyed.window, "every_s", keyed.window.size_s)
-            self.timer = actorrt.call_every(step, self.tick, first_in=step - actorrt.now() % step)
+            tick = keyed.window.tick_s  # at window boundaries (the first one aligned)
+            self.timer = actorrt.call_every(tick, self.tick, first_in=tick - actorrt.now() % tick)
         await self._emit(self.logic.process(batch, actorrt.now()))
 
     async def tick(self) -> None:
@@ -68,8 +68,9 @@ class Operator:
         for handle in self.downstream:
             await handle.finish.remote()
 
-    def results(self) -> tuple[list[Any], list[Any], dict[str, int]]:
-        return self.outputs, self.logic.dead_letters, {"in": self.records_in, "out": self.records_out}
+    def results(self) -> tuple[list[Any], list[Any], list[Any], dict[str, int]]:
+        """The last stage's records, the records put aside, late records, and record counts."""
+        return self.outputs, self.logic.dead_letters, self.logic.late, {"in": self.records_in, "out": self.records_out}
 
     async def _emit(self, records: list[Any]) -> None:
         self.records_out += len(records)

@@ -32,6 +32,11 @@ class Tumbling:
     def end(self, start: float) -> float:
         return start + self.size_s
 
+    @property
+    def tick_s(self) -> float:
+        """How often the operator looks for windows to close."""
+        return self.size_s
+
 
 @dataclass(frozen=True)
 class Sliding:
@@ -56,8 +61,55 @@ class Sliding:
     def end(self, start: float) -> float:
         return start + self.size_s
 
+    @property
+    def tick_s(self) -> float:
+        return self.every_s
 
-Window = Tumbling | Sliding
+
+@dataclass(frozen=True)
+class Session:
+    """Per key, records less than ``gap_s`` apart (in the clock's time) share a window; it ends
+    ``gap_s`` after its last record."""
+
+    gap_s: float
+
+    def __post_init__(self) -> None:
+        if not self.gap_s > 0:
+            raise ValueError(f"a session window needs a gap > 0 s, not {self.gap_s!r}")
+
+    @property
+    def tick_s(self) -> float:
+        return self.gap_s / 2
+
+
+Window = Tumbling | Sliding | Session
+
+
+@dataclass(frozen=True)
+class ProcessingTime:
+    """A record's time is when its batch reached the operator (a recorded clock reading)."""
+
+
+@dataclass(frozen=True)
+class EventTime:
+    """A record's time is ``of(record)`` (seconds). The watermark, the time up to which the
+    operator takes its input as complete, is the newest record time seen minus ``max_delay_s``,
+    and moves on with the clock while no newer record comes (so windows close on an idle input).
+    A window closes when the watermark passes its end plus ``lateness_s``; a record for a window
+    that closed already is late: it goes to ``RunResult.late``, not into any window."""
+
+    of: Callable[[Any], float]
+    max_delay_s: float = 0.0
+    lateness_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not callable(self.of):
+            raise TypeError(f"EventTime takes a function giving a record's time, not {self.of!r}")
+        if self.max_delay_s < 0 or self.lateness_s < 0:
+            raise ValueError("max_delay_s and lateness_s must be >= 0")
+
+
+Clock = ProcessingTime | EventTime
 
 
 @dataclass(frozen=True)
@@ -71,6 +123,8 @@ class Step:
     init: Callable[[], Any] | None = None  # the empty state of a keyed step
     window: Window | None = None
     on_error: OnError = "fail"
+    clock: Clock = ProcessingTime()
+    merge: Callable[[Any, Any], Any] | None = None  # joins two sessions' states that a record bridges
 
 
 @dataclass
