@@ -7,9 +7,11 @@ services (``actorrt.call_every``, ``actorrt.now``), so a replayed operator close
 at the same points of its input.
 """
 
+from actorrt.streaming.connectors import ListSource, RedisStreamSink, RedisStreamSource, read_stream
 from actorrt.streaming.dataflow import Dataflow, KeyedStream, RunResult, Stream
 from actorrt.streaming.logic import DeadLetter, RecordError
 from actorrt.streaming.plan import EventTime, ProcessingTime, Session, Sliding, Tumbling
 
-__all__ = ["Dataflow", "DeadLetter", "EventTime", "KeyedStream", "ProcessingTime", "RecordError", "RunResult",
-           "Session", "Sliding", "Stream", "Tumbling"]
+__all__ = ["Dataflow", "DeadLetter", "EventTime", "KeyedStream", "ListSource", "ProcessingTime", "RecordError",
+           "RedisStreamSink", "RedisStreamSource", "RunResult", "Session", "Sliding", "Stream", "Tumbling",
+           "read_stream"]

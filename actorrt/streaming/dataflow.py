@@ -18,6 +18,7 @@ the others go on, and the outputs are what a run without the failure gives.
 from __future__ import annotations
 
 import itertools
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from typing import Any
 import actorrt
 from actorrt.core.object_ref import ObjectRef
 from actorrt.handles import ActorHandle
+from actorrt.streaming.connectors import Sink, Source
 from actorrt.streaming.logic import DeadLetter
 from actorrt.streaming.operator import Operator
 from actorrt.streaming.plan import (
@@ -97,6 +99,12 @@ class Stream:
         """Keep what this stream emits: ``run()`` returns it in ``RunResult.outputs``."""
         self._flow._collected = True
 
+    def sink(self, sink: Sink) -> None:
+        """Write what this stream emits to ``sink`` (e.g. ``RedisStreamSink``), exactly once."""
+        if not callable(getattr(sink, "write", None)):
+            raise TypeError(f"sink() takes a sink with a write(writer, number, records) method, not {sink!r}")
+        self._flow._plan.sink = sink
+
     def _stateless(self, kind: str, fn: Callable[..., Any], name: str | None, on_error: str,
                    parallelism: int | None) -> Stream:
         if not callable(fn):
@@ -167,27 +175,38 @@ class Dataflow:
         self._plan = Plan(name, batch_size=batch_size, max_in_flight=max_in_flight)
         self._collected = False
 
-    def source(self, records: Iterable[Any], *, parallelism: int = 1) -> Stream:
-        """Records from ``records`` (any iterable, read by the driver that runs the flow)."""
-        if self._plan.source is not None:
+    def source(self, records: Iterable[Any] | Source, *, parallelism: int = 1) -> Stream:
+        """Records from ``records``: any iterable, read by the driver that runs the flow (each
+        batch it sends is logged), or a pulled ``Source`` (``RedisStreamSource``, ``ListSource``),
+        read by the first operator, whose lineage keeps the offsets it read."""
+        if self._plan.source is not None or self._plan.pulled is not None:
             raise ValueError(f"dataflow {self._plan.name} has a source already")
-        self._plan.source = records
+        if callable(getattr(records, "next_range", None)):
+            if parallelism != 1:
+                raise ValueError("a pulled source is read by one operator: parallelism=1 (spread the work after it)")
+            self._plan.pulled = records
+        else:
+            self._plan.source = records
         self._new_stage(check_parallelism(parallelism), None)
         return Stream(self)
 
     def run(self, *, timeout: float | None = None) -> RunResult:
         """Run to the end of the source; returns what the last stage emitted (if collected)."""
         plan = self._plan
-        if plan.source is None:
+        if plan.source is None and plan.pulled is None:
             raise ValueError(f"dataflow {plan.name} has no source")
-        source, plan.source = plan.source, None  # the operators get the plan, not the input
+        source, plan.source = plan.source, None  # the operators get the plan, not the driver's input
         try:
             blob = pickling.dumps(plan)
         finally:
             plan.source = source
         stages = _deploy(plan, blob)
-        _feed(plan, source, stages[0], timeout)
-        actorrt.get([op.finish.remote() for op in stages[0]], timeout=timeout)
+        if source is not None:
+            _feed(plan, source, stages[0], timeout)
+            actorrt.get([op.finish.remote() for op in stages[0]], timeout=timeout)
+        else:
+            actorrt.get(stages[0][0].start.remote(), timeout=timeout)
+            _until(lambda: actorrt.get(stages[0][0].finished_all.remote(), timeout=timeout), timeout)
         result = RunResult()
         for s, ops in enumerate(stages):
             for i, (outputs, dead, late, counts) in enumerate(actorrt.get([op.results.remote() for op in ops],
@@ -220,6 +239,17 @@ def _deploy(plan: Plan, blob: bytes) -> list[list[ActorHandle]]:
         stages.insert(0, ops)
         downstream = ops
     return stages
+
+
+def _until(done: Callable[[], bool], timeout: float | None) -> None:
+    """Poll ``done`` (each poll is a task), backing off to 50 ms, until it is true."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pause = 0.001
+    while not done():
+        if deadline is not None and time.monotonic() > deadline:
+            raise actorrt.GetTimeoutError(f"the dataflow did not finish in {timeout} s")
+        time.sleep(pause)
+        pause = min(2 * pause, 0.05)
 
 
 def _feed(plan: Plan, source: Iterable[Any], first: list[ActorHandle], timeout: float | None) -> None:

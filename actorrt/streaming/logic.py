@@ -36,23 +36,29 @@ class StageLogic:
     sessions: dict[Any, list[list[Any]]] = field(default_factory=dict)  # key -> [start, last, state], by start
     dead_letters: list[DeadLetter] = field(default_factory=list)
     late: list[Any] = field(default_factory=list)  # records for windows that had closed
-    newest: float = -math.inf  # event time: the newest record time seen
-    newest_at: float = 0.0  # the clock reading when it was seen
+    upstreams: int = 1  # the instances that send to this one
+    newest: dict[int, float] = field(default_factory=dict)  # event time: the newest record time per upstream
+    last_arrival: float = -math.inf  # the clock reading when the last record came
 
     @property
     def keyed(self) -> Step | None:
         first = self.stage.steps[0] if self.stage.steps else None
         return first if first is not None and first.kind in ("fold", "window") else None
 
-    def process(self, batch: list[Any], now: float) -> list[Any]:
-        """The records ``batch`` (arrived at ``now``) makes this stage emit."""
+    def process(self, batch: list[Any], now: float, upstream: int = 0) -> list[Any]:
+        """The records ``batch`` (from upstream instance ``upstream``, arrived at ``now``) makes
+        this stage emit."""
         keyed = self.keyed
         if keyed is None:
             return self._stateless(batch, 0)
         if keyed.kind == "fold":
             return self._stateless(self._fold(keyed, batch), 1)
-        self._into_windows(keyed, batch, now)
+        self._into_windows(keyed, batch, now, upstream)
         return self.close(now)
+
+    def upstream_done(self, upstream: int) -> None:
+        """``upstream`` sends nothing more: it no longer holds the watermark back."""
+        self.newest[upstream] = math.inf
 
     def watermark(self, now: float) -> float:
         """The time up to which the input is taken as complete: ``now`` in processing time."""
@@ -60,7 +66,14 @@ class StageLogic:
         clock = keyed.clock if keyed is not None else None
         if not isinstance(clock, EventTime):
             return now
-        return self.newest + (now - self.newest_at) - clock.max_delay_s
+        times = [self.newest.get(u, -math.inf) for u in range(self.upstreams)]
+        mark = min(times) - clock.max_delay_s
+        idle = now - self.last_arrival
+        if clock.idle_s is not None and idle > clock.idle_s:
+            seen = [t for t in times if math.isfinite(t)]
+            if seen:
+                mark = max(mark, max(seen) - clock.max_delay_s + idle - clock.idle_s)
+        return mark
 
     def close(self, now: float) -> list[Any]:
         """Windows the watermark at ``now`` has passed, emitted as ``(key, start, end, state)``."""
@@ -106,7 +119,7 @@ class StageLogic:
                 changed[key] = None
         return [(key, self.folds[key]) for key in changed]
 
-    def _into_windows(self, step: Step, batch: list[Any], now: float) -> None:
+    def _into_windows(self, step: Step, batch: list[Any], now: float, upstream: int) -> None:
         closed_before = self.watermark(now) - _lateness(step)  # windows ending by then were emitted
         event_time = isinstance(step.clock, EventTime)
         for record in batch:
@@ -132,8 +145,9 @@ class StageLogic:
                                             record)
                     if ok:
                         self.windows[k] = state
-            if event_time and t > self.newest:
-                self.newest, self.newest_at = t, now
+            if event_time and t > self.newest.get(upstream, -math.inf):
+                self.newest[upstream] = t
+        self.last_arrival = now
 
     def _into_session(self, step: Step, key: Any, t: float, record: Any) -> None:
         gap = step.window.gap_s

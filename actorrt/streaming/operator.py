@@ -20,6 +20,9 @@ from actorrt.streaming.logic import StageLogic
 from actorrt.streaming.plan import Plan
 from actorrt.util import pickling
 
+# A source with nothing new is asked again this often.
+PULL_IDLE_S = 0.01
+
 
 def partition(key: Any, parts: int) -> int:
     """The instance a key goes to: a hash that is the same in every process (Python's ``hash`` of
@@ -32,7 +35,7 @@ class Operator:
                  upstreams: int) -> None:
         self.plan: Plan = pickling.loads(plan_blob)
         self.stage, self.instance = stage, instance
-        self.logic = StageLogic(self.plan.stages[stage])
+        self.logic = StageLogic(self.plan.stages[stage], upstreams=upstreams)
         self.downstream = downstream
         self.next_stage = self.plan.stages[stage + 1] if downstream else None
         self.upstreams = upstreams
@@ -41,23 +44,52 @@ class Operator:
         self.turn = 0  # round robin over the next stage, where it is not keyed
         self.records_in = self.records_out = 0
         self.timer: actorrt.Timer | None = None
+        self.position: Any = None  # how far a pulled source was read
+        self.done = False
+        self.sink_writes = 0
         self._in_flight: list[deque[ObjectRef]] = [deque() for _ in downstream]
 
-    async def process(self, batch: list[Any]) -> None:
+    async def process(self, batch: list[Any], upstream: int = 0) -> None:
         self.records_in += len(batch)
         keyed = self.logic.keyed
         if keyed is not None and keyed.kind == "window" and self.timer is None:
             tick = keyed.window.tick_s  # at window boundaries (the first one aligned)
             self.timer = actorrt.call_every(tick, self.tick, first_in=tick - actorrt.now() % tick)
-        await self._emit(self.logic.process(batch, actorrt.now()))
+        await self._emit(self.logic.process(batch, actorrt.now(), upstream))
+
+    def start(self) -> None:
+        """Pull from the flow's source (the first stage's only instance)."""
+        actorrt.call_later(0, self.pull)
+
+    async def pull(self) -> None:
+        """One batch of the source: the range found is recorded (a replay reads the same range),
+        then the next pull is a task of its own, so nothing holds the mailbox for long."""
+        source = self.plan.pulled
+        found = actorrt.record(source.next_range, self.position, self.plan.batch_size)
+        if found is None:
+            if source.ended(self.position):
+                await self.finish(0)
+                self.done = True
+            else:
+                actorrt.call_later(PULL_IDLE_S, self.pull)
+            return
+        batch = source.read(found)
+        self.position = found[1]
+        await self.process(batch)
+        actorrt.call_later(0, self.pull)
+
+    def finished_all(self) -> bool:
+        return self.done
 
     async def tick(self) -> None:
         await self._emit(self.logic.close(actorrt.now()))
 
-    async def finish(self) -> None:
-        """One upstream instance is done; after the last, flush and pass the end on."""
+    async def finish(self, upstream: int = 0) -> None:
+        """Upstream instance ``upstream`` is done; after the last, flush and pass the end on."""
         self.finished += 1
-        if self.finished < self.upstreams:
+        self.logic.upstream_done(upstream)
+        if self.finished < self.upstreams:  # it no longer holds the watermark back
+            await self._emit(self.logic.close(actorrt.now()))
             return
         if self.timer is not None:
             self.timer.cancel()
@@ -66,7 +98,7 @@ class Operator:
             while queue:
                 await queue.popleft()
         for handle in self.downstream:
-            await handle.finish.remote()
+            await handle.finish.remote(self.instance)
 
     def results(self) -> tuple[list[Any], list[Any], list[Any], dict[str, int]]:
         """The last stage's records, the records put aside, late records, and record counts."""
@@ -75,7 +107,12 @@ class Operator:
     async def _emit(self, records: list[Any]) -> None:
         self.records_out += len(records)
         if not self.downstream:
-            self.outputs.extend(records)
+            if self.plan.sink is None:
+                self.outputs.extend(records)
+            elif records:
+                await actorrt.commit_lineage()  # a replay then writes the same records as this write
+                self.sink_writes += 1
+                self.plan.sink.write(f"{self.plan.name}/{self.stage}/{self.instance}", self.sink_writes, records)
             return
         parts: list[list[Any]] = [[] for _ in self.downstream]
         key = self.next_stage.key
@@ -91,7 +128,7 @@ class Operator:
 
     async def _send(self, i: int, batch: list[Any]) -> None:
         queue = self._in_flight[i]
-        queue.append(self.downstream[i].process.remote(batch))
+        queue.append(self.downstream[i].process.remote(batch, self.instance))
         while len(queue) > self.plan.max_in_flight:
             await queue.popleft()  # back-pressure: the consumer is behind
 

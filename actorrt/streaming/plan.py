@@ -93,20 +93,25 @@ class ProcessingTime:
 @dataclass(frozen=True)
 class EventTime:
     """A record's time is ``of(record)`` (seconds). The watermark, the time up to which the
-    operator takes its input as complete, is the newest record time seen minus ``max_delay_s``,
-    and moves on with the clock while no newer record comes (so windows close on an idle input).
-    A window closes when the watermark passes its end plus ``lateness_s``; a record for a window
-    that closed already is late: it goes to ``RunResult.late``, not into any window."""
+    operator takes its input as complete, is the newest record time that *every* upstream instance
+    has sent, minus ``max_delay_s`` (an upstream held up, by a recovery for one, holds it back). A
+    window closes when the watermark passes its end plus ``lateness_s``; a record for a window that
+    closed already is late: it goes to ``RunResult.late``, not into any window.
+
+    With ``idle_s``, an input idle that long moves the watermark on with the clock, so windows
+    close without new records; a stall that long (a recovery upstream included) may then make
+    records late: they are reported in ``RunResult.late``, never dropped silently."""
 
     of: Callable[[Any], float]
     max_delay_s: float = 0.0
     lateness_s: float = 0.0
+    idle_s: float | None = None
 
     def __post_init__(self) -> None:
         if not callable(self.of):
             raise TypeError(f"EventTime takes a function giving a record's time, not {self.of!r}")
-        if self.max_delay_s < 0 or self.lateness_s < 0:
-            raise ValueError("max_delay_s and lateness_s must be >= 0")
+        if self.max_delay_s < 0 or self.lateness_s < 0 or (self.idle_s is not None and self.idle_s < 0):
+            raise ValueError("max_delay_s, lateness_s and idle_s must be >= 0")
 
 
 Clock = ProcessingTime | EventTime
@@ -141,7 +146,9 @@ class Stage:
 @dataclass
 class Plan:
     name: str
-    source: Iterable[Any] | None = None
+    source: Iterable[Any] | None = None  # read by the driver
+    pulled: Any = None  # a Source (connectors.py) the first stage pulls from
+    sink: Any = None  # a Sink (connectors.py) the last stage writes to
     batch_size: int = 100
     stages: list[Stage] = field(default_factory=list)
     max_in_flight: int = 8  # batches a producer may have unprocessed at each consumer

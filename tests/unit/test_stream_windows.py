@@ -117,8 +117,30 @@ def test_processing_time_windows_follow_the_clock_and_close_without_records():
     assert logic.finish() == []
 
 
-def test_an_idle_input_moves_the_event_time_watermark_on_with_the_clock():
+def test_an_idle_input_moves_the_event_time_watermark_on_with_the_clock_only_if_asked():
+    for idle_s, closes_at in [(1.0, 110.0), (None, None)]:
+        logic = _logic(Tumbling(10), EventTime(lambda r: r[1], max_delay_s=2, idle_s=idle_s), fn=_sum_fn)
+        assert logic.process([("a", 3, 1)], now=100.0) == []
+        assert logic.close(now=105.0) == []  # idle 5 s: watermark 3 - 2 + 5 - 1 = 5 (with idle_s)
+        closed = logic.close(now=110.0)  # 3 - 2 + 10 - 1 = 10: the window's end
+        assert closed == ([("a", 0, 10, 1)] if closes_at else [])
+
+
+def test_the_watermark_waits_for_the_slowest_upstream_so_skew_makes_nothing_late():
+    records = _records(9, n=400, disorder=2)
     logic = _logic(Tumbling(10), EventTime(lambda r: r[1], max_delay_s=2), fn=_sum_fn)
-    assert logic.process([("a", 3, 1)], now=100.0) == []
-    assert logic.close(now=105.0) == []  # watermark 3 + 5 - 2 = 6
-    assert logic.close(now=109.0) == [("a", 0, 10, 1)]  # 3 + 9 - 2 = 10: the window's end
+    logic.upstreams = 2
+    ahead, behind = records[0::2], records[1::2]
+    emitted = []
+    for i in range(0, len(ahead), 10):  # upstream 0 runs far ahead (upstream 1 is recovering, say)
+        emitted += logic.process(ahead[i:i + 10], 0.0, upstream=0)
+    assert emitted == []  # upstream 1 sent nothing yet: the watermark holds
+    for i in range(0, len(behind), 10):
+        emitted += logic.process(behind[i:i + 10], 0.0, upstream=1)
+    logic.upstream_done(0)
+    logic.upstream_done(1)
+    emitted += logic.close(0.0)
+    oracle = collections.Counter()
+    for key, t, v in records:
+        oracle[(key, t - t % 10)] += v
+    assert logic.late == [] and {(k, s): total for k, s, _, total in emitted} == dict(oracle)

@@ -1,0 +1,153 @@
+"""Sources an operator pulls from, and sinks it writes to, with exactly-once replay.
+
+A pulled source is read in two steps, so that the lineage holds offsets, not records:
+
+- ``next_range(after, limit)`` asks what is there now (nondeterministic: it is recorded with
+  ``actorrt.record``, so a replay gets the same answer);
+- ``read(range)`` returns the records of a range, the same every time (a replay reads them again).
+
+A sink's ``write`` runs after the operator committed its task's lineage (so a replay writes the
+same records at the same point) and is idempotent per (operator instance, write number).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import redis
+
+Range = tuple[Any, Any, int]  # (first, last, count): what next_range found
+
+
+class Source(Protocol):
+    """What an operator pulls records from."""
+
+    def next_range(self, after: Any, limit: int) -> Range | None:
+        """Up to ``limit`` records after position ``after`` (None: from the start), as a range;
+        None if there are none now."""
+
+    def read(self, found: Range) -> list[Any]:
+        """The records of ``found``: the same on every call."""
+
+    def ended(self, after: Any) -> bool:
+        """Whether nothing will come after ``after``."""
+
+
+class Sink(Protocol):
+    def write(self, writer: str, number: int, records: list[Any]) -> None:
+        """Write ``records`` as write ``number`` of ``writer``, once however often called."""
+
+
+class ListSource:
+    """The records of a list, pulled in ranges: for tests and examples (it never changes)."""
+
+    def __init__(self, records: Sequence[Any]) -> None:
+        self.records = list(records)
+
+    def next_range(self, after: int | None, limit: int) -> Range | None:
+        start = 0 if after is None else after + 1
+        last = min(start + limit, len(self.records)) - 1
+        return (start, last, last - start + 1) if last >= start else None
+
+    def read(self, found: Range) -> list[Any]:
+        first, last, _ = found
+        return self.records[first:last + 1]
+
+    def ended(self, after: int | None) -> bool:
+        return (0 if after is None else after + 1) >= len(self.records)
+
+
+class _Redis:
+    """A lazily opened client (operators are pickled into checkpoints; connections are not)."""
+
+    def __init__(self, url: str, stream: str) -> None:
+        self.url, self.stream = url, stream
+        self._client: redis.Redis | None = None
+
+    @property
+    def client(self) -> redis.Redis:
+        if self._client is None:
+            self._client = redis.Redis.from_url(self.url)
+        return self._client
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_client": None}
+
+
+class RedisStreamSource(_Redis):
+    """Entries of a Redis stream, from ``start_after`` on (entry IDs are the offsets in the
+    lineage). The flow ends after ``count`` entries, or never (``count=None``). An entry becomes the
+    record ``decode(fields)`` (by default its ``v`` field, JSON-decoded)."""
+
+    def __init__(self, url: str, stream: str, *, count: int | None = None, start_after: str | None = None,
+                 decode: Callable[[dict[bytes, bytes]], Any] | None = None) -> None:
+        super().__init__(url, stream)
+        self.count, self.start_after = count, start_after
+        self.decode = decode or (lambda fields: json.loads(fields[b"v"]))
+        self.taken = 0  # entries handed out so far (the operator's state keeps this object)
+
+    def next_range(self, after: str | None, limit: int) -> Range | None:
+        if self.count is not None:
+            limit = min(limit, self.count - self.taken)
+            if limit <= 0:
+                return None
+        found = self.client.xrange(self.stream, min=f"({after or self.start_after or '0-0'}", count=limit)
+        if not found:
+            return None
+        return found[0][0].decode(), found[-1][0].decode(), len(found)
+
+    def read(self, found: Range) -> list[Any]:
+        first, last, count = found
+        entries = self.client.xrange(self.stream, min=first, max=last)
+        if len(entries) != count:
+            raise LookupError(f"stream {self.stream} lost entries {first}..{last} (trimmed?): a replay "
+                              f"needs them as they were read")
+        self.taken += count
+        return [self.decode(fields) for _, fields in entries]
+
+    def ended(self, after: str | None) -> bool:
+        return self.count is not None and self.taken >= self.count
+
+
+# KEYS = stream, written-marks hash; ARGV = mark, then one value per entry. Appends the entries
+# unless the mark was written: a replayed write is a no-op, all in one atomic step.
+_WRITE_ONCE = """
+if redis.call('HSETNX', KEYS[2], ARGV[1], 1) == 0 then
+  return 0
+end
+for i = 2, #ARGV do
+  redis.call('XADD', KEYS[1], '*', 'v', ARGV[i])
+end
+return #ARGV - 1
+"""
+
+
+class RedisStreamSink(_Redis):
+    """Appends each record to a Redis stream (field ``v``: ``encode(record)``, JSON by default),
+    exactly once: each write is marked in the hash ``<stream>:written`` in the same atomic step."""
+
+    def __init__(self, url: str, stream: str, *, encode: Callable[[Any], str | bytes] | None = None) -> None:
+        super().__init__(url, stream)
+        self.encode = encode or json.dumps
+        self._script: Any = None
+
+    def write(self, writer: str, number: int, records: list[Any]) -> None:
+        if self._script is None:
+            self._script = self.client.register_script(_WRITE_ONCE)
+        self._script(keys=[self.stream, f"{self.stream}:written"],
+                     args=[f"{writer}:{number}", *(self.encode(r) for r in records)])
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), "_script": None}
+
+
+def read_stream(url: str, stream: str, decode: Callable[[dict[bytes, bytes]], Any] | None = None) -> list[Any]:
+    """Every record of a stream, in order (what a ``RedisStreamSink`` wrote there)."""
+    decode = decode or (lambda fields: json.loads(fields[b"v"]))
+    client = redis.Redis.from_url(url)
+    try:
+        return [decode(fields) for _, fields in client.xrange(stream)]
+    finally:
+        client.close()
