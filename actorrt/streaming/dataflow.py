@@ -28,8 +28,8 @@ import actorrt
 from actorrt.core.object_ref import ObjectRef
 from actorrt.handles import ActorHandle
 from actorrt.streaming.connectors import Sink, Source
-from actorrt.streaming.logic import DeadLetter
-from actorrt.streaming.operator import Operator
+from actorrt.streaming.logic import DeadLetter, RecordError
+from actorrt.streaming.operator import Monitor, Operator
 from actorrt.streaming.plan import (
     Clock,
     EventTime,
@@ -48,6 +48,9 @@ from actorrt.streaming.plan import (
 from actorrt.util import pickling
 
 _operator = actorrt.remote(Operator)
+_monitor = actorrt.remote(Monitor)
+# How often a running flow asks its monitor whether an operator failed.
+WATCH_S = 0.05
 PROCESSING_TIME = ProcessingTime()
 
 
@@ -200,13 +203,21 @@ class Dataflow:
             blob = pickling.dumps(plan)
         finally:
             plan.source = source
-        stages = _deploy(plan, blob)
-        if source is not None:
-            _feed(plan, source, stages[0], timeout)
-            actorrt.get([op.finish.remote() for op in stages[0]], timeout=timeout)
-        else:
-            actorrt.get(stages[0][0].start.remote(), timeout=timeout)
-            _until(lambda: actorrt.get(stages[0][0].finished_all.remote(), timeout=timeout), timeout)
+        monitor = _monitor.remote()
+        stages = _deploy(plan, blob, monitor)
+        watch = _Watch(monitor, timeout)
+        try:
+            if source is not None:
+                _feed(plan, source, stages[0], watch)
+                watch.get([op.finish.remote() for op in stages[0]])
+            else:
+                watch.get(stages[0][0].start.remote())
+                while not watch.get(stages[0][0].finished_all.remote()):
+                    watch.pause()
+        except BaseException:
+            for op in [op for ops in stages for op in ops]:
+                actorrt.kill(op)  # a failed flow stops: its operators take no more input
+            raise
         result = RunResult()
         for s, ops in enumerate(stages):
             for i, (outputs, dead, late, counts) in enumerate(actorrt.get([op.results.remote() for op in ops],
@@ -229,30 +240,60 @@ class Dataflow:
         return stage
 
 
-def _deploy(plan: Plan, blob: bytes) -> list[list[ActorHandle]]:
+def _deploy(plan: Plan, blob: bytes, monitor: ActorHandle) -> list[list[ActorHandle]]:
     """Operator actors for every stage, the last first (each is given its consumers)."""
     stages: list[list[ActorHandle]] = []
     downstream: list[ActorHandle] = []
     for s in range(len(plan.stages) - 1, -1, -1):
         upstreams = plan.stages[s - 1].parallelism if s > 0 else 1
-        ops = [_operator.remote(blob, s, i, downstream, upstreams) for i in range(plan.stages[s].parallelism)]
+        ops = [_operator.remote(blob, s, i, downstream, upstreams, monitor) for i in range(plan.stages[s].parallelism)]
         stages.insert(0, ops)
         downstream = ops
     return stages
 
 
-def _until(done: Callable[[], bool], timeout: float | None) -> None:
-    """Poll ``done`` (each poll is a task), backing off to 50 ms, until it is true."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    pause = 0.001
-    while not done():
-        if deadline is not None and time.monotonic() > deadline:
-            raise actorrt.GetTimeoutError(f"the dataflow did not finish in {timeout} s")
-        time.sleep(pause)
-        pause = min(2 * pause, 0.05)
+class _Watch:
+    """The driver's side of a running flow: waits, and raises an operator's failure as soon as the
+    flow's monitor has it, instead of when a result that carries it is awaited."""
+
+    def __init__(self, monitor: ActorHandle, timeout: float | None) -> None:
+        self._monitor = monitor
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._asked = 0.0
+        self._pause = 0.001
+
+    def check(self) -> None:
+        now = time.monotonic()
+        if self._deadline is not None and now > self._deadline:
+            raise actorrt.GetTimeoutError("the dataflow did not finish in time")
+        if now - self._asked >= WATCH_S:
+            self._asked = now
+            failure = actorrt.get(self._monitor.first_failure.remote(), timeout=self._left())
+            if failure is not None:
+                raise RecordError(failure)
+
+    def get(self, refs: Any) -> Any:
+        """``actorrt.get(refs)``, checking the monitor meanwhile."""
+        many = isinstance(refs, list)
+        pending = list(refs) if many else [refs]
+        while True:
+            self.check()
+            ready, _ = actorrt.wait(pending, num_returns=len(pending), timeout=WATCH_S)
+            if len(ready) == len(pending):
+                values = actorrt.get(pending, timeout=self._left())
+                return values if many else values[0]
+
+    def pause(self) -> None:
+        """Between polls of a flow's end: backing off to ``WATCH_S``."""
+        self.check()
+        time.sleep(self._pause)
+        self._pause = min(2 * self._pause, WATCH_S)
+
+    def _left(self) -> float | None:
+        return None if self._deadline is None else max(self._deadline - time.monotonic(), 0.001)
 
 
-def _feed(plan: Plan, source: Iterable[Any], first: list[ActorHandle], timeout: float | None) -> None:
+def _feed(plan: Plan, source: Iterable[Any], first: list[ActorHandle], watch: _Watch) -> None:
     in_flight: list[deque[ObjectRef]] = [deque() for _ in first]
     records = iter(source)
     for turn in itertools.count():
@@ -262,6 +303,6 @@ def _feed(plan: Plan, source: Iterable[Any], first: list[ActorHandle], timeout: 
         i = turn % len(first)
         in_flight[i].append(first[i].process.remote(batch))
         if len(in_flight[i]) > plan.max_in_flight:
-            actorrt.get(in_flight[i].popleft(), timeout=timeout)  # back-pressure: the driver waits
+            watch.get(in_flight[i].popleft())  # back-pressure: the driver waits
     for queue in in_flight:
-        actorrt.get(list(queue), timeout=timeout)
+        watch.get(list(queue))

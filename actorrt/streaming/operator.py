@@ -16,12 +16,25 @@ from typing import Any
 import actorrt
 from actorrt.core.object_ref import ObjectRef
 from actorrt.handles import ActorHandle
-from actorrt.streaming.logic import StageLogic
+from actorrt.streaming.logic import RecordError, StageLogic
 from actorrt.streaming.plan import Plan
 from actorrt.util import pickling
 
 # A source with nothing new is asked again this often.
 PULL_IDLE_S = 0.01
+
+
+class Monitor:
+    """A flow's failures, as operators report them: the driver asks while it runs the flow."""
+
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+
+    def failed(self, message: str) -> None:
+        self.failures.append(message)
+
+    def first_failure(self) -> str | None:
+        return self.failures[0] if self.failures else None
 
 
 def partition(key: Any, parts: int) -> int:
@@ -32,13 +45,14 @@ def partition(key: Any, parts: int) -> int:
 
 class Operator:
     def __init__(self, plan_blob: bytes, stage: int, instance: int, downstream: list[ActorHandle],
-                 upstreams: int) -> None:
+                 upstreams: int, monitor: ActorHandle) -> None:
         self.plan: Plan = pickling.loads(plan_blob)
         self.stage, self.instance = stage, instance
         self.logic = StageLogic(self.plan.stages[stage], upstreams=upstreams)
         self.downstream = downstream
         self.next_stage = self.plan.stages[stage + 1] if downstream else None
         self.upstreams = upstreams
+        self.monitor = monitor
         self.finished = 0
         self.outputs: list[Any] = []  # the last stage's records
         self.turn = 0  # round robin over the next stage, where it is not keyed
@@ -55,7 +69,7 @@ class Operator:
         if keyed is not None and keyed.kind == "window" and self.timer is None:
             tick = keyed.window.tick_s  # at window boundaries (the first one aligned)
             self.timer = actorrt.call_every(tick, self.tick, first_in=tick - actorrt.now() % tick)
-        await self._emit(self.logic.process(batch, actorrt.now(), upstream))
+        await self._emit(self._run(self.logic.process, batch, actorrt.now(), upstream))
 
     def start(self) -> None:
         """Pull from the flow's source (the first stage's only instance)."""
@@ -82,18 +96,27 @@ class Operator:
         return self.done
 
     async def tick(self) -> None:
-        await self._emit(self.logic.close(actorrt.now()))
+        await self._emit(self._run(self.logic.close, actorrt.now()))
+
+    def _run(self, step: Any, *args: Any) -> list[Any]:
+        """``step(*args)`` of the stage's logic; a record it fails on is told to the flow's monitor
+        at once (the driver stops the run), then raised to whoever sent the batch."""
+        try:
+            return step(*args)
+        except RecordError as exc:
+            self.monitor.failed.remote(str(exc))
+            raise
 
     async def finish(self, upstream: int = 0) -> None:
         """Upstream instance ``upstream`` is done; after the last, flush and pass the end on."""
         self.finished += 1
         self.logic.upstream_done(upstream)
         if self.finished < self.upstreams:  # it no longer holds the watermark back
-            await self._emit(self.logic.close(actorrt.now()))
+            await self._emit(self._run(self.logic.close, actorrt.now()))
             return
         if self.timer is not None:
             self.timer.cancel()
-        await self._emit(self.logic.finish())
+        await self._emit(self._run(self.logic.finish))
         for queue in self._in_flight:
             while queue:
                 await queue.popleft()

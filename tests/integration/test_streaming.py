@@ -115,12 +115,20 @@ def test_an_operator_that_raises_fails_the_run_with_the_record_or_sets_it_aside(
             raise ValueError("not a number")
         return int(line)
 
+    def slowly(lines):
+        for line in lines:
+            time.sleep(0.005)
+            yield line
+
     lines = ["1", "2", "bad", "4"]
     with cluster_with(num_nodes=1, store_shards=1):
-        flow = Dataflow("strict", batch_size=2)
-        flow.source(lines).map(parse).collect()
+        flow = Dataflow("strict", batch_size=2, max_in_flight=50)
+        flow.source(slowly([*lines, *map(str, range(400))])).map(parse, parallelism=1).collect()
+        started = time.monotonic()
         with pytest.raises(RecordError, match="raised ValueError on record 'bad': not a number"):
             flow.run(timeout=60)
+        # At once: not when the source (2 s of it) is done, nor when a result carrying it is awaited.
+        assert time.monotonic() - started < 1.0
 
         flow = Dataflow("lenient", batch_size=2)
         flow.source(lines).map(parse, on_error="dead_letter").collect()
