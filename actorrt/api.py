@@ -61,6 +61,7 @@ def init(
     pinned_budget_bytes: int = DEFAULT_PINNED_BUDGET_BYTES,
     heartbeat_timeout: float = HEARTBEAT_TIMEOUT_S,
     runtime_env: dict[str, Any] | None = None,
+    metrics_port: int | None = None,
 ) -> dict[str, Any]:
     """Start an embedded cluster, or connect to a running one.
 
@@ -95,6 +96,9 @@ def init(
             name, ...]}`` sends those modules by value with the classes and functions that use them.
             Not needed for the embedded cluster, whose processes run in this driver's working
             directory with its ``sys.path``.
+        metrics_port: the embedded cluster's head serves Prometheus metrics of its nodes and actors
+            (stream operators' rates, backlog and latencies among them) at
+            ``http://host:metrics_port/metrics``; None (the default) serves none.
 
     Returns:
         ``{"address": head address, "nodes": [...]}``.
@@ -110,7 +114,8 @@ def init(
                                                str(Path(checkpoint_dir).absolute()) if checkpoint_dir else "",
                                                inline_max_bytes, pinned_budget_bytes)
             options = HeadOptions(host=host, nodes=num_nodes, store_shards=store_shards, fault_tolerance=ft_options,
-                                  store_url=store_url or "", heartbeat_timeout=heartbeat_timeout)
+                                  store_url=store_url or "", heartbeat_timeout=heartbeat_timeout,
+                                  metrics_port=metrics_port)
             session_dir = Path(tempfile.mkdtemp(prefix="actorrt-"))
             try:
                 head = start_head(session_dir, options, code_paths=driver_code.search_paths())

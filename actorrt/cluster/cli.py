@@ -280,9 +280,14 @@ def status(address: str | None, token: str | None, session_dir: Path | None) -> 
                      str(n.pid or "-"), n.hostname or "-", "yes" if n.managed else "no",
                      str(actors[n.slot]) if n.slot in actors else "-", *memory.get(n.slot, ("-",) * 4),
                      str(max(n.epoch - 1, 0) if n.managed else 0), n.last_failure or "-"))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+    _table(rows)
+    published = [(s.slot, a) for s in reply.nodes for a in s.actors if a.metrics or a.label]
+    if published:
+        click.echo("actors that publish metrics:")
+        _table([("SLOT", "ACTOR", "QUEUED", "METRICS")] + [
+            (str(slot), a.label or f"{a.class_name}({a.actor_id.hex()[:8]})", str(a.queued),
+             " ".join(f"{name}={value:.4g}" for name, value in sorted(a.metrics.items())) or "-")
+            for slot, a in published])
     alive = sum(n.state == head_pb2.ALIVE for n in view.nodes)
     click.echo(f"nodes alive: {alive} of {len(view.nodes)}")
     if view.store_url:
@@ -290,6 +295,12 @@ def status(address: str | None, token: str | None, session_dir: Path | None) -> 
     else:
         shards = ", ".join(s.address for s in view.store_shards) or "none"
         click.echo(f"store shards ({len(view.store_shards)}): {shards}")
+
+
+def _table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
 
 
 def _memory_cells(stats: node_pb2.NodeStatsReply) -> tuple[str, str, str, str]:
@@ -392,9 +403,7 @@ def list_actors(address: str | None, token: str | None, session_dir: Path | None
 
     rows = [("NAME", "CLASS", "NODE", "ACTOR_ID", "STATE")]
     rows += [(a.name, a.class_name, str(a.slot), a.actor_id.hex()[:12], state(a)) for a in actors]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip())
+    _table(rows)
     click.echo(f"named actors: {len(actors)}")
 
 

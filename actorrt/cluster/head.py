@@ -19,6 +19,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import click
 import uvloop
@@ -29,6 +30,7 @@ from actorrt.cluster.daemon import daemon_setup, node_environment
 from actorrt.cluster.deadlocks import DeadlockDetector
 from actorrt.cluster.head_options import HeadOptions, head_options
 from actorrt.cluster.head_service import HeadServicer
+from actorrt.cluster.metrics_endpoint import serve_metrics
 from actorrt.cluster.session import TOKEN_ENV, Session
 from actorrt.cluster.warm_nodes import WarmNodes
 from actorrt.net.server import InvalidRequestError, start_server
@@ -85,6 +87,7 @@ class Head:
         self.departed_drivers: deque[str] = deque(maxlen=DEPARTED_DRIVERS_KEPT)
         self._stopping = False
         self._warm: WarmNodes | None = None  # node processes kept warm for restarts
+        self._metrics: Any = None  # the Prometheus endpoint's HTTP server, if asked for
         self.stopped = asyncio.Event()
         self._background = BackgroundTasks("head")
         self.deadlocks = DeadlockDetector()  # cycles of awaits among the nodes' actors
@@ -113,6 +116,16 @@ class Head:
         self._background.spawn(self._check_heartbeats())
         if self.parent_pid:
             self._background.spawn(self._watch_parent())
+        if self.options.metrics_port is not None:
+            loop = asyncio.get_running_loop()
+
+            async def stats() -> head_pb2.ClusterStatsReply:
+                return self.cluster_stats()
+
+            # Scrapes come on the endpoint's thread; the stats are read on the loop, which changes them.
+            self._metrics = serve_metrics(self.options.host, self.options.metrics_port,
+                                          lambda: asyncio.run_coroutine_threadsafe(stats(), loop).result(5.0))
+            log.info("Prometheus metrics on http://%s:%d/metrics", self.options.host, self._metrics.server_port)
         session.write(Session(self.address, self.token, os.getpid(), str(self.session_dir)))
         store = "an external lineage store" if self.options.store_url else f"{len(self.shards)} store shards"
         log.info("head serving on %s with %d nodes and %s", self.address, self.options.nodes, store)
@@ -122,6 +135,8 @@ class Head:
         if self._stopping:
             return
         self._stopping = True
+        if self._metrics is not None:
+            self._metrics.shutdown()
         if self._warm is not None:
             self._warm.stop()
         for s in self.slots.values():

@@ -44,6 +44,8 @@ class HeadOptions:
         fault_tolerance: the cluster's fault-tolerance mode and its options.
         heartbeat_timeout: seconds without heartbeats before a node is declared dead.
         store_url: an external lineage store instead of the head's own shards.
+        metrics_port: serve Prometheus metrics on this port of ``host`` (0: any free port;
+            None: no endpoint).
     """
 
     host: str = "127.0.0.1"
@@ -53,14 +55,17 @@ class HeadOptions:
     fault_tolerance: FaultToleranceOptions = field(default_factory=FaultToleranceOptions)
     heartbeat_timeout: float = HEARTBEAT_TIMEOUT_S
     store_url: str = ""
+    metrics_port: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.nodes, int) or self.nodes < 0:
             raise ValueError(f"nodes must be an int >= 0, not {self.nodes!r}")
         if not isinstance(self.store_shards, int) or self.store_shards < 1:
             raise ValueError(f"store_shards must be an int >= 1, not {self.store_shards!r}")
-        if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be an int from 0 to 65535, not {self.port!r}")
+        for name in ("port", "metrics_port"):
+            value = getattr(self, name)
+            if (value is not None or name == "port") and (not isinstance(value, int) or not 0 <= value <= 65535):
+                raise ValueError(f"{name} must be an int from 0 to 65535, not {value!r}")
         if not isinstance(self.heartbeat_timeout, int | float) or self.heartbeat_timeout < MIN_HEARTBEAT_TIMEOUT_S:
             raise ValueError(f"heartbeat_timeout must be a number >= {MIN_HEARTBEAT_TIMEOUT_S} (seconds; a node's "
                              f"lease is half of it, renewed at every heartbeat), "
@@ -84,6 +89,8 @@ class HeadOptions:
             out += ["--max-forwards", str(ft.max_forwards)]
         if ft.checkpoint_dir:
             out += ["--checkpoint-dir", ft.checkpoint_dir]
+        if self.metrics_port is not None:
+            out += ["--metrics-port", str(self.metrics_port)]
         return out
 
 
@@ -118,21 +125,25 @@ _OPTIONS = [
     click.option("--store-url", default=None, envvar=STORE_URL_ENV, show_envvar=True,
                  help="An external lineage store instead of the head's own shards: "
                       "redis://[:PASSWORD@]HOST:PORT[,HOST:PORT...] or redis+cluster://[:PASSWORD@]HOST:PORT."),
+    click.option("--metrics-port", default=None, type=click.IntRange(0, 65535),
+                 help="Serve Prometheus metrics of the cluster's nodes and actors on this port (0: any free port)."),
 ]
 # The parameter names of the options above, in click's spelling.
 OPTION_NAMES = ("host", "port", "nodes", "store_shards", "ft", "store_delay_ms", "max_forwards", "stash_limit",
-                "checkpoint_dir", "inline_max_bytes", "pinned_budget_bytes", "heartbeat_timeout", "store_url")
+                "checkpoint_dir", "inline_max_bytes", "pinned_budget_bytes", "heartbeat_timeout", "store_url",
+                "metrics_port")
 
 
 def _from_values(host: str, port: int, nodes: int, store_shards: int, ft: str, store_delay_ms: float,
                  max_forwards: int | None, stash_limit: int, checkpoint_dir: Path | None, inline_max_bytes: int,
-                 pinned_budget_bytes: int, heartbeat_timeout: float, store_url: str | None) -> HeadOptions:
+                 pinned_budget_bytes: int, heartbeat_timeout: float, store_url: str | None,
+                 metrics_port: int | None) -> HeadOptions:
     try:
         return HeadOptions(host, port, nodes, store_shards,
                            FaultToleranceOptions(ft, store_delay_ms, max_forwards, stash_limit,
                                                  str(checkpoint_dir.absolute()) if checkpoint_dir else "",
                                                  inline_max_bytes, pinned_budget_bytes),
-                           heartbeat_timeout, store_url or "")
+                           heartbeat_timeout, store_url or "", metrics_port)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
 

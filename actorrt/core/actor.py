@@ -48,6 +48,10 @@ _CANCELLED = "actorrt: cancelled before it started"
 _CANCELLED_ENTRY = pickling.dumps(_CANCELLED)
 
 
+def _as_metrics(values: Any) -> dict[str, float]:
+    return {str(name): float(value) for name, value in values.items()}
+
+
 class ActorServices(Protocol):
     """What an actor needs of the process hosting it (the ``Worker`` provides it)."""
 
@@ -106,6 +110,22 @@ class ActorInstance:
     def stop(self) -> None:
         self.timers.stop()
         self._runner.cancel()
+
+    def published(self) -> dict[str, Any]:
+        """What the actor's instance publishes for monitoring: ``__actorrt_metrics__()`` (name to
+        number) and ``__actorrt_label__()`` (a name for people), if its class defines them. A hook
+        that fails publishes nothing; it never fails the stats."""
+        out: dict[str, Any] = {}
+        hooks = (("__actorrt_metrics__", "metrics", _as_metrics), ("__actorrt_label__", "label", str))
+        for hook, field_name, form in hooks:
+            fn = getattr(self.instance, hook, None)
+            if fn is None or self.death is not None:
+                continue
+            try:
+                out[field_name] = form(fn())
+            except Exception as exc:  # noqa: BLE001 - user code; monitoring must not break on it
+                log.debug("actor %s: %s() failed: %r", self.who, hook, exc)
+        return out
 
     def timer_table(self) -> TimerTable:
         """This actor's timers (part of its state)."""

@@ -184,6 +184,7 @@ class ActorHost:
             node_pb2.ActorStats(
                 actor_id=a.actor_id, class_name=a.class_name, queued=a.mailbox.qsize(),
                 executed=a.executed, dead=a.death is not None, results_kept_bytes=a.ledger.kept_bytes(),
+                **a.published(),
             )
             for a in self.actors.values()
         ] + self.functions.stats()

@@ -148,20 +148,31 @@ class NodeStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ActorStats(_message.Message):
-    __slots__ = ("actor_id", "class_name", "queued", "executed", "dead", "results_kept_bytes")
+    __slots__ = ("actor_id", "class_name", "queued", "executed", "dead", "results_kept_bytes", "metrics", "label")
+    class MetricsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     ACTOR_ID_FIELD_NUMBER: _ClassVar[int]
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     EXECUTED_FIELD_NUMBER: _ClassVar[int]
     DEAD_FIELD_NUMBER: _ClassVar[int]
     RESULTS_KEPT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
     actor_id: bytes
     class_name: str
     queued: int
     executed: int
     dead: bool
     results_kept_bytes: int
-    def __init__(self, actor_id: _Optional[bytes] = ..., class_name: _Optional[str] = ..., queued: _Optional[int] = ..., executed: _Optional[int] = ..., dead: _Optional[bool] = ..., results_kept_bytes: _Optional[int] = ...) -> None: ...
+    metrics: _containers.ScalarMap[str, float]
+    label: str
+    def __init__(self, actor_id: _Optional[bytes] = ..., class_name: _Optional[str] = ..., queued: _Optional[int] = ..., executed: _Optional[int] = ..., dead: _Optional[bool] = ..., results_kept_bytes: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ..., label: _Optional[str] = ...) -> None: ...
 
 class NodeStatsReply(_message.Message):
     __slots__ = ("slot", "epoch", "actors", "pending_results", "objects", "messages_sent", "batches_sent", "lineage", "recoveries", "objects_kept", "shared_memory")

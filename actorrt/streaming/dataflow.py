@@ -301,7 +301,7 @@ def _feed(plan: Plan, source: Iterable[Any], first: list[ActorHandle], watch: _W
         if not batch:
             break
         i = turn % len(first)
-        in_flight[i].append(first[i].process.remote(batch))
+        in_flight[i].append(first[i].process.remote(batch, 0, time.time()))
         if len(in_flight[i]) > plan.max_in_flight:
             watch.get(in_flight[i].popleft())  # back-pressure: the driver waits
     for queue in in_flight:

@@ -9,6 +9,7 @@ clock is read through ``actorrt.now()``, so a replay sees the times the lost run
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections import deque
 from typing import Any
@@ -22,6 +23,9 @@ from actorrt.util import pickling
 
 # A source with nothing new is asked again this often.
 PULL_IDLE_S = 0.01
+# Rates are over this much of the recent past; latency percentiles over this many batches.
+RATE_WINDOW_S = 10.0
+LATENCY_SAMPLES = 2048
 
 
 class Monitor:
@@ -35,6 +39,38 @@ class Monitor:
 
     def first_failure(self) -> str | None:
         return self.failures[0] if self.failures else None
+
+
+class OperatorMetrics:
+    """Rates over the last ``RATE_WINDOW_S`` and, in the last stage, end-to-end latencies (from
+    the source's read of a batch to its arrival here). Read from this process's clock: they
+    describe the run, they are not state, and nothing the operator emits depends on them."""
+
+    def __init__(self) -> None:
+        self._counts: deque[tuple[float, int, int]] = deque()  # (time, records in, records out)
+        self._latencies_ms: deque[float] = deque(maxlen=LATENCY_SAMPLES)
+
+    def counted(self, records_in: int, records_out: int) -> None:
+        now = time.monotonic()
+        if not self._counts or now - self._counts[-1][0] >= 0.5:
+            self._counts.append((now, records_in, records_out))
+            while self._counts and now - self._counts[0][0] > RATE_WINDOW_S:
+                self._counts.popleft()
+
+    def arrived(self, born: float) -> None:
+        self._latencies_ms.append(max(0.0, (time.time() - born) * 1e3))
+
+    def summary(self) -> dict[str, float]:
+        out = {}
+        if len(self._counts) >= 2:
+            (t0, in0, out0), (t1, in1, out1) = self._counts[0], self._counts[-1]
+            out["records_in_per_s"] = (in1 - in0) / (t1 - t0)
+            out["records_out_per_s"] = (out1 - out0) / (t1 - t0)
+        if self._latencies_ms:
+            ordered = sorted(self._latencies_ms)
+            for p in (50, 90, 99):
+                out[f"latency_p{p}_ms"] = ordered[min(len(ordered) - 1, len(ordered) * p // 100)]
+        return out
 
 
 def partition(key: Any, parts: int) -> int:
@@ -62,14 +98,17 @@ class Operator:
         self.done = False
         self.sink_writes = 0
         self._in_flight: list[deque[ObjectRef]] = [deque() for _ in downstream]
+        self._metrics = OperatorMetrics()
 
-    async def process(self, batch: list[Any], upstream: int = 0) -> None:
+    async def process(self, batch: list[Any], upstream: int = 0, born: float | None = None) -> None:
+        """A batch from upstream instance ``upstream``, read from the source at ``born``."""
+        now = actorrt.now()
         self.records_in += len(batch)
         keyed = self.logic.keyed
         if keyed is not None and keyed.kind == "window" and self.timer is None:
             tick = keyed.window.tick_s  # at window boundaries (the first one aligned)
-            self.timer = actorrt.call_every(tick, self.tick, first_in=tick - actorrt.now() % tick)
-        await self._emit(self._run(self.logic.process, batch, actorrt.now(), upstream))
+            self.timer = actorrt.call_every(tick, self.tick, first_in=tick - now % tick)
+        await self._emit(self._run(self.logic.process, batch, now, upstream), now if born is None else born)
 
     def start(self) -> None:
         """Pull from the flow's source (the first stage's only instance)."""
@@ -89,14 +128,15 @@ class Operator:
             return
         batch = source.read(found)
         self.position = found[1]
-        await self.process(batch)
+        await self.process(batch, 0, actorrt.now())
         actorrt.call_later(0, self.pull)
 
     def finished_all(self) -> bool:
         return self.done
 
     async def tick(self) -> None:
-        await self._emit(self._run(self.logic.close, actorrt.now()))
+        now = actorrt.now()
+        await self._emit(self._run(self.logic.close, now), now)
 
     def _run(self, step: Any, *args: Any) -> list[Any]:
         """``step(*args)`` of the stage's logic; a record it fails on is told to the flow's monitor
@@ -111,12 +151,13 @@ class Operator:
         """Upstream instance ``upstream`` is done; after the last, flush and pass the end on."""
         self.finished += 1
         self.logic.upstream_done(upstream)
+        now = actorrt.now()
         if self.finished < self.upstreams:  # it no longer holds the watermark back
-            await self._emit(self._run(self.logic.close, actorrt.now()))
+            await self._emit(self._run(self.logic.close, now), now)
             return
         if self.timer is not None:
             self.timer.cancel()
-        await self._emit(self._run(self.logic.finish))
+        await self._emit(self._run(self.logic.finish), now)
         for queue in self._in_flight:
             while queue:
                 await queue.popleft()
@@ -124,12 +165,18 @@ class Operator:
             await handle.finish.remote(self.instance)
 
     def results(self) -> tuple[list[Any], list[Any], list[Any], dict[str, int]]:
-        """The last stage's records, the records put aside, late records, and record counts."""
-        return self.outputs, self.logic.dead_letters, self.logic.late, {"in": self.records_in, "out": self.records_out}
+        """The last stage's records, the records put aside, late records, and record counts (with
+        rates and, in the last stage, latency percentiles)."""
+        counts = {"in": self.records_in, "out": self.records_out, **self._metrics.summary()}
+        return self.outputs, self.logic.dead_letters, self.logic.late, counts
 
-    async def _emit(self, records: list[Any]) -> None:
+    async def _emit(self, records: list[Any], born: float) -> None:
+        """Send ``records`` on (made of input read at ``born``), or write them if this is the last stage."""
         self.records_out += len(records)
+        self._metrics.counted(self.records_in, self.records_out)
         if not self.downstream:
+            if records:
+                self._metrics.arrived(born)
             if self.plan.sink is None:
                 self.outputs.extend(records)
             elif records:
@@ -147,18 +194,28 @@ class Operator:
                 self.turn += 1
         for i, part in enumerate(parts):
             if part:
-                await self._send(i, part)
+                await self._send(i, part, born)
 
-    async def _send(self, i: int, batch: list[Any]) -> None:
+    async def _send(self, i: int, batch: list[Any], born: float) -> None:
         queue = self._in_flight[i]
-        queue.append(self.downstream[i].process.remote(batch, self.instance))
+        queue.append(self.downstream[i].process.remote(batch, self.instance, born))
         while len(queue) > self.plan.max_in_flight:
             await queue.popleft()  # back-pressure: the consumer is behind
 
     def checkpoint(self) -> dict[str, Any]:
-        # In-flight refs are not state: what they wait for was sent, and is re-sent if need be.
-        return {k: v for k, v in self.__dict__.items() if k != "_in_flight"}
+        # In-flight refs and metrics are not state: what refs wait for was sent (and is re-sent if
+        # need be), and metrics describe this process's run.
+        return {k: v for k, v in self.__dict__.items() if k not in ("_in_flight", "_metrics")}
 
     def restore(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._in_flight = [deque() for _ in self.downstream]
+        self._metrics = OperatorMetrics()
+
+    def __actorrt_label__(self) -> str:
+        return f"{self.plan.name}/{self.stage} {self.plan.stages[self.stage].name}#{self.instance}"
+
+    def __actorrt_metrics__(self) -> dict[str, float]:
+        backlog = sum(len(queue) for queue in self._in_flight)  # batches sent, not yet processed downstream
+        return {"records_in": self.records_in, "records_out": self.records_out, "backlog_batches": backlog,
+                **self._metrics.summary()}

@@ -10,12 +10,14 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from actorrt.store.redis_server import _free_port
 from actorrt.util.processes import process_alive
 
 # Run as a separate process so the driver is a client of the CLI's cluster, not of this test.
@@ -207,3 +209,54 @@ def test_an_embedded_driver_stopped_by_sigterm_stops_its_cluster_and_removes_its
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+STREAMING_DRIVER = """
+import sys
+import time
+from pathlib import Path
+
+import actorrt
+from actorrt.streaming import Dataflow
+
+actorrt.init(address="auto", timeout=20)
+flow = Dataflow("wordcount", batch_size=20)
+flow.source(f"a b c{i % 5}" for i in range(3000)).flat_map(str.split, parallelism=2).key_by(
+    lambda w: w).fold(lambda: 0, lambda n, w: n + 1, parallelism=2, name="count").collect()
+result = flow.run(timeout=60)
+print("FLOW_DONE", len(result.outputs), flush=True)
+while not Path(sys.argv[1]).exists():  # the operators live while this driver does
+    time.sleep(0.05)
+actorrt.shutdown()
+"""
+
+
+@pytest.mark.timeout(120)
+def test_status_and_the_metrics_endpoint_show_what_stream_operators_publish(cluster: Cluster, tmp_path: Path):
+    c = cluster
+    port = _free_port("127.0.0.1")
+    out = c.cli("start", "--head", "--nodes", "2", "--metrics-port", str(port))
+    assert out.returncode == 0, out.stdout + out.stderr
+    c.pids.add(c.session()["head_pid"])
+    script, release = tmp_path / "stream.py", tmp_path / "release"
+    script.write_text(STREAMING_DRIVER)
+    driver = subprocess.Popen([sys.executable, str(script), str(release)], env=c.env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        assert "FLOW_DONE" in driver.stdout.readline()
+        # Stats reach the head with the nodes' heartbeats.
+        deadline = time.monotonic() + 20
+        while "wordcount/2 count#1" not in (status := c.cli("status").stdout):
+            assert time.monotonic() < deadline, status
+            time.sleep(0.2)
+        assert "actors that publish metrics:" in status and "records_in=" in status
+        counted = [line for line in status.splitlines() if "wordcount/2 count#" in line]
+        assert len(counted) == 2 and all("latency_p50_ms=" in line for line in counted)
+        scraped = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        ins = [float(line.rsplit(" ", 1)[1]) for line in scraped.splitlines()
+               if line.startswith("actorrt_actor_records_in{") and 'label="wordcount/2 count#' in line]
+        assert sum(ins) == 3000 * 3  # every word reached a counting operator once
+        assert "actorrt_nodes_alive 2.0" in scraped
+    finally:
+        release.touch()
+        driver.wait(timeout=30)

@@ -4,6 +4,7 @@ without a node SIGKILLed in the middle of the stream."""
 from __future__ import annotations
 
 import collections
+import os
 import time
 from pathlib import Path
 
@@ -142,14 +143,16 @@ def test_back_pressure_bounds_what_the_source_reads_ahead_of_a_slow_operator(clu
     done.write_text("0")
     ahead = []
 
-    def slow(batch_record):
+    def slow(record):
         time.sleep(0.002)
-        Path(done).write_text(str(int(Path(done).read_text() or 0) + 1))
-        return batch_record
+        count = int(Path(done).read_text()) + 1
+        Path(f"{done}.new").write_text(str(count))
+        os.replace(f"{done}.new", done)  # whole, so the source never reads a half-written count
+        return record
 
     def source():
         for i in range(600):
-            ahead.append(i - int(done.read_text() or 0))
+            ahead.append(i - int(done.read_text()))
             yield i
 
     with cluster_with(num_nodes=1, store_shards=1):
