@@ -4,6 +4,12 @@ A checkpoint holds the actor's state, what it ran from each sender (its ledger),
 counters and its once-marks. The store points at the newest file, and the lineage the previous
 checkpoint covered is collected: not this one's, since a spec still on its way to the store (a
 slow flush) would write its record again after the delete.
+
+The state is snapshotted between two tasks; making it durable (the file, its fsyncs, the store's
+pointer, then telling peers what it covers) takes milliseconds, during which the actor's periodic
+checkpoints let it run on: until the pointer is written, a recovery uses the previous checkpoint
+and replays more, which is all a checkpoint changes. A checkpoint asked for with
+``actorrt.checkpoint`` is durable when its task returns.
 """
 
 from __future__ import annotations
@@ -25,6 +31,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Periodic checkpoints snapshotted while earlier ones are still being written, at most: past it the
+# actor waits for the writes (the disk or the store is slower than its tasks; snapshots take memory).
+MAX_UNWRITTEN = 4
+
 
 class Checkpointer:
     def __init__(self, actor: ActorInstance) -> None:
@@ -36,6 +46,8 @@ class Checkpointer:
         # Where the collection before that started: each collection covers that interval once
         # more, deleting a copy a slow writer (a result's owner) wrote after the first pass.
         self._collected_before: dict[bytes, int] = {}
+        self._writing: asyncio.Task | None = None  # the newest checkpoint being made durable
+        self._unwritten = 0  # checkpoints snapshotted and not yet durable
 
     def due(self, spec: pb.TaskSpec) -> bool:
         """Whether to checkpoint after ``spec`` ran: every ``checkpoint_every`` tasks, or when an
@@ -50,11 +62,14 @@ class Checkpointer:
         return actor.services.ft.logs_lineage and any(
             getattr(value, "wants_checkpoint", bool)() for value in actor.context.extras.values())
 
-    async def take(self, spec: pb.TaskSpec | None = None) -> dict[str, Any]:
+    async def take(self, spec: pb.TaskSpec | None = None, wait: bool = True) -> dict[str, Any]:
         """Checkpoint now, between tasks; ``spec`` is the ``__checkpoint__`` task running, whose
-        own result goes in the checkpoint (a re-send of it is answered from there)."""
+        own result goes in the checkpoint (a re-send of it is answered from there). Unless
+        ``wait``, the state is snapshotted now and made durable while the actor runs on."""
         actor = self._actor
         ft = actor.services.ft
+        if self._unwritten >= MAX_UNWRITTEN and self._writing is not None:
+            await asyncio.wait([self._writing])
         self.seq += 1
         self.since = 0
         directory = ft.options.checkpoint_dir
@@ -70,9 +85,32 @@ class Checkpointer:
         snapshot = self._snapshot()  # now, synchronously: the state between two tasks
         for value in actor.context.extras.values():
             getattr(value, "checkpointed", bool)()
+        # After the one before it: the store's pointer must only move forward.
+        self._unwritten += 1
+        durable = self._make_durable(self._writing, self.seq, path, snapshot, to_collect)
+        if wait:
+            self._writing = asyncio.ensure_future(durable)
+            await self._writing
+        else:
+            self._writing = actor.services.spawn(self._logged(durable))
+        return result
+
+    async def _make_durable(self, previous: asyncio.Task | None, seq: int, path: Any,
+                            snapshot: checkpoint_pb2.ActorCheckpoint, to_collect: list[bytes]) -> None:
+        try:
+            if previous is not None and not previous.done():
+                await asyncio.wait([previous])
+            await self._write(seq, path, snapshot, to_collect)
+        finally:
+            self._unwritten -= 1
+
+    async def _write(self, seq: int, path: Any, snapshot: checkpoint_pb2.ActorCheckpoint,
+                     to_collect: list[bytes]) -> None:
+        actor = self._actor
+        ft = actor.services.ft
         await asyncio.to_thread(checkpoints.write_checkpoint, path, snapshot)
         if ft.store is not None:
-            await ft.store.set_checkpoint(actor.actor_id, self.seq, str(path))
+            await ft.store.set_checkpoint(actor.actor_id, seq, str(path))
         await asyncio.to_thread(checkpoints.drop_older, path)
         if ft.store is not None:
             if to_collect:
@@ -83,12 +121,15 @@ class Checkpointer:
                 received=[node_pb2.Counter(actor=p.sender, counter=p.last_counter) for p in snapshot.senders]
                 + [node_pb2.Counter(actor=s, counter=n) for s, n in self._extras_covered()],
                 sent=[node_pb2.Counter(actor=c.receiver, counter=c.count) for c in snapshot.counters]))
-        return result
 
     async def take_or_log(self) -> None:
-        """A periodic checkpoint: one that fails is logged, and recovery uses the previous one."""
+        """A periodic checkpoint, made durable while the actor runs on: one that fails is logged,
+        and recovery uses the previous one."""
+        await self.take(wait=False)
+
+    async def _logged(self, durable: Any) -> None:
         try:
-            await self.take()
+            await durable
         except (OSError, ClusterError) as exc:
             log.error("actor %s: checkpoint failed: %s", ids.short(self._actor.actor_id), exc)
 

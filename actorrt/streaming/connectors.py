@@ -32,10 +32,14 @@ class Source(Protocol):
         """The records of ``found``: the same on every call."""
 
     def ended(self, after: Any) -> bool:
-        """Whether nothing will come after ``after``."""
+        """Whether nothing will come after ``after``. (A source may also have ``poll_s``: how soon
+        to ask again when nothing is there.)"""
 
 
 class Sink(Protocol):
+    """Where the last stage's records go. A sink whose ``exactly_once`` is False (a metrics file,
+    a log) is written without committing the task's lineage first: a replay may write again."""
+
     def write(self, writer: str, number: int, records: list[Any]) -> None:
         """Write ``records`` as write ``number`` of ``writer``, once however often called."""
 

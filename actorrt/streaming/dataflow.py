@@ -49,6 +49,8 @@ from actorrt.util import pickling
 
 _operator = actorrt.remote(Operator)
 _monitor = actorrt.remote(Monitor)
+# Operators checkpoint after this many tasks by default: a failure replays at most about as many.
+DEFAULT_CHECKPOINT_EVERY = 1000
 # How often a running flow asks its monitor whether an operator failed.
 WATCH_S = 0.05
 PROCESSING_TIME = ProcessingTime()
@@ -170,13 +172,21 @@ class Dataflow:
     """A dataflow: a source, then stages of operators. Build it, then ``run()`` it (on the
     cluster of ``actorrt.init()``)."""
 
-    def __init__(self, name: str, *, batch_size: int = 100, max_in_flight: int = 8) -> None:
+    def __init__(self, name: str, *, batch_size: int = 100, max_in_flight: int = 8,
+                 checkpoint_every: int | None = DEFAULT_CHECKPOINT_EVERY) -> None:
+        """``batch_size``: records per batch from the source; ``max_in_flight``: batches a producer
+        may have unprocessed at each consumer; ``checkpoint_every``: each operator checkpoints after
+        that many of its tasks (None: only when asked), which bounds what a failure replays."""
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, not {batch_size!r}")
         if not isinstance(max_in_flight, int) or max_in_flight < 1:
             raise ValueError(f"max_in_flight must be an int >= 1, not {max_in_flight!r}")
         self._plan = Plan(name, batch_size=batch_size, max_in_flight=max_in_flight)
+        self._checkpoint_every = checkpoint_every
         self._collected = False
+        # The actors of the run under way: every stage's instances and the flow's monitor (what a
+        # global checkpoint of the flow takes, with ``ft="checkpoint"``).
+        self.actors: list[ActorHandle] = []
 
     def source(self, records: Iterable[Any] | Source, *, parallelism: int = 1) -> Stream:
         """Records from ``records``: any iterable, read by the driver that runs the flow (each
@@ -204,15 +214,16 @@ class Dataflow:
         finally:
             plan.source = source
         monitor = _monitor.remote()
-        stages = _deploy(plan, blob, monitor)
+        stages = _deploy(plan, blob, monitor, self._checkpoint_every)
+        self.actors = [op for ops in stages for op in ops] + [monitor]
         watch = _Watch(monitor, timeout)
         try:
             if source is not None:
                 _feed(plan, source, stages[0], watch)
                 watch.get([op.finish.remote() for op in stages[0]])
             else:
-                watch.get(stages[0][0].start.remote())
-                while not watch.get(stages[0][0].finished_all.remote()):
+                watch.get(stages[0][0].start.remote(stages[0][0]))
+                while not watch.polled(stages[0][0].finished_all):
                     watch.pause()
         except BaseException:
             for op in [op for ops in stages for op in ops]:
@@ -240,13 +251,16 @@ class Dataflow:
         return stage
 
 
-def _deploy(plan: Plan, blob: bytes, monitor: ActorHandle) -> list[list[ActorHandle]]:
+def _deploy(plan: Plan, blob: bytes, monitor: ActorHandle, checkpoint_every: int | None) -> list[list[ActorHandle]]:
     """Operator actors for every stage, the last first (each is given its consumers)."""
     stages: list[list[ActorHandle]] = []
     downstream: list[ActorHandle] = []
     for s in range(len(plan.stages) - 1, -1, -1):
         upstreams = plan.stages[s - 1].parallelism if s > 0 else 1
-        ops = [_operator.remote(blob, s, i, downstream, upstreams, monitor) for i in range(plan.stages[s].parallelism)]
+        # With one sender an operator's order is its sender's: only where others cut in (its own
+        # timers, the driver) is it recorded. Several senders interleave in arrival order.
+        options = _operator.options(nondeterministic=upstreams > 1, checkpoint_every=checkpoint_every)
+        ops = [options.remote(blob, s, i, downstream, upstreams, monitor) for i in range(plan.stages[s].parallelism)]
         stages.insert(0, ops)
         downstream = ops
     return stages
@@ -282,6 +296,15 @@ class _Watch:
             if len(ready) == len(pending):
                 values = actorrt.get(pending, timeout=self._left())
                 return values if many else values[0]
+
+    def polled(self, method: Any) -> Any:
+        """``method.remote()``'s value; None if a global rollback took the call back (``ft=
+        "checkpoint"``: every operator, the pulled source's included, is back at the last global
+        checkpoint, and goes on from there)."""
+        try:
+            return self.get(method.remote())
+        except actorrt.RolledBackError:
+            return None
 
     def pause(self) -> None:
         """Between polls of a flow's end: backing off to ``WATCH_S``."""

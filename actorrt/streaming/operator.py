@@ -21,7 +21,7 @@ from actorrt.streaming.logic import RecordError, StageLogic
 from actorrt.streaming.plan import Plan
 from actorrt.util import pickling
 
-# A source with nothing new is asked again this often.
+# A source with nothing new is asked again this often (unless it has a ``poll_s`` of its own).
 PULL_IDLE_S = 0.01
 # Rates are over this much of the recent past; latency percentiles over this many batches.
 RATE_WINDOW_S = 10.0
@@ -95,6 +95,7 @@ class Operator:
         self.records_in = self.records_out = 0
         self.timer: actorrt.Timer | None = None
         self.position: Any = None  # how far a pulled source was read
+        self.me: ActorHandle | None = None  # this operator's handle, if it pulls from a source
         self.done = False
         self.sink_writes = 0
         self._in_flight: list[deque[ObjectRef]] = [deque() for _ in downstream]
@@ -103,33 +104,38 @@ class Operator:
     async def process(self, batch: list[Any], upstream: int = 0, born: float | None = None) -> None:
         """A batch from upstream instance ``upstream``, read from the source at ``born``."""
         now = actorrt.now()
+        await self._process(batch, upstream, now, now if born is None else born)
+
+    async def _process(self, batch: list[Any], upstream: int, now: float, born: float) -> None:
         self.records_in += len(batch)
         keyed = self.logic.keyed
         if keyed is not None and keyed.kind == "window" and self.timer is None:
             tick = keyed.window.tick_s  # at window boundaries (the first one aligned)
             self.timer = actorrt.call_every(tick, self.tick, first_in=tick - now % tick)
-        await self._emit(self._run(self.logic.process, batch, now, upstream), now if born is None else born)
+        await self._emit(self._run(self.logic.process, batch, now, upstream), born)
 
-    def start(self) -> None:
-        """Pull from the flow's source (the first stage's only instance)."""
-        actorrt.call_later(0, self.pull)
+    def start(self, me: ActorHandle) -> None:
+        """Pull from the flow's source (the first stage's only instance; ``me`` is its handle)."""
+        self.me = me
+        me.pull.remote()
 
     async def pull(self) -> None:
-        """One batch of the source: the range found is recorded (a replay reads the same range),
-        then the next pull is a task of its own, so nothing holds the mailbox for long."""
+        """One batch of the source: the range found (and the time) is recorded, so a replay reads
+        the same range; then the next pull is a task of its own (a call to itself while records
+        come, a timer while none do), so nothing holds the mailbox for long."""
         source = self.plan.pulled
-        found = actorrt.record(source.next_range, self.position, self.plan.batch_size)
+        found, now = actorrt.record(lambda: (source.next_range(self.position, self.plan.batch_size), time.time()))
         if found is None:
             if source.ended(self.position):
                 await self.finish(0)
                 self.done = True
             else:
-                actorrt.call_later(PULL_IDLE_S, self.pull)
+                actorrt.call_later(getattr(source, "poll_s", PULL_IDLE_S), self.pull)
             return
         batch = source.read(found)
         self.position = found[1]
-        await self.process(batch, 0, actorrt.now())
-        actorrt.call_later(0, self.pull)
+        await self._process(batch, 0, now, now)
+        self.me.pull.remote()
 
     def finished_all(self) -> bool:
         return self.done
@@ -180,7 +186,8 @@ class Operator:
             if self.plan.sink is None:
                 self.outputs.extend(records)
             elif records:
-                await actorrt.commit_lineage()  # a replay then writes the same records as this write
+                if getattr(self.plan.sink, "exactly_once", True):
+                    await actorrt.commit_lineage()  # a replay then writes the same records as this write
                 self.sink_writes += 1
                 self.plan.sink.write(f"{self.plan.name}/{self.stage}/{self.instance}", self.sink_writes, records)
             return
