@@ -27,6 +27,7 @@ Run: ``python bench/streaming.py [--quick] [--parts a,b,c] [--systems ...]``. Wr
 
 from __future__ import annotations
 
+import collections
 import datetime as _dt
 import json
 import os
@@ -134,6 +135,7 @@ class Run:
     wall_s: float = 0.0
     killed_at: float | None = None  # since t0
     note: str = ""
+    exact: bool | None = None  # every word's final count equals the plain count
 
     def latencies(self, since: float = 0.0) -> np.ndarray:
         return np.array([lat for t, lat in self.samples if t >= since] or [np.nan])
@@ -171,7 +173,7 @@ def run_actorrt(ft: str, rate: float, seconds: float, kill: bool, checkpoint_eve
         flow.run(timeout=seconds + 120)
         run.wall_s = time.time() - t0
         stop.set()
-        run.samples = read_latencies(Path(out), t0)
+        run.samples = read_latencies(Path(out), t0, run)
         return run
     finally:
         actorrt.shutdown()
@@ -208,7 +210,7 @@ def run_peer(system: str, python: str, rate: float, seconds: float, kill: bool, 
             done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=seconds + 300)
             if done.returncode != 0:
                 run.note = f"failed: {done.stderr[-300:]}"
-            run.samples = read_latencies(out / "lat", t0)
+            run.samples = read_latencies(out / "lat", t0, run)
         run.wall_s = (max(t for t, _ in run.samples) if run.samples else float("nan"))
         return run
     finally:
@@ -230,21 +232,34 @@ def _bytewax(python: str, env: dict[str, str], out: Path, t0: float, seconds: fl
         proc.wait()
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # resumes
     proc.wait(timeout=seconds + 120)
-    return read_latencies(out / "lat", t0)
+    return read_latencies(out / "lat", t0, run)
 
 
-def read_latencies(directory: Path, t0: float) -> list[tuple[float, float]]:
+def read_latencies(directory: Path, t0: float, run: Run) -> list[tuple[float, float]]:
     """(emitted at, latency) of every update in ``directory``'s ``.lat`` files (rows ``word count
     emitted latency``): a (word, count) emitted twice (a replay's or a rollback's, a resumed
-    Bytewax's) counts once, at its first emission: when a consumer first saw it."""
+    Bytewax's) counts once, at its first emission: when a consumer first saw it. Sets
+    ``run.exact``: whether each word's last count equals a plain count of the lines."""
     first: dict[tuple[str, str], tuple[float, float]] = {}
+    final: dict[str, int] = {}
     for path in directory.glob("*.lat"):
         for row in path.read_text().splitlines():
             word, count, emitted, latency = row.split()
             sample = (float(emitted) - t0, float(latency))
             if (word, count) not in first or sample < first[(word, count)]:
                 first[(word, count)] = sample
+            final[word] = max(final.get(word, 0), int(count))
+    run.exact = final == _oracle(int(run.rate * run.seconds))
     return sorted(first.values())
+
+
+def _oracle(lines: int) -> dict[str, int]:
+    """Each word's count in lines 0..lines-1 (a line's words repeat with period len(WORDS) * 8)."""
+    period = len(WORDS) * 8
+    whole, rest = divmod(lines, period)
+    per_period = collections.Counter(w for i in range(period) for w in line(i).split())
+    tail = collections.Counter(w for i in range(rest) for w in line(whole * period + i).split())
+    return dict(collections.Counter({w: n * whole for w, n in per_period.items()}) + tail)
 
 
 def run_system(system: str, rate: float, seconds: float, kill: bool, opts: dict[str, Any]) -> Run:
@@ -297,7 +312,7 @@ def recovery(run: Run, checkpoint_every: float, bucket: float = 0.25) -> dict[st
 def _summary(run: Run, checkpoint_every: float) -> dict[str, Any]:
     lat = run.latencies(1.0) * 1e3
     out = {"system": run.system, "rate": run.rate, "seconds": run.seconds, "updates": len(run.samples),
-           "wall_s": run.wall_s, "sustained": run.sustained(), "note": run.note}
+           "wall_s": run.wall_s, "sustained": run.sustained(), "exact": run.exact, "note": run.note}
     for p in (50, 90, 99):
         out[f"p{p}_ms"] = float(np.nanpercentile(lat, p))
     out["mean_ms"] = float(np.nanmean(lat))
@@ -392,11 +407,11 @@ def _report(runs: dict[str, list[Run]], systems: list[str], rate: float, seconds
     if "a" in runs:
         doc["a"] = [_summary(run, checkpoint_every) for run in runs["a"]]
         click.echo(f"(a) latency at {rate:.0f} lines/s, {seconds:.0f} s (ms)")
-        click.echo(f"{'system':<15}{'p50':>9}{'p90':>9}{'p99':>9}{'mean':>9}{'updates':>9}  sustained")
+        click.echo(f"{'system':<15}{'p50':>9}{'p90':>9}{'p99':>9}{'mean':>9}{'updates':>9}  sustained exact")
         by = {r["system"]: r for r in doc["a"]}
         for r in doc["a"]:
             click.echo(f"{r['system']:<15}{r['p50_ms']:>9.2f}{r['p90_ms']:>9.2f}{r['p99_ms']:>9.2f}"
-                       f"{r['mean_ms']:>9.2f}{r['updates']:>9}  {r['sustained']} {r['note']}")
+                       f"{r['mean_ms']:>9.2f}{r['updates']:>9}  {r['sustained']!s:<9} {r['exact']} {r['note']}")
         if {"lineage_stash", "none"} <= by.keys():
             ratios["p50_ls_over_none"] = by["lineage_stash"]["p50_ms"] / by["none"]["p50_ms"]
     if "b" in runs:
@@ -413,13 +428,14 @@ def _report(runs: dict[str, list[Run]], systems: list[str], rate: float, seconds
     if "c" in runs:
         doc["c"] = [_summary(run, checkpoint_every) for run in runs["c"]]
         click.echo(f"(c) a failure at half time, {rate:.0f} lines/s")
-        click.echo(f"{'system':<15}{'before ms':>10}{'recovery s':>11}{'mean during ms':>16}{'mean all ms':>13}")
+        click.echo(f"{'system':<15}{'before ms':>10}{'recovery s':>11}{'mean during ms':>16}{'mean all ms':>13}"
+                   f"  exact")
         by = {r["system"]: r for r in doc["c"]}
         for r in doc["c"]:
             rec = r.get("recovery", {})
             nan = float("nan")
             click.echo(f"{r['system']:<15}{rec.get('baseline_ms', nan):>10.2f}{rec.get('recovery_s', nan):>11.2f}"
-                       f"{rec.get('mean_latency_during_ms', nan):>16.1f}{r['mean_ms']:>13.2f}")
+                       f"{rec.get('mean_latency_during_ms', nan):>16.1f}{r['mean_ms']:>13.2f}  {r['exact']}")
         ls = by.get("lineage_stash", {}).get("recovery", {})
         if ls and by.get("checkpoint", {}).get("recovery"):
             ratios["recovery_mean_ls_over_rollback"] = (ls["mean_latency_during_ms"]
