@@ -27,10 +27,8 @@ Run: ``python bench/collective.py [--sizes 1,10,100] [--calls 10] [--quick]``.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -41,6 +39,7 @@ from pathlib import Path
 import click
 import numpy as np
 from rich.progress import Progress
+from run_meta import run_meta
 
 import actorrt
 from actorrt import collective
@@ -204,11 +203,7 @@ def main(sizes: str, calls: int, checkpoint_every: int, modes: str, with_gloo: b
                 click.echo(f"{slow} / +0 at {size} MB: {ratio:.2f}x{target}")
 
     RESULTS.mkdir(parents=True, exist_ok=True)
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    meta = {"members": MEMBERS, "sizes_mb": size_list, "calls": calls, "checkpoint_every": checkpoint_every,
-            "cpus": os.cpu_count(), "python": platform.python_version(), "time": stamp,
-            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                     cwd=Path(__file__).parent).stdout.strip()}
+    stamp, meta = run_meta(members=MEMBERS, sizes_mb=size_list, calls=calls, checkpoint_every=checkpoint_every)
     doc = {"meta": meta, "seconds": {n: {str(s): t for s, t in r.items()} for n, r in results.items()},
            "ratios": ratios}
     (RESULTS / f"collective-{stamp}.json").write_text(json.dumps(doc, indent=1))

@@ -34,6 +34,7 @@ from typing import Any
 
 import click
 import numpy as np
+from run_meta import commit
 
 import actorrt
 
@@ -178,14 +179,6 @@ def _plot(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent).stdout.strip()
-    except OSError:
-        return "?"
-
-
 @click.command()
 @click.option("--sizes", default="1,10,100,1000", show_default=True, help="Array sizes in MB, comma-separated.")
 @click.option("--repeat", default=3, show_default=True, help="Runs per figure; the best counts.")
@@ -195,7 +188,7 @@ def main(sizes: str, repeat: int, with_ray: bool, quick: bool) -> None:
     size_list = [1, 10, 100] if quick else [int(s) for s in sizes.split(",")]
     repeat = 2 if quick else repeat
     result: dict[str, Any] = {
-        "when": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "commit": _commit(),
+        "when": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "commit": commit(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "sizes_mb": size_list, "repeat": repeat,
         "memcpy": {str(s): memcpy_seconds(s * MB, repeat) for s in size_list},

@@ -21,11 +21,8 @@ Run: ``python bench/plain_recovery.py [--size 125000] [--iterations 100] [--kill
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
-import platform
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +31,7 @@ import click
 import numpy as np
 from recovery_runs import from_iteration, plot_failures, timed
 from rich.progress import Progress
+from run_meta import run_meta
 
 import actorrt
 
@@ -198,11 +196,7 @@ def main(workers: int, size: int, iterations: int, kill_at: int, modes_text: str
         ratio = ratios["replay_over_first"] = ls["replay_tasks_per_s"] / ls["first_tasks_per_s"]
         click.echo(f"replay / first execution, tasks per second: {ratio:.2f}x (target >= {TARGET_REPLAY_RATIO}x)")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    meta = {"workers": workers, "size": size, "iterations": iterations, "kill_at": kill_at, "cpus": os.cpu_count(),
-            "python": platform.python_version(), "time": stamp,
-            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                     cwd=Path(__file__).parent).stdout.strip()}
+    stamp, meta = run_meta(workers=workers, size=size, iterations=iterations, kill_at=kill_at)
     (RESULTS / f"plain-recovery-{stamp}.json").write_text(json.dumps({"meta": meta, "results": results,
                                                                       "ratios": ratios}, indent=1))
     plot_failures(results, kill_at, "Allreduce on plain actors with a node failure",

@@ -15,11 +15,8 @@ Run: ``python bench/replay_rate.py [--actors 8] [--rounds 300] [--repeat 3]``.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
-import platform
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +24,7 @@ from typing import Any
 import click
 from rich.progress import Progress
 from ring_actors import Collector, RingActor, drive
+from run_meta import run_meta
 
 import actorrt
 
@@ -117,10 +115,7 @@ def main(actors: int, rounds: int, repeat: int) -> None:
     best = max(r["ratio"] for r in results)
     click.echo(f"replay / first execution, tasks per second: {best:.2f}x at best (target >= {TARGET_RATIO}x)")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    meta = {"actors": actors, "rounds": rounds, "cpus": os.cpu_count(), "python": platform.python_version(),
-            "time": stamp, "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                                    text=True, cwd=Path(__file__).parent).stdout.strip()}
+    stamp, meta = run_meta(actors=actors, rounds=rounds)
     (RESULTS / f"replay-rate-{stamp}.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     _plot(results, RESULTS / f"replay-rate-{stamp}.png")
     click.echo(f"wrote {RESULTS}/replay-rate-{stamp}.json and .png")

@@ -17,18 +17,16 @@ Run: ``python bench/sgd.py [--model mlp:256] [--iterations 60] [--checkpoint-eve
 
 from __future__ import annotations
 
-import datetime as _dt
 import importlib.util
 import json
 import os
-import platform
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import click
 from recovery_runs import from_iteration, mean_latencies, plot_failures, timed
 from rich.progress import Progress
+from run_meta import run_meta
 
 import actorrt
 
@@ -121,10 +119,7 @@ def main(model: str, workers: int, iterations: int, checkpoint_every: int, kill_
         click.echo(f"failure cost, lineage stash / global rollback: {ratio:.2f}x (target <= {TARGET_COST_RATIO}x)")
 
     RESULTS.mkdir(parents=True, exist_ok=True)
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    meta = {**args, "kill_at": kill_at, "cpus": os.cpu_count(), "python": platform.python_version(), "time": stamp,
-            "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                     cwd=Path(__file__).parent).stdout.strip()}
+    stamp, meta = run_meta(**args, kill_at=kill_at)
     (RESULTS / f"sgd-{stamp}.json").write_text(json.dumps({"meta": meta, "results": results, "ratios": ratios},
                                                           indent=1))
     failures = [r for r in results if r["with_failure"]]

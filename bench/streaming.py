@@ -46,6 +46,7 @@ from typing import Any
 import click
 import numpy as np
 from rich.progress import Progress
+from run_meta import commit
 
 import actorrt
 from actorrt.core.context import current_task_id
@@ -401,7 +402,7 @@ def _report(runs: dict[str, list[Run]], systems: list[str], rate: float, seconds
             checkpoint_every: float) -> dict[str, Any]:
     doc: dict[str, Any] = {"meta": {"time": _dt.datetime.now().isoformat(timespec="seconds"),
                                     "cpus": os.cpu_count(), "python": platform.python_version(),
-                                    "commit": _commit()},
+                                    "commit": commit()},
                            "params": {"rate": rate, "seconds": seconds, "checkpoint_every": checkpoint_every}}
     ratios: dict[str, float] = {}
     if "a" in runs:
@@ -450,14 +451,6 @@ def _report(runs: dict[str, list[Run]], systems: list[str], rate: float, seconds
         click.echo(f"{name}: {value:.3f} (target {'<=' if name.startswith(('p50', 'recovery')) else '>='} "
                    f"{target}): {'met' if met else 'NOT met'}")
     return doc
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent).stdout.strip()
-    except OSError:
-        return ""
 
 
 if __name__ == "__main__":

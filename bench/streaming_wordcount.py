@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import datetime as _dt
 import json
 import os
-import platform
-import subprocess
 import time
 import zlib
 from pathlib import Path
@@ -31,6 +28,7 @@ from typing import Any
 import click
 import numpy as np
 from rich.progress import Progress
+from run_meta import run_meta
 
 import actorrt
 
@@ -164,10 +162,7 @@ def main(total: int, batches_text: str, modes_text: str, in_flight: int, quick: 
             click.echo(f"{batch}-line batches, lines/s lineage stash / none: {ratio:.2f}x{target}")
 
     RESULTS.mkdir(parents=True, exist_ok=True)
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    meta = {"lines": len(lines), "in_flight": in_flight, "cpus": os.cpu_count(), "python": platform.python_version(),
-            "time": stamp, "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                                    text=True, cwd=Path(__file__).parent).stdout.strip()}
+    stamp, meta = run_meta(lines=len(lines), in_flight=in_flight)
     (RESULTS / f"streaming-wordcount-{stamp}.json").write_text(
         json.dumps({"meta": meta, "results": results, "ratios": ratios}, indent=1))
     _plot(results, RESULTS / f"streaming-wordcount-{stamp}.png")

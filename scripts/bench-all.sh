@@ -3,6 +3,7 @@
 # Each writes its JSON and PNG into bench/results/ and prints its table; bench/README.md says what
 # each measures. The peers (Ray for objects.py, torch's gloo for collective.py) run when installed:
 #   .venv/bin/pip install ray==2.60.0 torch==2.13.0
+# and Bytewax and PyFlink for streaming.py in an environment of their own: bash scripts/setup-peers.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >/dev/null
@@ -14,6 +15,7 @@ if [ "${1:-}" = "--full" ]; then
   python bench/sgd.py
   python bench/ring.py
   python bench/streaming_wordcount.py
+  python bench/streaming.py             # with Bytewax and PyFlink once scripts/setup-peers.sh ran
   python bench/replay_rate.py --repeat 3
   python bench/plain_recovery.py
   python bench/lineage_size.py
@@ -25,6 +27,7 @@ else
   python bench/sgd.py --quick
   python bench/ring.py --rounds 100
   python bench/streaming_wordcount.py --quick
+  python bench/streaming.py --quick --parts a,c
   python bench/replay_rate.py
   python bench/plain_recovery.py --iterations 30 --kill-at 25
 fi
