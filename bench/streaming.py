@@ -171,7 +171,7 @@ def run_actorrt(ft: str, rate: float, seconds: float, kill: bool, checkpoint_eve
                                             daemon=True))
         for helper in helpers:
             helper.start()
-        flow.run(timeout=seconds + 120)
+        flow.run(timeout=seconds + 60)
         run.wall_s = time.time() - t0
         stop.set()
         run.samples = read_latencies(Path(out), t0, run)
@@ -384,7 +384,10 @@ def main(parts: str, systems: str, rate: float, rates: str, seconds: float, chec
             if part == "b" and system in failed_at and r > failed_at[system]:
                 progress.advance(task)
                 continue  # it did not sustain a lower rate
-            run = run_system(system, r, seconds, part == "c", opts)
+            try:
+                run = run_system(system, r, seconds, part == "c", opts)
+            except actorrt.GetTimeoutError as exc:  # reported as a run that did not finish
+                run = Run(system, r, seconds, wall_s=float("inf"), note=f"did not finish: {exc}")
             runs.setdefault(part, []).append(run)
             if part == "b" and not run.sustained():
                 failed_at[system] = r

@@ -164,7 +164,9 @@ class Checkpointer:
         actor.context.actors_created = checkpoint.actors_created
         actor.watermarks = {w.source: (w.batch, w.seq) for w in checkpoint.watermarks}
         actor.context.extras = {name: pickling.loads(blob) for name, blob in checkpoint.extras.items()}
-        if actor.services.ft.logs_lineage:  # (a global rollback takes the whole cluster back instead)
-            for pending in checkpoint.pending:
-                actor.services.send_again(pending)
+        # Whether a replay follows or the whole cluster rolled back, the calls it had sent that had
+        # not come back go again: their receivers may not have run them before their own checkpoint
+        # (a stream operator's batch in flight), and a receiver that did answers from its ledger.
+        for pending in checkpoint.pending:
+            actor.services.send_again(pending)
 

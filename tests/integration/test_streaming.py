@@ -4,14 +4,17 @@ without a node SIGKILLed in the middle of the stream."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 import actorrt
-from actorrt.streaming import Dataflow, RecordError, Sliding, Tumbling
+from actorrt.streaming import Dataflow, ListSource, RecordError, Sliding, Tumbling
+from actorrt.streaming.testing import KillNodeAt
 
 
 def _text(lines: int) -> list[str]:
@@ -161,3 +164,33 @@ def test_back_pressure_bounds_what_the_source_reads_ahead_of_a_slow_operator(clu
         assert sorted(flow.run(timeout=120).outputs) == list(range(1, 601))
     # Two stages of one instance, at most max_in_flight + 1 batches at each, plus the batch being read.
     assert max(ahead) <= 10 * (2 * (2 + 1) + 2), max(ahead)
+
+
+def test_a_global_rollback_rewinds_a_pulled_source_with_the_operators_and_counts_stay_exact(cluster_with, tmp_path):
+    text = _text(4000)
+    oracle = collections.Counter(w for line in text for w in line.split())
+    with cluster_with(num_nodes=2, store_shards=1, ft="checkpoint", checkpoint_dir=str(tmp_path / "ckpt")):
+        flow = Dataflow("wordcount", batch_size=10, max_in_flight=2, checkpoint_every=None)
+        (flow.source(ListSource(text))
+         .map(KillNodeAt(2500, tmp_path / "killed"))
+         .flat_map(str.split, parallelism=2)
+         .key_by(lambda word: word)
+         .fold(lambda: 0, lambda n, word: n + 1, parallelism=2)
+         .collect())
+        stop = threading.Event()
+
+        def global_checkpoints():  # the rollback baseline's driver
+            while not stop.wait(0.1):
+                with contextlib.suppress(actorrt.ActorRTError):
+                    if flow.actors:
+                        actorrt.checkpoint(flow.actors, timeout=30)
+
+        checkpointer = threading.Thread(target=global_checkpoints, daemon=True)
+        checkpointer.start()
+        try:
+            result = flow.run(timeout=120)
+        finally:
+            stop.set()
+            checkpointer.join()
+        assert (tmp_path / "killed").exists() and actorrt.rollbacks() >= 1
+    assert _final(result.outputs) == oracle  # the source re-read from its checkpointed position
