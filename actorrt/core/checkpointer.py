@@ -83,11 +83,12 @@ class Checkpointer:
         self._collected_before, self._collected = self._collected, dict(self._cut)
         self._cut = dict(actor.ledger.last_counter)
         snapshot = self._snapshot()  # now, synchronously: the state between two tasks
+        covered = self._extras_covered()  # as of the snapshot: later calls are not covered by it
         for value in actor.context.extras.values():
             getattr(value, "checkpointed", bool)()
         # After the one before it: the store's pointer must only move forward.
         self._unwritten += 1
-        durable = self._make_durable(self._writing, self.seq, path, snapshot, to_collect)
+        durable = self._make_durable(self._writing, self.seq, path, snapshot, to_collect, covered)
         if wait:
             self._writing = asyncio.ensure_future(durable)
             await self._writing
@@ -96,16 +97,17 @@ class Checkpointer:
         return result
 
     async def _make_durable(self, previous: asyncio.Task | None, seq: int, path: Any,
-                            snapshot: checkpoint_pb2.ActorCheckpoint, to_collect: list[bytes]) -> None:
+                            snapshot: checkpoint_pb2.ActorCheckpoint, to_collect: list[bytes],
+                            covered: list[tuple[bytes, int]]) -> None:
         try:
             if previous is not None and not previous.done():
                 await asyncio.wait([previous])
-            await self._write(seq, path, snapshot, to_collect)
+            await self._write(seq, path, snapshot, to_collect, covered)
         finally:
             self._unwritten -= 1
 
     async def _write(self, seq: int, path: Any, snapshot: checkpoint_pb2.ActorCheckpoint,
-                     to_collect: list[bytes]) -> None:
+                     to_collect: list[bytes], covered: list[tuple[bytes, int]]) -> None:
         actor = self._actor
         ft = actor.services.ft
         await asyncio.to_thread(checkpoints.write_checkpoint, path, snapshot)
@@ -119,7 +121,7 @@ class Checkpointer:
             actor.services.announce_checkpoint(node_pb2.Checkpointed(
                 actor=actor.actor_id,
                 received=[node_pb2.Counter(actor=p.sender, counter=p.last_counter) for p in snapshot.senders]
-                + [node_pb2.Counter(actor=s, counter=n) for s, n in self._extras_covered()],
+                + [node_pb2.Counter(actor=s, counter=n) for s, n in covered],
                 sent=[node_pb2.Counter(actor=c.receiver, counter=c.count) for c in snapshot.counters]))
 
     async def take_or_log(self) -> None:
