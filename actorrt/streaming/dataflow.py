@@ -226,8 +226,8 @@ class Dataflow:
                 while not watch.polled(stages[0][0].finished_all):
                     watch.pause()
         except BaseException:
-            for op in [op for ops in stages for op in ops]:
-                actorrt.kill(op)  # a failed flow stops: its operators take no more input
+            for actor in self.actors:
+                actorrt.kill(actor)  # a failed flow stops: its operators take no more input
             raise
         result = RunResult()
         for s, ops in enumerate(stages):

@@ -45,6 +45,12 @@ class StageLogic:
         first = self.stage.steps[0] if self.stage.steps else None
         return first if first is not None and first.kind in ("fold", "window") else None
 
+    @property
+    def windowed(self) -> Step | None:
+        """The stage's window step, if it starts with one (the only step that reads the clock)."""
+        keyed = self.keyed
+        return keyed if keyed is not None and keyed.kind == "window" else None
+
     def process(self, batch: list[Any], now: float, upstream: int = 0) -> list[Any]:
         """The records ``batch`` (from upstream instance ``upstream``, arrived at ``now``) makes
         this stage emit."""
@@ -62,8 +68,8 @@ class StageLogic:
 
     def watermark(self, now: float) -> float:
         """The time up to which the input is taken as complete: ``now`` in processing time."""
-        keyed = self.keyed
-        clock = keyed.clock if keyed is not None else None
+        windowed = self.windowed
+        clock = windowed.clock if windowed is not None else None
         if not isinstance(clock, EventTime):
             return now
         times = [self.newest.get(u, -math.inf) for u in range(self.upstreams)]
@@ -77,17 +83,17 @@ class StageLogic:
 
     def close(self, now: float) -> list[Any]:
         """Windows the watermark at ``now`` has passed, emitted as ``(key, start, end, state)``."""
-        keyed = self.keyed
-        if keyed is None or keyed.kind != "window":
+        windowed = self.windowed
+        if windowed is None:
             return []
-        return self._stateless(self._closed(keyed, self.watermark(now) - _lateness(keyed)), 1)
+        return self._stateless(self._closed(windowed, self.watermark(now) - _lateness(windowed)), 1)
 
     def finish(self) -> list[Any]:
         """The end of the input: every open window closes."""
-        keyed = self.keyed
-        if keyed is None or keyed.kind != "window":
+        windowed = self.windowed
+        if windowed is None:
             return []
-        return self._stateless(self._closed(keyed, math.inf), 1)
+        return self._stateless(self._closed(windowed, math.inf), 1)
 
     def _closed(self, step: Step, before: float) -> list[tuple[Any, float, float, Any]]:
         """Windows ending at or before ``before``, taken out, in (start, key) order."""

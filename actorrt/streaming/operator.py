@@ -87,7 +87,6 @@ class Operator:
         self.logic = StageLogic(self.plan.stages[stage], upstreams=upstreams)
         self.downstream = downstream
         self.next_stage = self.plan.stages[stage + 1] if downstream else None
-        self.upstreams = upstreams
         self.monitor = monitor
         self.finished = 0
         self.outputs: list[Any] = []  # the last stage's records
@@ -103,14 +102,16 @@ class Operator:
 
     async def process(self, batch: list[Any], upstream: int = 0, born: float | None = None) -> None:
         """A batch from upstream instance ``upstream``, read from the source at ``born``."""
-        now = actorrt.now()
+        # Only a window reads the clock: each reading is an entry in the task's log (a new version
+        # of its spec), which a stage without windows need not pay for every batch.
+        now = actorrt.now() if self.logic.windowed is not None or born is None else born
         await self._process(batch, upstream, now, now if born is None else born)
 
     async def _process(self, batch: list[Any], upstream: int, now: float, born: float) -> None:
         self.records_in += len(batch)
-        keyed = self.logic.keyed
-        if keyed is not None and keyed.kind == "window" and self.timer is None:
-            tick = keyed.window.tick_s  # at window boundaries (the first one aligned)
+        windowed = self.logic.windowed
+        if windowed is not None and self.timer is None:
+            tick = windowed.window.tick_s  # at window boundaries (the first one aligned)
             self.timer = actorrt.call_every(tick, self.tick, first_in=tick - now % tick)
         await self._emit(self._run(self.logic.process, batch, now, upstream), born)
 
@@ -158,7 +159,7 @@ class Operator:
         self.finished += 1
         self.logic.upstream_done(upstream)
         now = actorrt.now()
-        if self.finished < self.upstreams:  # it no longer holds the watermark back
+        if self.finished < self.logic.upstreams:  # it no longer holds the watermark back
             await self._emit(self._run(self.logic.close, now), now)
             return
         if self.timer is not None:
