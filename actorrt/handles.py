@@ -36,6 +36,10 @@ class ActorOptions:
         get_if_exists: with ``name``, from a driver: if an actor of that name exists, ``.remote()``
             returns its handle instead of creating one (its constructor does not run again); it
             must be of the same class.
+        max_in_flight: back-pressure: each caller (a driver, or an actor) has at most this many
+            calls to the actor unanswered. A driver's ``.remote()`` blocks for room; an actor
+            awaits it with ``await handle.method.remote_async(...)``. The handles the creation
+            returns carry the bound (pickled ones too); None: calls are never held back.
     """
 
     node: int | None = None
@@ -43,6 +47,7 @@ class ActorOptions:
     checkpoint_every: int | None = None
     name: str | None = None
     get_if_exists: bool = False
+    max_in_flight: int | None = None
 
     def __post_init__(self) -> None:
         check_node(self.node)
@@ -57,11 +62,15 @@ class ActorOptions:
             raise TypeError(f"get_if_exists must be a bool, not {self.get_if_exists!r}")
         if self.get_if_exists and self.name is None:
             raise ValueError("get_if_exists=True needs a name=: it looks the actor up by its name")
+        if self.max_in_flight is not None and (isinstance(self.max_in_flight, bool)
+                                               or not isinstance(self.max_in_flight, int) or self.max_in_flight < 1):
+            raise ValueError(f"max_in_flight must be an int >= 1 or None, not {self.max_in_flight!r}")
 
 
 # Ray options a Ray user may pass, and what to use here instead.
 _RAY_ONLY = {"num_cpus": "see node=", "num_gpus": "see node=", "resources": "see node=", "memory": "see node=",
-             "max_restarts": "see ft=", "max_task_retries": "see ft=", "max_concurrency": "see async methods"}
+             "max_restarts": "see ft=", "max_task_retries": "see ft=", "max_concurrency": "see async methods",
+             "max_pending_calls": "see max_in_flight= (a caller waits for room instead of raising)"}
 
 
 def check_node(node: Any) -> None:
@@ -104,7 +113,7 @@ class ActorClass(Generic[T]):
 
     def options(self, **kwargs: Any) -> ActorClass[T]:
         """A copy with other ``ActorOptions`` (``node=``, ``nondeterministic=``, ``checkpoint_every=``,
-        ``name=``, ``get_if_exists=``)."""
+        ``name=``, ``get_if_exists=``, ``max_in_flight=``)."""
         check_options(kwargs)
         copy = ActorClass(self._cls, replace(self._options, **kwargs))
         copy._blob = self._blob
@@ -149,7 +158,7 @@ class ActorClass(Generic[T]):
             actor_id, slot = rt.worker.submitter.create_actor(creation, args, kwargs, self._options.node, take_name)
         except _Exists as exists:
             return exists.handle
-        return ActorHandle(actor_id, class_name, tuple(self._methods), slot)
+        return ActorHandle(actor_id, class_name, tuple(self._methods), slot, self._options.max_in_flight)
 
     def _existing(self, holder: head_pb2.NamedActor) -> ActorHandle:
         """The handle of the actor that has the name, for ``get_if_exists``: of this class (by its
@@ -158,7 +167,8 @@ class ActorClass(Generic[T]):
             raise TypeError(f"the actor named {holder.name!r} is a {holder.class_name}, not a "
                             f"{self._cls.__qualname__}: choose another name, or free this one with "
                             f"actorrt.kill(actorrt.get_actor({holder.name!r})) or `actorrt kill {holder.name}`")
-        return ActorHandle(holder.actor_id, holder.class_name, tuple(holder.methods), holder.slot)
+        return ActorHandle(holder.actor_id, holder.class_name, tuple(holder.methods), holder.slot,
+                           self._options.max_in_flight)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"create the actor with {self.__name__}.remote(...), not {self.__name__}(...)")
@@ -202,11 +212,13 @@ class _Exists(Exception):  # noqa: N818 - not an error: the way out of a creatio
 class ActorHandle:
     """A picklable reference to a live actor; ``handle.method.remote(...)`` submits a task."""
 
-    def __init__(self, actor_id: bytes, class_name: str, methods: tuple[str, ...], slot: int) -> None:
+    def __init__(self, actor_id: bytes, class_name: str, methods: tuple[str, ...], slot: int,
+                 max_in_flight: int | None = None) -> None:
         self.actor_id = actor_id
         self.class_name = class_name
         self.methods = methods
         self.slot = slot
+        self.max_in_flight = max_in_flight  # calls unanswered per caller (ActorOptions.max_in_flight)
 
     def __getattr__(self, name: str) -> ActorMethod:
         if name == CALL_METHOD:  # fn(instance, *args) as a task of the actor, for libraries
@@ -219,7 +231,7 @@ class ActorHandle:
         return ActorMethod(self, name)
 
     def __reduce__(self) -> tuple:
-        return (ActorHandle, (self.actor_id, self.class_name, self.methods, self.slot))
+        return (ActorHandle, (self.actor_id, self.class_name, self.methods, self.slot, self.max_in_flight))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ActorHandle) and other.actor_id == self.actor_id
@@ -241,9 +253,26 @@ class ActorMethod:
         return self._name
 
     def remote(self, *args: Any, **kwargs: Any) -> ObjectRef:
-        """Submit the call; returns at once with a ref to the result."""
+        """Submit the call; returns a ref to the result. At once, unless the actor bounds calls in
+        flight (``max_in_flight``): then a driver blocks until it has room, and an actor must use
+        ``remote_async``."""
+        handle = self._handle
         submitter = context.current().worker.submitter
-        return submitter.submit_task(self._handle.actor_id, self._handle.slot, self._name, args, kwargs)
+        if handle.max_in_flight is not None:
+            submitter.wait_for_room(handle.actor_id, handle.max_in_flight, f"{handle.class_name}.{self._name}")
+        return submitter.submit_task(handle.actor_id, handle.slot, self._name, args, kwargs,
+                                     bounded=handle.max_in_flight is not None)
+
+    async def remote_async(self, *args: Any, **kwargs: Any) -> ObjectRef:
+        """Submit the call once the channel has room; returns a ref to the result (await the ref
+        for the result itself). Without ``max_in_flight`` it is ``remote``. Inside an actor the
+        wait holds its mailbox: a producer that is ahead of its consumer stops taking input."""
+        handle = self._handle
+        submitter = context.current().worker.submitter
+        if handle.max_in_flight is not None:
+            await submitter.room(handle.actor_id, handle.max_in_flight)
+        return submitter.submit_task(handle.actor_id, handle.slot, self._name, args, kwargs,
+                                     bounded=handle.max_in_flight is not None)
 
     def remote_once(self, source: str, batch: int, seq: int, *args: Any, **kwargs: Any) -> ObjectRef:
         """Submit the call, to be applied at most once per mark ``(batch, seq)`` of ``source``.

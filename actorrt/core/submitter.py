@@ -7,11 +7,13 @@ the event loop, where the ``Worker`` routes it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from actorrt.core import context
+from actorrt.core.call_windows import CallWindows
 from actorrt.core.membership import Membership
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.task_spec import EncodedArgs, SenderContext, attach_large_args, build_task, encode_args
@@ -30,7 +32,7 @@ HandOff = Callable[[pb.TaskSpec, int, list[ObjectRef], list[pb.ObjectValue], boo
 
 class Submitter:
     def __init__(self, identity: bytes, membership: Membership, on_loop_thread: Callable[[], bool],
-                 hand_off: HandOff) -> None:
+                 hand_off: HandOff, windows: CallWindows) -> None:
         self.address = ""  # this process's, once it serves (results come back there)
         self.ft: FaultTolerance | None = None  # from the first cluster view
         # Tasks submitted outside any actor task come from the process itself.
@@ -38,6 +40,7 @@ class Submitter:
         self._membership = membership
         self._on_loop_thread = on_loop_thread
         self._hand_off = hand_off
+        self.windows = windows  # calls in flight on bounded channels (max_in_flight)
         # Submissions built (in callers' threads, under the sender's lock) and handled (on the loop):
         # two counters with one writer each, so their difference needs no lock.
         self.built = 0
@@ -48,16 +51,42 @@ class Submitter:
         return context.current_sender.get(self.process_context)
 
     def submit_task(self, actor_id: bytes, slot: int, method: str, args: Sequence[Any],
-                    kwargs: dict[str, Any]) -> ObjectRef:
+                    kwargs: dict[str, Any], bounded: bool = False) -> ObjectRef:
         """Submit ``method(*args, **kwargs)`` to actor ``actor_id`` placed on ``slot``; returns
-        the ref to its result."""
+        the ref to its result. ``bounded``: the call counts in its channel's window until answered
+        (the caller waited for room first: ``wait_for_room``)."""
         ctx = self.sender()
         _no_actor_calls_in_functions(ctx, f"calls actor method {method}()")
-        encoded = encode_args(args, kwargs, self._inline_max_bytes(), to_shared=not _replaying())
+        replaying = _replaying()
+        encoded = encode_args(args, kwargs, self._inline_max_bytes(), to_shared=not replaying)
         self._wait_for_stash_room()
         with ctx.lock:
             spec = build_task(ctx, actor_id, method, encoded.args, encoded.refs, self.address)
+            if bounded and not replaying:
+                self.windows.opened((ctx.sender_id, actor_id), spec.task_id)
             return self._submit(spec, slot, encoded)
+
+    def wait_for_room(self, actor_id: bytes, limit: int, what: str) -> None:
+        """A driver thread blocks until it has fewer than ``limit`` calls in flight to ``actor_id``.
+        Inside an actor a wait would block the event loop: ``what`` is the call, for the error.
+        (Driver threads that pass the wait together may each send one call: a window per thread
+        would be exact, but a driver's threads share one channel.)"""
+        if self._on_loop_thread():  # always, so that a replay raises where the lost run did
+            raise ActorRTError(f"{what}.remote() on a handle with max_in_flight={limit} would have to block the "
+                               f"event loop when the channel is full: inside an actor, use `await "
+                               f"{what}.remote_async(...)`, which waits for room")
+        self.windows.wait_blocking((self.sender().sender_id, actor_id), limit)
+
+    async def room(self, actor_id: bytes, limit: int) -> None:
+        """Await until the running sender has fewer than ``limit`` calls in flight to ``actor_id``
+        (at once in a replay: it re-sends what the lost run sent, whatever their answers)."""
+        channel = (self.sender().sender_id, actor_id)
+        if _replaying():
+            return
+        if self._on_loop_thread():
+            await self.windows.wait(channel, limit)
+        else:  # a driver awaiting in a loop of its own
+            await asyncio.to_thread(self.windows.wait_blocking, channel, limit)
 
     def submit_function(self, blob: bytes, name: str, node: int | None, args: Sequence[Any],
                         kwargs: dict[str, Any]) -> ObjectRef:

@@ -22,6 +22,7 @@ from google.protobuf.message import Message
 
 from actorrt.core import failures, values
 from actorrt.core.awaits import Awaits
+from actorrt.core.call_windows import CallWindows
 from actorrt.core.channels import Channels
 from actorrt.core.membership import Membership
 from actorrt.core.memory_pressure import MemoryPressure
@@ -102,8 +103,9 @@ class Worker:
         self.router: Router | None = None
         self.ft: FaultTolerance | None = None  # from the first cluster view
         self.membership = Membership()
+        self.windows = CallWindows(loop)
         self.submitter = Submitter(identity, self.membership, self.on_loop_thread,
-                                   lambda *task: self.call_soon(self._send_task, *task))
+                                   lambda *task: self.call_soon(self._send_task, *task), self.windows)
         # Set once this process answers for the objects it owns: at once, or for a restarted node
         # once its actors have replayed (a replay submits again the tasks whose results it owned).
         self.recovered = asyncio.Event()
@@ -189,6 +191,7 @@ class Worker:
                 continue
             if self.ft.rolls_back and t.address:  # it ran, or would have, on a process that is gone
                 del self._inflight[tid]
+                self.windows.answered(tid)
                 self.objects.put(failures.rolled_back(ids.object_id(tid), t.slot))
             elif t.spec.function and self.membership.alive_nodes():  # it kept nothing there: run it again
                 if info is None or info.state != head_pb2.ALIVE:
@@ -198,6 +201,7 @@ class Worker:
                 self._resend(t)
             elif not self.membership.accepts(t.slot):
                 del self._inflight[tid]
+                self.windows.answered(tid)
                 self.objects.put(self._died(ids.object_id(tid), t.slot))
             else:
                 t.address = ""  # the head is restarting the slot
@@ -253,10 +257,12 @@ class Worker:
         if self.cluster_lost:
             self.objects.put(failures.cluster_lost(object_id, self.cluster_lost))
             self._drop_large_args(large)
+            self.windows.answered(spec.task_id)
             return
         if not self.membership.accepts(slot):
             self.objects.put(self._died(object_id, slot))
             self._drop_large_args(large)
+            self.windows.answered(spec.task_id)
             return
         task = _Inflight(spec, slot, "", refs, large, push_large)
         if deferred:
@@ -379,6 +385,7 @@ class Worker:
         task = self._inflight.pop(ids.producer_task(value.object_id), None)
         if task is None:
             return
+        self.windows.answered(task.spec.task_id)
         if value.error.kind == pb.REPLAY_DIVERGED and self.host is not None:
             self.host.replay_diverged(task.spec, value.error)
         if not self.ft.logs_lineage or task.spec.function:  # no replay of the receiver needs them
@@ -508,6 +515,7 @@ class Worker:
         self.closing = True  # and nobody needs to hear of each of them
         for tid in self._inflight:
             self.objects.put(pb.ObjectValue(object_id=ids.object_id(tid), error=runtime_error(kind, reason)))
+            self.windows.answered(tid)
         self._inflight.clear()
         self.fetches.fail_all(reason)
 
