@@ -11,9 +11,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
+import redis
 
 import actorrt
+from actorrt.core import context
 from tests.support.waiting import eventually
 
 
@@ -180,3 +183,70 @@ def test_causal_services_reject_what_they_cannot_replay(cluster_with, tmp_path):
         with pytest.raises(actorrt.ActorRTError, match="is for actor tasks"):
             actorrt.call_later(0.1, misuse.later_on_another)
     assert isinstance(actorrt.now(), float) and 0 <= actorrt.random() < 1  # a driver: just the call
+
+
+@actorrt.remote
+class Stamper:
+    def __init__(self, observer):
+        self.observer = observer
+
+    def stamp(self):
+        reading = actorrt.now()
+        self.observer.saw.remote(reading)
+        return reading
+
+    def ping(self):
+        return "pong"
+
+    def trigger(self, other):
+        """Have ``other`` stamp, without waiting: its result (and lineage) comes here, not to the driver."""
+        other.stamp.remote()
+
+
+def _cut_off_from_store(pid: int, shard: redis.Redis, port: int) -> None:
+    """The node ``pid`` loses its store connections and cannot open new ones (the shard's password
+    changes): its flushes are retried, never sent."""
+    shard.config_set("requirepass", "not-the-cluster-password")
+    for conn in psutil.Process(pid).net_connections():
+        if conn.raddr and conn.raddr.port == port:
+            shard.client_kill_filter(_type=None, addr=f"{conn.laddr.ip}:{conn.laddr.port}")
+
+
+def test_a_recorded_event_lost_beyond_max_forwards_stops_the_replay_with_a_clear_error(cluster_with):
+    """With ``max_forwards=0`` no lineage is forwarded: what a node recorded lives only there until
+    the store has it. A node cut off from the store runs a stamp (a recorded clock reading sent to a
+    survivor), then dies. Its replay cannot know that stamp, so the stamper's next reading reaches
+    the survivor under the number the lost one had; the survivor refuses it, and the stamper stops
+    with an error that names the cause. The survivor never takes a reading the lost run did not send."""
+    with cluster_with(num_nodes=2, store_shards=1, max_forwards=0):
+        observer = Observer.options(node=0).remote()
+        stamper = Stamper.options(node=1).remote(observer)
+        trigger = Stamper.options(node=1).remote(observer)  # it dies with the stamper
+        actorrt.get(stamper.stamp.remote(), timeout=60)
+        view = context.current().worker.membership.view
+        host, _, port = view.store_shards[0].address.rpartition(":")
+        shard = redis.Redis(host=host, port=int(port), password=view.store_password)
+        try:
+            eventually(lambda: actorrt.stats()["nodes"][1]["lineage"]["stash_size"], lambda size: size == 0,
+                       what="node 1's lineage to be in the store")
+            _cut_off_from_store(next(n["pid"] for n in actorrt.nodes() if n["node"] == 1), shard, int(port))
+            actorrt.get(trigger.trigger.remote(stamper), timeout=60)
+            seen = eventually(lambda: actorrt.get(observer.observed.remote(), timeout=60),
+                              lambda seen: len(seen) == 2, what="the survivor to see the second reading")
+            actorrt.kill_node(1)
+        finally:
+            shard.config_set("requirepass", view.store_password)
+            shard.close()
+
+        actorrt.get(stamper.stamp.remote(), timeout=60)  # its replay rebuilt the stamper without the lost stamp
+
+        def stopped() -> str | None:
+            try:
+                actorrt.get(stamper.ping.remote(), timeout=60)
+            except actorrt.ActorDiedError as exc:
+                return str(exc)
+            return None
+
+        why = eventually(stopped, lambda message: message is not None, what="the survivor to stop the stamper")
+        assert "diverged" in why and "max_forwards" in why
+        assert actorrt.get(observer.observed.remote(), timeout=60) == seen
