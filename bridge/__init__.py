@@ -1,4 +1,5 @@
-"""The PySpark bridge: DataFrames into actors, actor outputs back into DataFrames.
+"""The PySpark bridge: DataFrames into actors, actor outputs back into DataFrames, and Structured
+Streaming queries into actors or dataflows (``stream``).
 
 ``import bridge`` before creating the SparkSession: it points Spark's Python workers at this
 interpreter (``PYSPARK_PYTHON``), so they have pyarrow and the rest of this environment.
@@ -15,6 +16,6 @@ from bridge.errors import BridgeError  # noqa: E402
 from bridge.feed import FeedSummary, feed  # noqa: E402
 from bridge.frames import to_dataframe  # noqa: E402
 from bridge.parquet_sink import ParquetSink  # noqa: E402
-from bridge.stream import stream  # noqa: E402
+from bridge.stream import SPARK, FlowQuery, stream  # noqa: E402
 
-__all__ = ["BridgeError", "FeedSummary", "ParquetSink", "feed", "stream", "to_dataframe"]
+__all__ = ["SPARK", "BridgeError", "FeedSummary", "FlowQuery", "ParquetSink", "feed", "stream", "to_dataframe"]

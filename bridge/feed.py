@@ -17,6 +17,7 @@ import collections
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -98,6 +99,15 @@ def feed_marked(df, handles: Sequence[ActorHandle], method: str, batch_rows: int
             actorrt.get(in_flight.popleft())  # raises the first failure, in order
     actorrt.get(list(in_flight))
     return summary
+
+
+def spark_rows(df, batch_rows: int) -> Iterator[dict[str, Any]]:
+    """The rows of Spark DataFrame ``df`` as dicts (column name to value), partition by partition
+    in the order ``feed`` sends them: converted through Arrow in Spark's workers, ``batch_rows`` at
+    a time, and pulled one partition at a time, so ``df`` is never collected whole."""
+    check_session(df)
+    for _, batch in _spark_batches(df, batch_rows, None, 1):
+        yield from batch.to_pylist()
 
 
 def method_name(method: str | ActorMethod) -> str:

@@ -8,10 +8,10 @@ at the same points of its input.
 """
 
 from actorrt.streaming.connectors import ListSource, RedisStreamSink, RedisStreamSource, read_stream
-from actorrt.streaming.dataflow import Dataflow, KeyedStream, RunResult, Stream
-from actorrt.streaming.logic import DeadLetter, RecordError
+from actorrt.streaming.dataflow import Dataflow, Fed, KeyedStream, RunningFlow, RunResult, Stream
+from actorrt.streaming.logic import DeadLetter, OperatorStoppedError, RecordError
 from actorrt.streaming.plan import EventTime, ProcessingTime, Session, Sliding, Tumbling
 
-__all__ = ["Dataflow", "DeadLetter", "EventTime", "KeyedStream", "ListSource", "ProcessingTime", "RecordError",
-           "RedisStreamSink", "RedisStreamSource", "RunResult", "Session", "Sliding", "Stream", "Tumbling",
-           "read_stream"]
+__all__ = ["Dataflow", "DeadLetter", "EventTime", "Fed", "KeyedStream", "ListSource", "OperatorStoppedError",
+           "ProcessingTime", "RecordError", "RedisStreamSink", "RedisStreamSource", "RunResult", "RunningFlow",
+           "Session", "Sliding", "Stream", "Tumbling", "read_stream"]

@@ -13,14 +13,20 @@ batches, never more than ``max_in_flight`` unprocessed per instance (the driver 
 operator awaits its consumers), then passes the end of the input down the stages and collects
 what the last one emitted. Under the lineage stash a node lost meanwhile is rebuilt by replay;
 the others go on, and the outputs are what a run without the failure gives.
+
+A flow whose records come as they come (a streaming query's micro-batches) is built with
+``source(Fed())`` and run in steps: ``running = flow.start()``, ``running.feed(records)`` as often
+as records arrive, then ``running.finish()`` for the same ``RunResult``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +34,7 @@ import actorrt
 from actorrt.core.object_ref import ObjectRef
 from actorrt.handles import ActorHandle
 from actorrt.streaming.connectors import Sink, Source
-from actorrt.streaming.logic import DeadLetter, RecordError
+from actorrt.streaming.logic import DeadLetter
 from actorrt.streaming.operator import Monitor, Operator
 from actorrt.streaming.plan import (
     Clock,
@@ -66,6 +72,11 @@ class RunResult:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     late: list[Any] = field(default_factory=list)  # records for event-time windows that had closed
     operators: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Fed:
+    """The source of a flow its driver feeds: ``flow.source(Fed())``, then ``flow.start()`` and
+    ``RunningFlow.feed(records)`` as records come (``bridge.SPARK`` is one, for ``bridge.stream``)."""
 
 
 class Stream:
@@ -169,8 +180,8 @@ class KeyedStream:
 
 
 class Dataflow:
-    """A dataflow: a source, then stages of operators. Build it, then ``run()`` it (on the
-    cluster of ``actorrt.init()``)."""
+    """A dataflow: a source, then stages of operators. Build it, then ``run()`` it, or ``start()``
+    it if it is fed (on the cluster of ``actorrt.init()``)."""
 
     def __init__(self, name: str, *, batch_size: int = 100, max_in_flight: int = 8,
                  checkpoint_every: int | None = DEFAULT_CHECKPOINT_EVERY) -> None:
@@ -184,29 +195,66 @@ class Dataflow:
         self._plan = Plan(name, batch_size=batch_size, max_in_flight=max_in_flight)
         self._checkpoint_every = checkpoint_every
         self._collected = False
+        self._fed = False  # source(Fed()): the records come through RunningFlow.feed
         # The actors of the run under way: every stage's instances and the flow's monitor (what a
         # global checkpoint of the flow takes, with ``ft="checkpoint"``).
         self.actors: list[ActorHandle] = []
 
-    def source(self, records: Iterable[Any] | Source, *, parallelism: int = 1) -> Stream:
+    def source(self, records: Iterable[Any] | Source | Fed, *, parallelism: int = 1) -> Stream:
         """Records from ``records``: any iterable, read by the driver that runs the flow (each
-        batch it sends is logged), or a pulled ``Source`` (``RedisStreamSource``, ``ListSource``),
-        read by the first operator, whose lineage keeps the offsets it read."""
-        if self._plan.source is not None or self._plan.pulled is not None:
+        batch it sends is logged); a pulled ``Source`` (``RedisStreamSource``, ``ListSource``),
+        read by the first operator, whose lineage keeps the offsets it read; or ``Fed()``, records
+        the driver passes to ``RunningFlow.feed`` as they come (``start()`` runs such a flow)."""
+        if self._plan.source is not None or self._plan.pulled is not None or self._fed:
             raise ValueError(f"dataflow {self._plan.name} has a source already")
         if callable(getattr(records, "next_range", None)):
             if parallelism != 1:
                 raise ValueError("a pulled source is read by one operator: parallelism=1 (spread the work after it)")
             self._plan.pulled = records
+        elif isinstance(records, Fed):
+            self._fed = True
         else:
             self._plan.source = records
         self._new_stage(check_parallelism(parallelism), None)
         return Stream(self)
 
+    @property
+    def fed(self) -> bool:
+        """Whether the flow's source is ``Fed()``: its records come through ``RunningFlow.feed``."""
+        return self._fed
+
     def run(self, *, timeout: float | None = None) -> RunResult:
         """Run to the end of the source; returns what the last stage emitted (if collected)."""
+        if self._fed:
+            raise ValueError(f"dataflow {self._plan.name} is fed (source(Fed())): start() it, feed() it records, "
+                             f"then finish() it (bridge.stream does, for a Spark streaming query)")
+        running = self._start(timeout)
+        try:
+            if self._plan.source is not None:
+                running.feed(self._plan.source)
+            return running.finish()
+        except BaseException:
+            running.cancel()  # the source's own error ends the run too (a flow's failure stopped it already)
+            raise
+
+    def start(self, *, timeout: float | None = None) -> RunningFlow:
+        """Deploy the operators of a flow built with ``source(Fed())`` (or a pulled source, which
+        its first operator starts reading now); returns the running flow, to ``feed`` and ``finish``.
+
+        Args:
+            timeout: seconds the whole run may take, until ``finish()`` returns (None: no limit).
+
+        Raises:
+            ValueError: the flow has no source, or an iterable one (``run()`` reads that).
+        """
+        if self._plan.source is not None:
+            raise ValueError(f"dataflow {self._plan.name} reads its source(iterable) with run(); build it with "
+                             f"source(Fed()) to start() it and feed() it records as they come")
+        return self._start(timeout)
+
+    def _start(self, timeout: float | None) -> RunningFlow:
         plan = self._plan
-        if plan.source is None and plan.pulled is None:
+        if plan.source is None and plan.pulled is None and not self._fed:
             raise ValueError(f"dataflow {plan.name} has no source")
         source, plan.source = plan.source, None  # the operators get the plan, not the driver's input
         try:
@@ -216,29 +264,10 @@ class Dataflow:
         monitor = _monitor.remote()
         stages = _deploy(plan, blob, monitor, self._checkpoint_every)
         self.actors = [op for ops in stages for op in ops] + [monitor]
-        watch = _Watch(monitor, timeout)
-        try:
-            if source is not None:
-                _feed(plan, source, stages[0], watch)
-                watch.get([op.finish.remote() for op in stages[0]])
-            else:
-                watch.get(stages[0][0].start.remote(stages[0][0]))
-                while not watch.polled(stages[0][0].finished_all):
-                    watch.pause()
-        except BaseException:
-            for actor in self.actors:
-                actorrt.kill(actor)  # a failed flow stops: its operators take no more input
-            raise
-        result = RunResult()
-        for s, ops in enumerate(stages):
-            for i, (outputs, dead, late, counts) in enumerate(actorrt.get([op.results.remote() for op in ops],
-                                                                          timeout=timeout)):
-                if s == len(stages) - 1 and self._collected:
-                    result.outputs.extend(outputs)
-                result.dead_letters.extend(dead)
-                result.late.extend(late)
-                result.operators.append({"stage": s, "name": plan.stages[s].name, "instance": i, **counts})
-        return result
+        running = RunningFlow(self, stages, _Watch(monitor, timeout))
+        if plan.pulled is not None:
+            running._start_pulling()
+        return running
 
     def _stage(self) -> Stage:
         if not self._plan.stages:
@@ -249,6 +278,155 @@ class Dataflow:
         stage = Stage(parallelism, key)
         self._plan.stages.append(stage)
         return stage
+
+
+class RunningFlow:
+    """A deployed dataflow (``Dataflow.start()``): ``feed`` it records as they come, then ``finish``.
+
+    A failure of the flow (an operator's ``RecordError`` or ``OperatorStoppedError``, a timeout) is
+    raised by the call that meets it; the flow's operators are then stopped, and later calls raise
+    it again. An error of the records fed (the iterable's own) leaves the flow running. Calls may
+    come from several threads (a streaming query's, the one that stops it): one runs at a time.
+    """
+
+    def __init__(self, flow: Dataflow, stages: list[list[ActorHandle]], watch: _Watch) -> None:
+        self._flow = flow
+        self._plan = flow._plan
+        self._stages = stages
+        self._watch = watch
+        self._lock = threading.Lock()
+        self._feeds = 0
+        self._failure: BaseException | None = None
+        self._finished = False
+
+    @property
+    def flow(self) -> Dataflow:
+        """The dataflow this runs."""
+        return self._flow
+
+    @property
+    def active(self) -> bool:
+        """Whether the flow takes records: not finished, cancelled or failed."""
+        return not self._finished
+
+    @property
+    def batch_size(self) -> int:
+        """Records per batch that ``feed`` sends."""
+        return self._plan.batch_size
+
+    def feed(self, records: Iterable[Any], *, mark: tuple[str, int] | None = None) -> None:
+        """Send ``records`` to the first stage in batches of ``batch_size``, round robin over its
+        instances; returns once each instance took every batch (never more than ``max_in_flight``
+        of them unprocessed per instance: the driver blocks meanwhile).
+
+        Args:
+            records: any iterable; it is read as the batches go out.
+            mark: ``(source, batch_id)``: each batch is applied at most once per instance under
+                this mark, so records fed again with the same mark (a restarted streaming query
+                running its last micro-batch again) are skipped where they were applied, as long
+                as they come in the same order. A source's batch ids must grow from one feed to
+                the next: one fed before may come again, a smaller one is skipped.
+
+        Raises:
+            RecordError: an operator failed on a record (the flow stops).
+            OperatorStoppedError: the runtime stopped an operator (the flow stops).
+            actorrt.GetTimeoutError: the run went past ``start``'s timeout (the flow stops).
+        """
+        if self._plan.pulled is not None:
+            raise ValueError(f"dataflow {self._plan.name} pulls its source: feed() is for a flow built with "
+                             f"source(Fed())")
+        _check_mark(mark)
+        with self._lock:
+            self._check_open("feed")
+            # Where the round robin begins: at the batch id under a mark (a micro-batch fed again
+            # must reach the same instances), else on from the last feed (from 0 every time, the
+            # batches of small feeds would all go to the first instance).
+            begin = mark[1] if mark is not None else self._feeds
+            self._feeds += 1
+            sender = _Sender(self._plan, self._stages[0], self._watch, mark, begin)
+            for batch in _batches(records, self._plan.batch_size):  # its errors are the input's: not the flow's
+                with self._stopped_on_failure():
+                    sender.send(batch)
+            with self._stopped_on_failure():
+                sender.drain()
+
+    def finish(self, *, timeout: float | None = None) -> RunResult:
+        """Pass the end of the input down the stages (a pulled source: wait for its end); returns
+        what the last stage emitted (if collected), what was put aside, and per-operator counts.
+
+        Args:
+            timeout: seconds this call may take, within ``start``'s limit for the whole run.
+
+        Raises:
+            RecordError: an operator failed on a record (the flow stops).
+            OperatorStoppedError: the runtime stopped an operator (the flow stops).
+            actorrt.GetTimeoutError: the flow did not finish in time (it stops).
+        """
+        with self._lock:
+            self._check_open("finish")
+            self._watch.limit(timeout)
+            first = self._stages[0]
+            with self._stopped_on_failure():
+                if self._plan.pulled is None:
+                    self._watch.get([op.finish.remote() for op in first])
+                else:
+                    while not self._watch.polled(first[0].finished_all):
+                        self._watch.pause()
+            self._finished = True
+            return self._results()
+
+    def cancel(self) -> None:
+        """Stop the flow without its results: its operators are killed."""
+        if not self._finished:
+            self._stop()
+
+    def _start_pulling(self) -> None:
+        """Have the first operator start reading the flow's pulled source."""
+        first = self._stages[0][0]
+        with self._stopped_on_failure():
+            self._watch.get(first.start.remote(first))
+
+    def _results(self) -> RunResult:
+        result = RunResult()
+        last = len(self._stages) - 1
+        for s, ops in enumerate(self._stages):
+            answers = actorrt.get([op.results.remote() for op in ops], timeout=self._watch.left())
+            for i, (outputs, dead, late, counts) in enumerate(answers):
+                if s == last and self._flow._collected:
+                    result.outputs.extend(outputs)
+                result.dead_letters.extend(dead)
+                result.late.extend(late)
+                result.operators.append({"stage": s, "name": self._plan.stages[s].name, "instance": i, **counts})
+        return result
+
+    def _check_open(self, call: str) -> None:
+        if self._failure is not None:
+            raise self._failure
+        if self._finished:
+            raise ValueError(f"dataflow {self._plan.name} was finished or cancelled: {call}() needs a running "
+                             f"flow (start() it again)")
+
+    @contextlib.contextmanager
+    def _stopped_on_failure(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException as exc:
+            self._failure = exc
+            self._stop()
+            raise
+
+    def _stop(self) -> None:
+        self._finished = True
+        for actor in self._flow.actors:
+            actorrt.kill(actor)  # a failed flow stops: its operators take no more input
+
+
+def _check_mark(mark: Any) -> None:
+    if mark is None:
+        return
+    if not (isinstance(mark, tuple) and len(mark) == 2 and isinstance(mark[0], str) and mark[0]
+            and isinstance(mark[1], int) and not isinstance(mark[1], bool) and mark[1] >= 0):
+        raise ValueError(f"mark must be (source name, batch id >= 0), not {mark!r}")
 
 
 def _deploy(plan: Plan, blob: bytes, monitor: ActorHandle, checkpoint_every: int | None) -> list[list[ActorHandle]]:
@@ -282,9 +460,9 @@ class _Watch:
             raise actorrt.GetTimeoutError("the dataflow did not finish in time")
         if now - self._asked >= WATCH_S:
             self._asked = now
-            failure = actorrt.get(self._monitor.first_failure.remote(), timeout=self._left())
+            failure = actorrt.get(self._monitor.first_failure.remote(), timeout=self.left())
             if failure is not None:
-                raise RecordError(failure)
+                raise failure
 
     def get(self, refs: Any) -> Any:
         """``actorrt.get(refs)``, checking the monitor meanwhile."""
@@ -294,7 +472,7 @@ class _Watch:
             self.check()
             ready, _ = actorrt.wait(pending, num_returns=len(pending), timeout=WATCH_S)
             if len(ready) == len(pending):
-                values = actorrt.get(pending, timeout=self._left())
+                values = actorrt.get(pending, timeout=self.left())
                 return values if many else values[0]
 
     def polled(self, method: Any) -> Any:
@@ -312,20 +490,51 @@ class _Watch:
         time.sleep(self._pause)
         self._pause = min(2 * self._pause, WATCH_S)
 
-    def _left(self) -> float | None:
+    def limit(self, timeout: float | None) -> None:
+        """From now, wait ``timeout`` seconds at most (within the deadline there is)."""
+        if timeout is not None:
+            deadline = time.monotonic() + timeout
+            self._deadline = deadline if self._deadline is None else min(self._deadline, deadline)
+
+    def left(self) -> float | None:
+        """Seconds to the deadline (None: there is none)."""
         return None if self._deadline is None else max(self._deadline - time.monotonic(), 0.001)
 
 
-def _feed(plan: Plan, source: Iterable[Any], first: list[ActorHandle], watch: _Watch) -> None:
-    in_flight: list[deque[ObjectRef]] = [deque() for _ in first]
-    records = iter(source)
-    for turn in itertools.count():
-        batch = list(itertools.islice(records, plan.batch_size))
-        if not batch:
-            break
-        i = turn % len(first)
-        in_flight[i].append(first[i].process.remote(batch, 0, time.time()))
-        if len(in_flight[i]) > plan.max_in_flight:
-            watch.get(in_flight[i].popleft())  # back-pressure: the driver waits
-    for queue in in_flight:
-        watch.get(list(queue))
+def _batches(records: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    records = iter(records)
+    while batch := list(itertools.islice(records, size)):
+        yield batch
+
+
+class _Sender:
+    """One feed's batches to the first stage: round robin from instance ``begin``, never more than
+    ``max_in_flight`` unprocessed per instance; under a ``mark``, each batch is marked with its
+    number among those its instance gets from this feed."""
+
+    def __init__(self, plan: Plan, first: list[ActorHandle], watch: _Watch, mark: tuple[str, int] | None,
+                 begin: int) -> None:
+        self._plan, self._first, self._watch, self._mark = plan, first, watch, mark
+        self._turn = begin
+        self._sent = [0] * len(first)
+        self._in_flight: list[deque[ObjectRef]] = [deque() for _ in first]
+
+    def send(self, batch: list[Any]) -> None:
+        i = self._turn % len(self._first)
+        self._turn += 1
+        process = self._first[i].process
+        if self._mark is None:
+            ref = process.remote(batch, 0, time.time())
+        else:
+            ref = process.remote_once(*self._mark, self._sent[i], batch, 0, time.time())
+        self._sent[i] += 1
+        queue = self._in_flight[i]
+        queue.append(ref)
+        if len(queue) > self._plan.max_in_flight:
+            self._watch.get(queue.popleft())  # back-pressure: the driver waits
+        else:
+            self._watch.check()  # a failure stops the feed at once, not when the window is full
+
+    def drain(self) -> None:
+        for queue in self._in_flight:
+            self._watch.get(list(queue))
