@@ -10,6 +10,7 @@ may checkpoint (the ``__checkpoint__`` task, or every N tasks).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 import os
@@ -139,6 +140,23 @@ class ActorInstance:
         """From now on every task of this actor fails with ``message``."""
         self.death = runtime_error(kind, message, self.actor_id)
         self.timers.stop()
+
+    def tell_stopped(self, why: str) -> None:
+        """Call the instance's ``__actorrt_stopped__(why)``, if its class defines one: the last word
+        of an actor the runtime stopped (its replay diverged), e.g. to tell a monitor at once rather
+        than when someone next calls it. It runs outside any task, so what it submits comes from
+        this process, not from the actor (whose state is not the one its past produced)."""
+        hook = getattr(self.instance, "__actorrt_stopped__", None)
+        if hook is None:
+            return
+
+        def call() -> None:
+            try:
+                hook(why)
+            except Exception as exc:  # noqa: BLE001 - user code; the actor is stopped either way
+                log.warning("actor %s: __actorrt_stopped__ failed: %r", self.who, exc)
+
+        contextvars.Context().run(call)  # no current sender: not a task of the stopped actor
 
     def _runner_ended(self, runner: asyncio.Task) -> None:
         if runner.cancelled():

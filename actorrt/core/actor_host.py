@@ -92,6 +92,7 @@ class ActorHost:
             msg = f"actor {actor.who} was stopped, its replay failed: {error.message}"
             log.error("%s", msg)
             actor.die(pb.ACTOR_DIED, msg)
+            actor.tell_stopped(msg)
 
     def lost(self, actor_id: bytes, why: str) -> ActorInstance:
         """``actor_id`` cannot be rebuilt: its tasks fail with ActorDiedError saying ``why``."""

@@ -19,6 +19,12 @@ class RecordError(ActorRTError):
     """An operator raised on a record (with ``on_error="fail"``, the default): the run stops."""
 
 
+class OperatorStoppedError(ActorRTError):
+    """The runtime stopped an operator: its replay after a failure did not reproduce what it had
+    sent (it read something nondeterministic without a causal service, e.g. ``time.time()``
+    instead of ``actorrt.now()``). The run stops; the message names the operator and the call."""
+
+
 @dataclass
 class DeadLetter:
     """A record an operator with ``on_error="dead_letter"`` could not take, and why."""

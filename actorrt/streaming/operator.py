@@ -9,6 +9,9 @@ clock is read through ``actorrt.now()``, so a replay sees the times the lost run
 
 from __future__ import annotations
 
+import hashlib
+import io
+import pickle
 import time
 import zlib
 from collections import deque
@@ -16,8 +19,9 @@ from typing import Any
 
 import actorrt
 from actorrt.core.object_ref import ObjectRef
+from actorrt.exceptions import ActorRTError
 from actorrt.handles import ActorHandle
-from actorrt.streaming.logic import RecordError, StageLogic
+from actorrt.streaming.logic import OperatorStoppedError, RecordError, StageLogic
 from actorrt.streaming.plan import Plan
 from actorrt.util import pickling
 
@@ -32,12 +36,17 @@ class Monitor:
     """A flow's failures, as operators report them: the driver asks while it runs the flow."""
 
     def __init__(self) -> None:
-        self.failures: list[str] = []
+        self.failures: list[ActorRTError] = []
 
     def failed(self, message: str) -> None:
-        self.failures.append(message)
+        """An operator raised on a record."""
+        self.failures.append(RecordError(message))
 
-    def first_failure(self) -> str | None:
+    def stopped(self, message: str) -> None:
+        """The runtime stopped an operator (its replay diverged)."""
+        self.failures.append(OperatorStoppedError(message))
+
+    def first_failure(self) -> ActorRTError | None:
         return self.failures[0] if self.failures else None
 
 
@@ -73,6 +82,35 @@ class OperatorMetrics:
         return out
 
 
+class _DigestPickler(pickle.Pickler):
+    """Pickles records for ``batch_digest``: a ref or a handle stands for its ID (its pickle names
+    an owner's address, which a restart changes), everything else as pickle has it."""
+
+    def reducer_override(self, obj: Any) -> Any:  # not called for plain ints, strs, tuples, ...
+        if isinstance(obj, ObjectRef):
+            return bytes, (obj.object_id,)
+        if isinstance(obj, ActorHandle):
+            return bytes, (obj.actor_id,)
+        return NotImplemented
+
+
+def batch_digest(batch: list[Any]) -> bytes:
+    """8 bytes that stand for a batch's records, sent beside it as a plain argument. A receiver's
+    ledger compares the plain arguments of a replayed call with those of the call it ran, so an
+    operator whose replay emits other records (it read something nondeterministic without a
+    causal service, e.g. ``time.time()``) is caught and stopped, not silently obeyed. The records
+    are pickled without the pickler's memo, so the bytes depend on the values, not on which
+    objects a run happened to share; records pickle cannot take go unchecked (empty digest)."""
+    out = io.BytesIO()
+    pickler = _DigestPickler(out, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.fast = True
+    try:
+        pickler.dump(batch)
+    except Exception:  # noqa: BLE001 - a local class, a lambda, a cycle: nothing to compare by
+        return b""
+    return hashlib.blake2b(out.getbuffer(), digest_size=8).digest()
+
+
 def partition(key: Any, parts: int) -> int:
     """The instance a key goes to: a hash that is the same in every process (Python's ``hash`` of
     a string is salted per process)."""
@@ -100,8 +138,10 @@ class Operator:
         self._in_flight: list[deque[ObjectRef]] = [deque() for _ in downstream]
         self._metrics = OperatorMetrics()
 
-    async def process(self, batch: list[Any], upstream: int = 0, born: float | None = None) -> None:
-        """A batch from upstream instance ``upstream``, read from the source at ``born``."""
+    async def process(self, batch: list[Any], upstream: int = 0, born: float | None = None,
+                      digest: bytes = b"") -> None:
+        """A batch from upstream instance ``upstream``, read from the source at ``born``;
+        ``digest`` is there for the ledger's check of a replayed upstream (``batch_digest``)."""
         # Only a window reads the clock: each reading is an entry in the task's log (a new version
         # of its spec), which a stage without windows need not pay for every batch.
         now = actorrt.now() if self.logic.windowed is not None or born is None else born
@@ -206,7 +246,7 @@ class Operator:
 
     async def _send(self, i: int, batch: list[Any], born: float) -> None:
         queue = self._in_flight[i]
-        queue.append(self.downstream[i].process.remote(batch, self.instance, born))
+        queue.append(self.downstream[i].process.remote(batch, self.instance, born, batch_digest(batch)))
         while len(queue) > self.plan.max_in_flight:
             await queue.popleft()  # back-pressure: the consumer is behind
 
@@ -219,6 +259,9 @@ class Operator:
         self.__dict__.update(state)
         self._in_flight = [deque() for _ in self.downstream]
         self._metrics = OperatorMetrics()
+
+    def __actorrt_stopped__(self, why: str) -> None:
+        self.monitor.stopped.remote(f"operator {self.__actorrt_label__()} was stopped: {why}")
 
     def __actorrt_label__(self) -> str:
         return f"{self.plan.name}/{self.stage} {self.plan.stages[self.stage].name}#{self.instance}"

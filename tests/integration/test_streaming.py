@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import actorrt
-from actorrt.streaming import Dataflow, ListSource, RecordError, Sliding, Tumbling
+from actorrt.streaming import Dataflow, ListSource, OperatorStoppedError, RecordError, Sliding, Tumbling
 from actorrt.streaming.testing import KillNodeAt
 
 
@@ -194,3 +194,31 @@ def test_a_global_rollback_rewinds_a_pulled_source_with_the_operators_and_counts
             checkpointer.join()
         assert (tmp_path / "killed").exists() and actorrt.rollbacks() >= 1
     assert _final(result.outputs) == oracle  # the source re-read from its checkpointed position
+
+
+def test_an_operator_whose_replay_diverges_stops_the_run_at_once(cluster_with, tmp_path):
+    """A step that reads the clock without ``actorrt.now()`` sends other records when replayed:
+    its downstream survivor sees the difference and the runtime stops the operator. The driver
+    hears it from the flow's monitor at once, not when the source is done (the window is large
+    enough that no producer would wait on the stopped operator before that)."""
+
+    def stamp(record):
+        return record, time.time_ns()
+
+    def slowly(n):
+        for i in range(n):
+            time.sleep(0.01)
+            yield i
+
+    with cluster_with(num_nodes=2, store_shards=1):
+        flow = Dataflow("clock", batch_size=5, max_in_flight=1000)
+        # Stages alternate between the two nodes: the stamping one and its consumer are apart.
+        (flow.source(slowly(3000))  # 30 s of input
+         .map(str, parallelism=1)
+         .map(KillNodeAt(40, tmp_path / "killed"), parallelism=1).map(stamp)
+         .key_by(lambda stamped: stamped[0]).fold(lambda: 0, lambda n, stamped: n + 1)
+         .collect())
+        started = time.monotonic()
+        with pytest.raises(OperatorStoppedError, match=r"stamp\)#0 was stopped: .*diverged"):
+            flow.run(timeout=120)
+        assert time.monotonic() - started < 15
