@@ -1,0 +1,286 @@
+"""A dataflow under way: ``RunningFlow`` feeds its first stage and finishes it; ``Watch`` is the
+driver's side of it, raising an operator's failure as soon as the flow's monitor has it.
+
+``Dataflow.run()`` is ``start()``, ``feed(source)``, ``finish()``; ``bridge.stream`` calls ``feed``
+once per micro-batch, under the query's marks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import actorrt
+from actorrt.core.object_ref import ObjectRef
+from actorrt.handles import ActorHandle
+from actorrt.streaming.logic import DeadLetter
+from actorrt.streaming.plan import Plan
+
+if TYPE_CHECKING:
+    from actorrt.streaming.dataflow import Dataflow
+
+# How often a running flow asks its monitor whether an operator failed.
+WATCH_S = 0.05
+
+
+@dataclass
+class RunResult:
+    """What a run gave: the last stage's records, the records operators put aside
+    (``on_error="dead_letter"``), late records (the side output of event-time windows), and
+    per-operator record counts."""
+
+    outputs: list[Any] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    late: list[Any] = field(default_factory=list)  # records for event-time windows that had closed
+    operators: list[dict[str, Any]] = field(default_factory=list)
+
+
+class RunningFlow:
+    """A deployed dataflow (``Dataflow.start()``): ``feed`` it records as they come, then ``finish``.
+
+    A failure of the flow (an operator's ``RecordError`` or ``OperatorStoppedError``, a timeout) is
+    raised by the call that meets it; the flow's operators are then stopped, and later calls raise
+    it again. An error of the records fed (the iterable's own) leaves the flow running. Calls may
+    come from several threads (a streaming query's, the one that stops it): one runs at a time.
+    """
+
+    def __init__(self, flow: Dataflow, stages: list[list[ActorHandle]], watch: Watch) -> None:
+        self._flow = flow
+        self._plan = flow._plan
+        self._stages = stages
+        self._watch = watch
+        self._lock = threading.Lock()
+        self._feeds = 0
+        self._failure: BaseException | None = None
+        self._finished = False
+
+    @property
+    def flow(self) -> Dataflow:
+        """The dataflow this runs."""
+        return self._flow
+
+    @property
+    def active(self) -> bool:
+        """Whether the flow takes records: not finished, cancelled or failed."""
+        return not self._finished
+
+    @property
+    def batch_size(self) -> int:
+        """Records per batch that ``feed`` sends."""
+        return self._plan.batch_size
+
+    def feed(self, records: Iterable[Any], *, mark: tuple[str, int] | None = None) -> None:
+        """Send ``records`` to the first stage in batches of ``batch_size``, round robin over its
+        instances; returns once each instance took every batch (never more than ``max_in_flight``
+        of them unprocessed per instance: the driver blocks meanwhile).
+
+        Args:
+            records: any iterable; it is read as the batches go out.
+            mark: ``(source, batch_id)``: each batch is applied at most once per instance under
+                this mark, so records fed again with the same mark (a restarted streaming query
+                running its last micro-batch again) are skipped where they were applied, as long
+                as they come in the same order. A source's batch ids must grow from one feed to
+                the next: one fed before may come again, a smaller one is skipped.
+
+        Raises:
+            RecordError: an operator failed on a record (the flow stops).
+            OperatorStoppedError: the runtime stopped an operator (the flow stops).
+            actorrt.GetTimeoutError: the run went past ``start``'s timeout (the flow stops).
+        """
+        if self._plan.pulled is not None:
+            raise ValueError(f"dataflow {self._plan.name} pulls its source: feed() is for a flow built with "
+                             f"source(Fed())")
+        _check_mark(mark)
+        with self._lock:
+            self._check_open("feed")
+            # Where the round robin begins: at the batch id under a mark (a micro-batch fed again
+            # must reach the same instances), else on from the last feed (from 0 every time, the
+            # batches of small feeds would all go to the first instance).
+            begin = mark[1] if mark is not None else self._feeds
+            self._feeds += 1
+            sender = _Sender(self._plan, self._stages[0], self._watch, mark, begin)
+            for batch in _batches(records, self._plan.batch_size):  # its errors are the input's: not the flow's
+                with self._stopped_on_failure():
+                    sender.send(batch)
+            with self._stopped_on_failure():
+                sender.drain()
+
+    def finish(self, *, timeout: float | None = None) -> RunResult:
+        """Pass the end of the input down the stages (a pulled source: wait for its end); returns
+        what the last stage emitted (if collected), what was put aside, and per-operator counts.
+
+        Args:
+            timeout: seconds this call may take, within ``start``'s limit for the whole run.
+
+        Raises:
+            RecordError: an operator failed on a record (the flow stops).
+            OperatorStoppedError: the runtime stopped an operator (the flow stops).
+            actorrt.GetTimeoutError: the flow did not finish in time (it stops).
+        """
+        with self._lock:
+            self._check_open("finish")
+            self._watch.limit(timeout)
+            first = self._stages[0]
+            with self._stopped_on_failure():
+                if self._plan.pulled is None:
+                    self._watch.get([op.finish.remote() for op in first])
+                else:
+                    while not self._watch.polled(first[0].finished_all):
+                        self._watch.pause()
+            self._finished = True
+            return self._results()
+
+    def cancel(self) -> None:
+        """Stop the flow without its results: its operators are killed."""
+        if not self._finished:
+            self._stop()
+
+    def _start_pulling(self) -> None:
+        """Have the first operator start reading the flow's pulled source."""
+        first = self._stages[0][0]
+        with self._stopped_on_failure():
+            self._watch.get(first.start.remote(first))
+
+    def _results(self) -> RunResult:
+        result = RunResult()
+        last = len(self._stages) - 1
+        for s, ops in enumerate(self._stages):
+            answers = actorrt.get([op.results.remote() for op in ops], timeout=self._watch.left())
+            for i, (outputs, dead, late, counts) in enumerate(answers):
+                if s == last and self._flow._collected:
+                    result.outputs.extend(outputs)
+                result.dead_letters.extend(dead)
+                result.late.extend(late)
+                result.operators.append({"stage": s, "name": self._plan.stages[s].name, "instance": i, **counts})
+        return result
+
+    def _check_open(self, call: str) -> None:
+        if self._failure is not None:
+            raise self._failure
+        if self._finished:
+            raise ValueError(f"dataflow {self._plan.name} was finished or cancelled: {call}() needs a running "
+                             f"flow (start() it again)")
+
+    @contextlib.contextmanager
+    def _stopped_on_failure(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException as exc:
+            self._failure = exc
+            self._stop()
+            raise
+
+    def _stop(self) -> None:
+        self._finished = True
+        for actor in self._flow.actors:
+            actorrt.kill(actor)  # a failed flow stops: its operators take no more input
+
+
+def _check_mark(mark: Any) -> None:
+    if mark is None:
+        return
+    if not (isinstance(mark, tuple) and len(mark) == 2 and isinstance(mark[0], str) and mark[0]
+            and isinstance(mark[1], int) and not isinstance(mark[1], bool) and mark[1] >= 0):
+        raise ValueError(f"mark must be (source name, batch id >= 0), not {mark!r}")
+
+
+class Watch:
+    """The driver's side of a running flow: waits, and raises an operator's failure as soon as the
+    flow's monitor has it, instead of when a result that carries it is awaited."""
+
+    def __init__(self, monitor: ActorHandle, timeout: float | None) -> None:
+        self._monitor = monitor
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._asked = 0.0
+        self._pause = 0.001
+
+    def check(self) -> None:
+        now = time.monotonic()
+        if self._deadline is not None and now > self._deadline:
+            raise actorrt.GetTimeoutError("the dataflow did not finish in time")
+        if now - self._asked >= WATCH_S:
+            self._asked = now
+            failure = actorrt.get(self._monitor.first_failure.remote(), timeout=self.left())
+            if failure is not None:
+                raise failure
+
+    def get(self, refs: Any) -> Any:
+        """``actorrt.get(refs)``, checking the monitor meanwhile."""
+        many = isinstance(refs, list)
+        pending = list(refs) if many else [refs]
+        while True:
+            self.check()
+            ready, _ = actorrt.wait(pending, num_returns=len(pending), timeout=WATCH_S)
+            if len(ready) == len(pending):
+                values = actorrt.get(pending, timeout=self.left())
+                return values if many else values[0]
+
+    def polled(self, method: Any) -> Any:
+        """``method.remote()``'s value; None if a global rollback took the call back (``ft=
+        "checkpoint"``: every operator, the pulled source's included, is back at the last global
+        checkpoint, and goes on from there)."""
+        try:
+            return self.get(method.remote())
+        except actorrt.RolledBackError:
+            return None
+
+    def pause(self) -> None:
+        """Between polls of a flow's end: backing off to ``WATCH_S``."""
+        self.check()
+        time.sleep(self._pause)
+        self._pause = min(2 * self._pause, WATCH_S)
+
+    def limit(self, timeout: float | None) -> None:
+        """From now, wait ``timeout`` seconds at most (within the deadline there is)."""
+        if timeout is not None:
+            deadline = time.monotonic() + timeout
+            self._deadline = deadline if self._deadline is None else min(self._deadline, deadline)
+
+    def left(self) -> float | None:
+        """Seconds to the deadline (None: there is none)."""
+        return None if self._deadline is None else max(self._deadline - time.monotonic(), 0.001)
+
+
+def _batches(records: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    records = iter(records)
+    while batch := list(itertools.islice(records, size)):
+        yield batch
+
+
+class _Sender:
+    """One feed's batches to the first stage: round robin from instance ``begin``, never more than
+    ``max_in_flight`` unprocessed per instance; under a ``mark``, each batch is marked with its
+    number among those its instance gets from this feed."""
+
+    def __init__(self, plan: Plan, first: list[ActorHandle], watch: Watch, mark: tuple[str, int] | None,
+                 begin: int) -> None:
+        self._plan, self._first, self._watch, self._mark = plan, first, watch, mark
+        self._turn = begin
+        self._sent = [0] * len(first)
+        self._in_flight: list[deque[ObjectRef]] = [deque() for _ in first]
+
+    def send(self, batch: list[Any]) -> None:
+        i = self._turn % len(self._first)
+        self._turn += 1
+        process = self._first[i].process
+        if self._mark is None:
+            ref = process.remote(batch, 0, time.time())
+        else:
+            ref = process.remote_once(*self._mark, self._sent[i], batch, 0, time.time())
+        self._sent[i] += 1
+        queue = self._in_flight[i]
+        queue.append(ref)
+        if len(queue) > self._plan.max_in_flight:
+            self._watch.get(queue.popleft())  # back-pressure: the driver waits
+        else:
+            self._watch.check()  # a failure stops the feed at once, not when the window is full
+
+    def drain(self) -> None:
+        for queue in self._in_flight:
+            self._watch.get(list(queue))
