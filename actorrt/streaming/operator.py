@@ -27,6 +27,11 @@ from actorrt.util import pickling
 
 # A source with nothing new is asked again this often (unless it has a ``poll_s`` of its own).
 PULL_IDLE_S = 0.01
+# What a pulled source's partial batch (fewer records than batch_size) may leave unprocessed at a
+# consumer, at most. A pull takes what is there, so a busy flow would otherwise fill every window
+# with small batches and each record would queue behind them; waiting sooner, the next pull finds
+# more records and sends them as one batch (a full batch may have ``max_in_flight``).
+PARTIAL_IN_FLIGHT = 2
 # Rates are over this much of the recent past; latency percentiles over this many batches.
 RATE_WINDOW_S = 10.0
 LATENCY_SAMPLES = 2048
@@ -147,13 +152,14 @@ class Operator:
         now = actorrt.now() if self.logic.windowed is not None or born is None else born
         await self._process(batch, upstream, now, now if born is None else born)
 
-    async def _process(self, batch: list[Any], upstream: int, now: float, born: float) -> None:
+    async def _process(self, batch: list[Any], upstream: int, now: float, born: float,
+                       in_flight: int | None = None) -> None:
         self.records_in += len(batch)
         windowed = self.logic.windowed
         if windowed is not None and self.timer is None:
             tick = windowed.window.tick_s  # at window boundaries (the first one aligned)
             self.timer = actorrt.call_every(tick, self.tick, first_in=tick - now % tick)
-        await self._emit(self._run(self.logic.process, batch, now, upstream), born)
+        await self._emit(self._run(self.logic.process, batch, now, upstream), born, in_flight)
 
     def start(self, me: ActorHandle) -> None:
         """Pull from the flow's source (the first stage's only instance; ``me`` is its handle)."""
@@ -175,7 +181,7 @@ class Operator:
             return
         batch = source.read(found)
         self.position = found[1]
-        await self._process(batch, 0, now, now)
+        await self._process(batch, 0, now, now, PARTIAL_IN_FLIGHT if len(batch) < self.plan.batch_size else None)
         self.me.pull.remote()
 
     def finished_all(self) -> bool:
@@ -217,8 +223,9 @@ class Operator:
         counts = {"in": self.records_in, "out": self.records_out, **self._metrics.summary()}
         return self.outputs, self.logic.dead_letters, self.logic.late, counts
 
-    async def _emit(self, records: list[Any], born: float) -> None:
-        """Send ``records`` on (made of input read at ``born``), or write them if this is the last stage."""
+    async def _emit(self, records: list[Any], born: float, in_flight: int | None = None) -> None:
+        """Send ``records`` on (made of input read at ``born``), or write them if this is the last
+        stage; ``in_flight``: unprocessed batches left at each consumer (``max_in_flight`` if None)."""
         self.records_out += len(records)
         self._metrics.counted(self.records_in, self.records_out)
         if not self.downstream:
@@ -242,12 +249,12 @@ class Operator:
                 self.turn += 1
         for i, part in enumerate(parts):
             if part:
-                await self._send(i, part, born)
+                await self._send(i, part, born, in_flight)
 
-    async def _send(self, i: int, batch: list[Any], born: float) -> None:
+    async def _send(self, i: int, batch: list[Any], born: float, in_flight: int | None) -> None:
         queue = self._in_flight[i]
         queue.append(self.downstream[i].process.remote(batch, self.instance, born, batch_digest(batch)))
-        while len(queue) > self.plan.max_in_flight:
+        while len(queue) > (self.plan.max_in_flight if in_flight is None else in_flight):
             await queue.popleft()  # back-pressure: the consumer is behind
 
     def checkpoint(self) -> dict[str, Any]:
