@@ -18,6 +18,7 @@ def test_the_wordcount_notebook_runs_and_matches_spark(tmp_path):
                       for o in cell.get("outputs", []))
     assert "killed node 1" in outputs
     assert "equal to Spark's groupBy().count()" in outputs
+    assert "words through the streaming dataflow: equal to Spark's groupBy().count()" in outputs
 
 
 def test_the_committed_notebook_holds_the_outputs_of_a_real_run():
