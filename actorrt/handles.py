@@ -258,10 +258,10 @@ class ActorMethod:
         ``remote_async``."""
         handle = self._handle
         submitter = context.current().worker.submitter
-        if handle.max_in_flight is not None:
+        bounded = submitter.bounds(handle.actor_id, handle.max_in_flight)
+        if bounded:
             submitter.wait_for_room(handle.actor_id, handle.max_in_flight, f"{handle.class_name}.{self._name}")
-        return submitter.submit_task(handle.actor_id, handle.slot, self._name, args, kwargs,
-                                     bounded=handle.max_in_flight is not None)
+        return submitter.submit_task(handle.actor_id, handle.slot, self._name, args, kwargs, bounded=bounded)
 
     async def remote_async(self, *args: Any, **kwargs: Any) -> ObjectRef:
         """Submit the call once the channel has room; returns a ref to the result (await the ref
@@ -269,10 +269,10 @@ class ActorMethod:
         wait holds its mailbox: a producer that is ahead of its consumer stops taking input."""
         handle = self._handle
         submitter = context.current().worker.submitter
-        if handle.max_in_flight is not None:
+        bounded = submitter.bounds(handle.actor_id, handle.max_in_flight)
+        if bounded:
             await submitter.room(handle.actor_id, handle.max_in_flight)
-        return submitter.submit_task(handle.actor_id, handle.slot, self._name, args, kwargs,
-                                     bounded=handle.max_in_flight is not None)
+        return submitter.submit_task(handle.actor_id, handle.slot, self._name, args, kwargs, bounded=bounded)
 
     def remote_once(self, source: str, batch: int, seq: int, *args: Any, **kwargs: Any) -> ObjectRef:
         """Submit the call, to be applied at most once per mark ``(batch, seq)`` of ``source``.

@@ -6,9 +6,11 @@ results have not come back. A driver's ``.remote()`` blocks for room; an actor a
 (``await handle.method.remote_async(...)``), which holds its mailbox, so a slow consumer slows its
 producers instead of queueing without end.
 
-The window is runtime state, not actor state: a replay re-sends exactly what the lost run sent
-and never waits for room (some of its calls are answered from the receivers' ledgers, others are
-deferred until asked for), so nothing here is checkpointed or logged.
+The window is runtime state, not actor state, so nothing here is checkpointed or logged. A replay
+waits for room as the lost run did: a call that a survivor ran is deferred (sent only if its
+result is asked for) and counts as answered at once, so a replay never waits on a call that is
+not sent. An actor's calls to itself do not count (its running task would hold the room it waits
+for); a cycle of bounded channels can still wait on itself, as blocking calls can.
 """
 
 from __future__ import annotations

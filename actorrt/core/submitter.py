@@ -57,14 +57,18 @@ class Submitter:
         (the caller waited for room first: ``wait_for_room``)."""
         ctx = self.sender()
         _no_actor_calls_in_functions(ctx, f"calls actor method {method}()")
-        replaying = _replaying()
-        encoded = encode_args(args, kwargs, self._inline_max_bytes(), to_shared=not replaying)
+        encoded = encode_args(args, kwargs, self._inline_max_bytes(), to_shared=not _replaying())
         self._wait_for_stash_room()
         with ctx.lock:
             spec = build_task(ctx, actor_id, method, encoded.args, encoded.refs, self.address)
-            if bounded and not replaying:
+            if bounded:
                 self.windows.opened((ctx.sender_id, actor_id), spec.task_id)
             return self._submit(spec, slot, encoded)
+
+    def bounds(self, actor_id: bytes, limit: int | None) -> bool:
+        """Whether a call to ``actor_id`` from the running sender counts against ``limit``: not
+        an actor's call to itself, which its running task (counted) would wait for forever."""
+        return limit is not None and self.sender().sender_id != actor_id
 
     def wait_for_room(self, actor_id: bytes, limit: int, what: str) -> None:
         """A driver thread blocks until it has fewer than ``limit`` calls in flight to ``actor_id``.
@@ -78,11 +82,10 @@ class Submitter:
         self.windows.wait_blocking((self.sender().sender_id, actor_id), limit)
 
     async def room(self, actor_id: bytes, limit: int) -> None:
-        """Await until the running sender has fewer than ``limit`` calls in flight to ``actor_id``
-        (at once in a replay: it re-sends what the lost run sent, whatever their answers)."""
+        """Await until the running sender has fewer than ``limit`` calls in flight to ``actor_id``.
+        A replay waits too, where the lost run did: its calls that survivors ran are deferred, and
+        count as answered at once, so only what it sends again is held back."""
         channel = (self.sender().sender_id, actor_id)
-        if _replaying():
-            return
         if self._on_loop_thread():
             await self.windows.wait(channel, limit)
         else:  # a driver awaiting in a loop of its own

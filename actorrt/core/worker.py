@@ -266,6 +266,7 @@ class Worker:
             return
         task = _Inflight(spec, slot, "", refs, large, push_large)
         if deferred:
+            self.windows.answered(spec.task_id)  # its receiver ran it: it holds no room in a window
             self._deferred[spec.task_id] = task
             self._pin_args(spec)
             self.sends_skipped += 1

@@ -12,6 +12,7 @@ import time
 import pytest
 
 import actorrt
+from tests.support.waiting import eventually
 
 BOUND = 3
 CALLS = 24
@@ -99,3 +100,24 @@ def test_max_in_flight_is_checked(bad):
     with pytest.raises(ValueError, match="max_in_flight"):
         SlowConsumer.options(max_in_flight=bad)
 
+
+
+@actorrt.remote
+class Chain:
+    def __init__(self):
+        self.steps = 0
+
+    async def step(self, me, left):
+        self.steps += 1
+        if left:
+            await me.step.remote_async(me, left - 1)  # a call to itself: its own running task is no room taken
+
+    def count(self):
+        return self.steps
+
+
+def test_an_actor_calling_itself_through_a_bounded_handle_does_not_wait_on_itself(cluster):
+    chain = Chain.options(max_in_flight=1).remote()
+    chain.step.remote(chain, 5)
+    assert eventually(lambda: actorrt.get(chain.count.remote(), timeout=10), lambda steps: steps == 6,
+                      what="the chain of calls to itself to finish", timeout=10) == 6
