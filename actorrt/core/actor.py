@@ -142,10 +142,12 @@ class ActorInstance:
         self.timers.stop()
 
     def tell_stopped(self, why: str) -> None:
-        """Call the instance's ``__actorrt_stopped__(why)``, if its class defines one: the last word
-        of an actor the runtime stopped (its replay diverged), e.g. to tell a monitor at once rather
-        than when someone next calls it. It runs outside any task, so what it submits comes from
-        this process, not from the actor (whose state is not the one its past produced)."""
+        """Call the instance's ``__actorrt_stopped__(why)`` (a plain method), if its class defines
+        one: the last word of an actor the runtime stopped (its replay diverged, or lacks an
+        argument that is gone), e.g. to tell a monitor at once rather than when someone next calls
+        it. It runs outside any task, so what it submits comes from this process, not from the
+        actor (whose state is not the one its past produced); a later replay that stops again
+        calls it again."""
         hook = getattr(self.instance, "__actorrt_stopped__", None)
         if hook is None:
             return
@@ -269,6 +271,7 @@ class ActorInstance:
                                         f"from {ids.short(spec.sender)} ({spec.method}) needs object "
                                         f"{ids.short(exc.object_id)}, which is gone: {exc.error.message}")
                 log.error("%s", self.death.message)
+                self.tell_stopped(self.death.message)
                 return pb.ObjectValue(object_id=object_id, error=self.death)
             return pb.ObjectValue(object_id=object_id, error=exc.error)
         except ArgumentError as exc:

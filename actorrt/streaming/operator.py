@@ -87,16 +87,35 @@ class OperatorMetrics:
         return out
 
 
-class _DigestPickler(pickle.Pickler):
-    """Pickles records for ``batch_digest``: a ref or a handle stands for its ID (its pickle names
-    an owner's address, which a restart changes), everything else as pickle has it."""
+# Types pickle writes the same for equal values (a dict in its insertion order, which a replay keeps).
+_PLAIN_TYPES = frozenset({str, int, float, bytes, bool, type(None), tuple, list, dict})
 
-    def reducer_override(self, obj: Any) -> Any:  # not called for plain ints, strs, tuples, ...
+
+class _Unchecked(Exception):  # noqa: N818 - not an error: a batch whose digest would not be faithful
+    pass
+
+
+class _DigestPickler(pickle.Pickler):
+    """Pickles records for ``batch_digest`` so that equal records give equal bytes in any process:
+    a set stands for its elements' digests in sorted order (its iteration order depends on its
+    history: a set restored from a checkpoint may iterate otherwise, and in Python 3.11 ``None``
+    hashes by address), a ref or a handle for its ID (its pickle names an owner's address, which a
+    restart changes). An Arrow object leaves the batch unchecked: the slots of its nulls are
+    undefined bytes."""
+
+    def persistent_id(self, obj: Any) -> Any:  # called for every object: the common types first
+        kind = type(obj)
+        if kind in _PLAIN_TYPES:
+            return None
+        if kind is set or kind is frozenset:
+            return "set", sorted(batch_digest([item]) for item in obj)
         if isinstance(obj, ObjectRef):
-            return bytes, (obj.object_id,)
+            return "ref", obj.object_id
         if isinstance(obj, ActorHandle):
-            return bytes, (obj.actor_id,)
-        return NotImplemented
+            return "actor", obj.actor_id
+        if kind.__module__.startswith("pyarrow"):
+            raise _Unchecked
+        return None
 
 
 def batch_digest(batch: list[Any]) -> bytes:
@@ -105,7 +124,8 @@ def batch_digest(batch: list[Any]) -> bytes:
     operator whose replay emits other records (it read something nondeterministic without a
     causal service, e.g. ``time.time()``) is caught and stopped, not silently obeyed. The records
     are pickled without the pickler's memo, so the bytes depend on the values, not on which
-    objects a run happened to share; records pickle cannot take go unchecked (empty digest)."""
+    objects a run happened to share; records pickle cannot take (or Arrow objects) go unchecked
+    (an empty digest)."""
     out = io.BytesIO()
     pickler = _DigestPickler(out, protocol=pickle.HIGHEST_PROTOCOL)
     pickler.fast = True
@@ -170,6 +190,16 @@ class Operator:
         """One batch of the source: the range found (and the time) is recorded, so a replay reads
         the same range; then the next pull is a task of its own (a call to itself while records
         come, a timer while none do), so nothing holds the mailbox for long."""
+        try:
+            await self._pull()
+        except RecordError:
+            raise  # told to the monitor where it was raised
+        except Exception as exc:
+            # Nobody awaits a pull: without a word to the monitor the flow would wait for its end.
+            self.monitor.stopped.remote(f"operator {self.__actorrt_label__()} stopped pulling its source: {exc!r}")
+            raise
+
+    async def _pull(self) -> None:
         source = self.plan.pulled
         found, now = actorrt.record(lambda: (source.next_range(self.position, self.plan.batch_size), time.time()))
         if found is None:
@@ -181,7 +211,8 @@ class Operator:
             return
         batch = source.read(found)
         self.position = found[1]
-        await self._process(batch, 0, now, now, PARTIAL_IN_FLIGHT if len(batch) < self.plan.batch_size else None)
+        partial = len(batch) < self.plan.batch_size
+        await self._process(batch, 0, now, now, min(PARTIAL_IN_FLIGHT, self.plan.max_in_flight) if partial else None)
         self.me.pull.remote()
 
     def finished_all(self) -> bool:
