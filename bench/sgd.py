@@ -15,11 +15,18 @@ prints a table with the targets; the mean latencies feed ``bench/table2.py``.
 Run: ``python bench/sgd.py [--model mlp:256] [--iterations 60] [--checkpoint-every 20] [--quick]``.
 """
 
+# ruff: noqa: E402 - the imports follow the BLAS thread counts below
 from __future__ import annotations
+
+import os
+
+# One BLAS thread, as in the workers, before numpy loads: the single-process reference's matrix
+# products must sum in the workers' order for the bit-for-bit check (see examples/sgd.py).
+for _threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
 
 import importlib.util
 import json
-import os
 from pathlib import Path
 from typing import Any
 

@@ -15,13 +15,19 @@ the same shards (summing the shards' gradients in rank order).
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
 
-import numpy as np
+# The workers' numpy runs one BLAS thread (node processes default to it); so must the single-process
+# reference here: a matrix product on several threads sums in another order, and its bits differ.
+for _threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
 
-import actorrt
-from actorrt import collective
+import numpy as np  # noqa: E402 - after the thread counts, which BLAS reads when it loads
+
+import actorrt  # noqa: E402
+from actorrt import collective  # noqa: E402
 
 SAMPLES, FEATURES, HIDDEN = 8_000, 64, 32
 
