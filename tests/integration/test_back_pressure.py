@@ -101,7 +101,6 @@ def test_max_in_flight_is_checked(bad):
         SlowConsumer.options(max_in_flight=bad)
 
 
-
 @actorrt.remote
 class Chain:
     def __init__(self):
