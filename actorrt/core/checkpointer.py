@@ -51,10 +51,11 @@ class Checkpointer:
 
     def due(self, spec: pb.TaskSpec) -> bool:
         """Whether to checkpoint after ``spec`` ran: every ``checkpoint_every`` tasks, or when an
-        extra asks (a memory-pressure checkpoint; under replay only: a rollback's checkpoints
-        are global)."""
+        extra asks (a memory-pressure checkpoint). Never under global rollback, whose checkpoints
+        are global: an actor's own one would tell its senders it covers calls that the global
+        checkpoint a rollback restores does not, and they would stop keeping them."""
         actor = self._actor
-        if actor.death is not None or spec.method == CHECKPOINT_METHOD:
+        if actor.death is not None or spec.method == CHECKPOINT_METHOD or actor.services.ft.rolls_back:
             return False
         every = actor.creation.checkpoint_every
         if every and self.since >= every:

@@ -117,6 +117,12 @@ class Worker:
         self._inflight: dict[bytes, _Inflight] = {}  # in submission order
         # A replay's tasks that their receivers ran before the failure: sent if their results are asked for.
         self._deferred: dict[bytes, _Inflight] = {}
+        # Under global rollback: calls that actors here sent and heard back from, by receiver, kept
+        # until the receiver's checkpoint covers them. A global checkpoint takes each actor's state
+        # when its barrier reaches it, so a call can run at its receiver after the receiver's
+        # snapshot and be answered before its sender's: the call is in flight across the checkpoint
+        # (Chandy-Lamport's channel state), and the sender's checkpoint must hold it to send again.
+        self._uncovered: dict[bytes, dict[bytes, _Inflight]] = {}
         self.ran_before = RanBefore()  # what survivors ran of the actors being rebuilt here
         self.sends_skipped = 0
         self.pressure: MemoryPressure | None = None
@@ -284,10 +290,13 @@ class Worker:
                 value.value.shared.CopyFrom(placed)
 
     def pending_sent(self, sender: bytes) -> list[checkpoint_pb2.PendingTask]:
-        """The tasks ``sender`` (an actor here) sent that have no result yet."""
+        """The tasks ``sender`` (an actor here) sent that have no result yet, and under global
+        rollback those its receivers' checkpoints do not cover yet, in the order they were sent."""
+        uncovered = [t for kept in self._uncovered.values() for t in kept.values() if t.spec.sender == sender]
+        unanswered = [t for t in [*self._inflight.values(), *self._deferred.values()] if t.spec.sender == sender]
         return [checkpoint_pb2.PendingTask(spec=t.spec, slot=t.slot,
                                            large_args=[self.shared.materialize(v) for v in t.large_args])
-                for t in [*self._inflight.values(), *self._deferred.values()] if t.spec.sender == sender]
+                for t in sorted(uncovered, key=lambda t: t.spec.task_counter) + unanswered]
 
     def send_again(self, pending: checkpoint_pb2.PendingTask) -> None:
         """Send again a task an actor restored from its checkpoint had sent before it (its receiver
@@ -389,11 +398,17 @@ class Worker:
         self.windows.answered(task.spec.task_id)
         if value.error.kind == pb.REPLAY_DIVERGED and self.host is not None:
             self.host.replay_diverged(task.spec, value.error)
-        if not self.ft.logs_lineage or task.spec.function:  # no replay of the receiver needs them
+        if self.ft.rolls_back and self._sent_by_actor_here(task.spec):
+            self._uncovered.setdefault(task.spec.receiver, {})[task.spec.task_id] = task
+        elif not self.ft.logs_lineage or task.spec.function:  # no replay of the receiver needs them
             self._drop_large_args(task.large_args)
         if value.object_id not in self.objects and value.WhichOneof("kind") == "error":
             self._report_unretrieved(value.error)  # its ref is gone already
         self.objects.put(value)
+
+    def _sent_by_actor_here(self, spec: pb.TaskSpec) -> bool:
+        """An actor call from an actor this process hosts (what its checkpoints are about)."""
+        return not spec.function and self.host is not None and spec.sender in self.host.actors
 
     def on_batch(self, peer: str, batch: node_pb2.PeerBatch) -> None:
         """A batch of messages from ``peer``'s stream (held while this process's view is older)."""
@@ -444,6 +459,11 @@ class Worker:
         """An actor checkpointed (here or elsewhere): stop keeping what only its replay needed."""
         covered = {c.actor: c.counter for c in done.received}
         self.retention.release(done.actor, covered)
+        kept = self._uncovered.get(done.actor, {})
+        for task_id, task in list(kept.items()):
+            if task.spec.task_counter <= covered.get(task.spec.sender, 0):
+                del kept[task_id]
+                self._drop_large_args(task.large_args)
         self.ft.on_checkpointed(done.actor, covered)
         if self.host is not None:
             self.host.sender_checkpointed(done.actor, {c.actor: c.counter for c in done.sent})
