@@ -111,7 +111,7 @@ class Head:
             self.slots[slot] = Slot(head_pb2.NodeInfo(slot=slot, epoch=0, managed=True))
             await self._launch(slot)
         self._warm = WarmNodes(self._node_argv(), self._node_env(), self._logs() / "node-spare.log",
-                               self._background.spawn, lambda p: any(s.process is p for s in self.slots.values()))
+                               self._background.spawn)
         self._warm.keep(self._spares_wanted())
         self._background.spawn(self._check_heartbeats())
         if self.parent_pid:

@@ -25,13 +25,15 @@ RESTART_DELAY_S = 0.5
 
 class WarmNodes:
     def __init__(self, argv: list[str], env: dict[str, str], log_path: Path,
-                 run: Callable[[Coroutine[Any, Any, Any]], Any], serving: Callable[[asyncio.subprocess.Process], bool]):
+                 run: Callable[[Coroutine[Any, Any, Any]], Any]):
         self._argv = [*argv, "--spare"]
         self._env = env
         self._log_path = log_path
         self._run = run  # runs a coroutine in the head's background
-        self._serving = serving  # whether a process serves a slot now
         self._idle: list[asyncio.subprocess.Process] = []
+        # Handed a slot: from then on the head watches it as that node, and its exit is the node's
+        # failure (whose restart takes another), not a spare to replace.
+        self._handed: set[asyncio.subprocess.Process] = set()
         self._stopped = False
 
     def keep(self, count: int) -> None:
@@ -45,12 +47,13 @@ class WarmNodes:
             if spare.returncode is not None:
                 continue  # its watcher starts another
             self._run(self._start())  # another behind it
+            self._handed.add(spare)
             try:
                 spare.stdin.write(f"{slot} {log_path}\n".encode())
                 await spare.stdin.drain()
                 spare.stdin.close()
             except (BrokenPipeError, ConnectionResetError):
-                continue
+                continue  # it died meanwhile: the one started behind it replaces it
             return spare
         return None
 
@@ -70,8 +73,9 @@ class WarmNodes:
 
     async def _watch(self, spare: asyncio.subprocess.Process) -> None:
         code = await spare.wait()
-        if self._stopped or self._serving(spare):
-            return  # it served a slot: the head watches it as that node
+        if self._stopped or spare in self._handed:
+            self._handed.discard(spare)
+            return
         if spare in self._idle:
             self._idle.remove(spare)
         log.warning("the warm node process %d exited with %s before a restart needed it; starting another",
