@@ -10,9 +10,9 @@ at the same points of its input.
 from actorrt.streaming.connectors import ListSource, RedisStreamSink, RedisStreamSource, read_stream
 from actorrt.streaming.dataflow import Dataflow, Fed, KeyedStream, Stream
 from actorrt.streaming.logic import DeadLetter, OperatorStoppedError, RecordError
-from actorrt.streaming.plan import EventTime, ProcessingTime, Session, Sliding, Tumbling
+from actorrt.streaming.plan import EventTime, Session, Sliding, Tumbling
 from actorrt.streaming.running import RunningFlow, RunResult
 
 __all__ = ["Dataflow", "DeadLetter", "EventTime", "Fed", "KeyedStream", "ListSource", "OperatorStoppedError",
-           "ProcessingTime", "RecordError", "RedisStreamSink", "RedisStreamSource", "RunResult", "RunningFlow",
-           "Session", "Sliding", "Stream", "Tumbling", "read_stream"]
+           "RecordError", "RedisStreamSink", "RedisStreamSource", "RunResult", "RunningFlow", "Session", "Sliding",
+           "Stream", "Tumbling", "read_stream"]

@@ -24,16 +24,15 @@ from actorrt.handles import ActorHandle
 from actorrt.streaming.connectors import Sink, Source
 from actorrt.streaming.operator import Monitor, Operator
 from actorrt.streaming.plan import (
-    Clock,
     EventTime,
     Plan,
-    ProcessingTime,
     Session,
     Sliding,
     Stage,
     Step,
     Tumbling,
     Window,
+    check_lateness,
     check_on_error,
     check_parallelism,
     step_name,
@@ -45,7 +44,6 @@ _operator = actorrt.remote(Operator)
 _monitor = actorrt.remote(Monitor)
 # Operators checkpoint after this many tasks by default: a failure replays at most about as many.
 DEFAULT_CHECKPOINT_EVERY = 1000
-PROCESSING_TIME = ProcessingTime()
 
 
 class Fed:
@@ -127,24 +125,31 @@ class KeyedStream:
                          parallelism=parallelism, name=name or step_name("reduce", fn, None), on_error=on_error)
 
     def window(self, window: Window, init: Callable[[], Any], fn: Callable[[Any, Any], Any], *,
-               clock: Clock = PROCESSING_TIME, merge: Callable[[Any, Any], Any] | None = None,
-               parallelism: int = 1, name: str | None = None, on_error: str = "fail") -> Stream:
+               lateness_s: float = 0.0, merge: Callable[[Any, Any], Any] | None = None, parallelism: int = 1,
+               name: str | None = None, on_error: str = "fail") -> Stream:
         """Per key and window, ``state = fn(state, record)`` from ``init()``; when a window ends
         (on time, records or not) emits ``(key, start, end, state)``.
 
+        Windows are in event time if the flow's source has one (``source(..., time=EventTime(...))``):
+        a window ends when the watermark passes its end plus ``lateness_s``, and a record for a
+        window that ended is late (``RunResult.late``). Otherwise they are in processing time: a
+        record belongs to the windows of the time its batch reached the operator.
+
         Args:
             window: ``Tumbling``, ``Sliding`` or ``Session``.
-            clock: ``ProcessingTime()`` (the default) or ``EventTime(of, max_delay_s, lateness_s)``.
+            lateness_s: event time: how long after the watermark passes a window's end it waits
+                for late records (and emits it); what it emits is held back as long downstream.
             merge: joins the states of two sessions that an out-of-order record bridges (session
                 windows in event time need it).
         """
         if not isinstance(window, (Tumbling, Sliding, Session)):
             raise TypeError(f"window() takes Tumbling, Sliding or Session, not {window!r}")
-        if not isinstance(clock, (ProcessingTime, EventTime)):
-            raise TypeError(f"clock must be ProcessingTime() or EventTime(...), not {clock!r}")
-        if isinstance(window, Session) and isinstance(clock, EventTime) and merge is None:
+        event_time = self._flow._plan.time is not None
+        check_lateness(lateness_s, event_time)
+        if isinstance(window, Session) and event_time and merge is None:
             raise ValueError("session windows in event time need merge=: a late record can join two sessions")
-        step = Step("window", step_name("window", fn, name), fn, init, window, check_on_error(on_error), clock, merge)
+        step = Step("window", step_name("window", fn, name), fn, init, window, check_on_error(on_error), lateness_s,
+                    merge)
         return self._keyed(step, parallelism)
 
     def _keyed(self, step: Step, parallelism: int) -> Stream:
@@ -174,13 +179,23 @@ class Dataflow:
         # global checkpoint of the flow takes, with ``ft="checkpoint"``).
         self.actors: list[ActorHandle] = []
 
-    def source(self, records: Iterable[Any] | Source | Fed, *, parallelism: int = 1) -> Stream:
+    def source(self, records: Iterable[Any] | Source | Fed, *, parallelism: int = 1,
+               time: EventTime | None = None) -> Stream:
         """Records from ``records``: any iterable, read by the driver that runs the flow (each
         batch it sends is logged); a pulled ``Source`` (``RedisStreamSource``, ``ListSource``),
         read by the first operator, whose lineage keeps the offsets it read; or ``Fed()``, records
-        the driver passes to ``RunningFlow.feed`` as they come (``start()`` runs such a flow)."""
+        the driver passes to ``RunningFlow.feed`` as they come (``start()`` runs such a flow).
+
+        Args:
+            parallelism: instances that read the records (the driver's go to them in turn).
+            time: ``EventTime(of, max_delay_s, idle_s)``: each record's time is ``of(record)``,
+                each instance makes a watermark of what it read, and windows are in event time.
+                None: windows are in processing time.
+        """
         if self._plan.source is not None or self._plan.pulled is not None or self._fed:
             raise ValueError(f"dataflow {self._plan.name} has a source already")
+        if time is not None and not isinstance(time, EventTime):
+            raise TypeError(f"source(time=) takes EventTime(of, max_delay_s=..., idle_s=...), not {time!r}")
         if callable(getattr(records, "next_range", None)):
             if parallelism != 1:
                 raise ValueError("a pulled source is read by one operator: parallelism=1 (spread the work after it)")
@@ -189,8 +204,14 @@ class Dataflow:
             self._fed = True
         else:
             self._plan.source = records
+        self._plan.time = time
         self._new_stage(check_parallelism(parallelism), None)
         return Stream(self)
+
+    @property
+    def plan(self) -> Plan:
+        """The logical dataflow as built so far: plain data (stages of steps), what operators run."""
+        return self._plan
 
     @property
     def fed(self) -> bool:
@@ -239,8 +260,7 @@ class Dataflow:
         stages = _deploy(plan, blob, monitor, self._checkpoint_every)
         self.actors = [op for ops in stages for op in ops] + [monitor]
         running = RunningFlow(self, stages, Watch(monitor, timeout))
-        if plan.pulled is not None:
-            running._start_pulling()
+        running._start_reading()
         return running
 
     def _stage(self) -> Stage:

@@ -2,17 +2,21 @@
 
 Keyed state lives in plain dicts, iterated in insertion order, so a replay that feeds the same
 batches at the same recorded times rebuilds it exactly. Time is an argument: the operator actor
-passes recorded readings (``actorrt.now()``).
+passes recorded readings (``actorrt.now()``). In event time every record travels with its time
+(integer µs), and the instance's watermark is in ``progress`` (``progress.py``).
 """
 
 from __future__ import annotations
 
+import datetime
 import math
+import numbers
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from actorrt.exceptions import ActorRTError
-from actorrt.streaming.plan import EventTime, Session, Stage, Step
+from actorrt.streaming.plan import EventTime, Session, Stage, Step, seconds, to_us
+from actorrt.streaming.progress import InputProgress, SourceProgress
 
 
 class RecordError(ActorRTError):
@@ -34,135 +38,182 @@ class DeadLetter:
     error: str
 
 
+class Out(NamedTuple):
+    """Records a step emits, with their event times (µs; None in processing time)."""
+
+    records: list[Any]
+    times: list[int] | None
+
+    def then(self, more: Out) -> Out:
+        """These records, then ``more``."""
+        if not more.records:
+            return self
+        return Out(self.records + more.records, None if self.times is None else self.times + more.times)
+
+
 @dataclass
 class StageLogic:
+    """One instance of a stage: its keyed state, its windows, and, in event time, its watermark."""
+
     stage: Stage
+    time: EventTime | None = None  # the flow's event time (None: windows in processing time)
+    upstreams: int = 1  # the instances that send to this one (the driver or the source counts as one)
+    source: bool = False  # the flow's first stage: it reads records, and makes the watermark
     folds: dict[Any, Any] = field(default_factory=dict)  # key -> state (a fold step)
-    windows: dict[tuple[float, Any], Any] = field(default_factory=dict)  # (window start, key) -> state
+    windows: dict[tuple[int, Any], Any] = field(default_factory=dict)  # (window start in µs, key) -> state
     sessions: dict[Any, list[list[Any]]] = field(default_factory=dict)  # key -> [start, last, state], by start
     dead_letters: list[DeadLetter] = field(default_factory=list)
     late: list[Any] = field(default_factory=list)  # records for windows that had closed
-    upstreams: int = 1  # the instances that send to this one
-    newest: dict[int, float] = field(default_factory=dict)  # event time: the newest record time per upstream
-    last_arrival: float = -math.inf  # the clock reading when the last record came
+    progress: SourceProgress | InputProgress | None = None  # event time: the watermark
 
-    @property
-    def keyed(self) -> Step | None:
-        first = self.stage.steps[0] if self.stage.steps else None
-        return first if first is not None and first.kind in ("fold", "window") else None
+    def __post_init__(self) -> None:
+        if self.time is not None and self.progress is None:
+            self.progress = SourceProgress(self.time) if self.source else InputProgress(self.upstreams)
 
     @property
     def windowed(self) -> Step | None:
-        """The stage's window step, if it starts with one (the only step that reads the clock)."""
-        keyed = self.keyed
-        return keyed if keyed is not None and keyed.kind == "window" else None
+        """The stage's window step, if it starts with one."""
+        return self.stage.windowed
 
-    def process(self, batch: list[Any], now: float, upstream: int = 0) -> list[Any]:
-        """The records ``batch`` (from upstream instance ``upstream``, arrived at ``now``) makes
-        this stage emit."""
-        keyed = self.keyed
+    @property
+    def watermark(self) -> tuple[float, bool] | None:
+        """What this instance tells its consumers: its watermark (a window stage's less its
+        lateness, so that what it emits is not late downstream) and whether it is idle; None in
+        processing time."""
+        if self.progress is None:
+            return None
+        windowed = self.windowed
+        return self.progress.mark - (to_us(windowed.lateness_s) if windowed else 0), self.progress.idle
+
+    def process(self, batch: list[Any], now: float, upstream: int = 0, times: list[int] | None = None,
+                mark: float | None = None) -> Out:
+        """What ``batch`` makes this stage emit: from upstream instance ``upstream``, arrived at
+        ``now``, its records at ``times``, and the sender's watermark ``mark`` after them."""
+        if self.source and self.time is not None:
+            times = [self._time_of(record) for record in batch]
+        keyed = self.stage.keyed
         if keyed is None:
-            return self._stateless(batch, 0)
-        if keyed.kind == "fold":
-            return self._stateless(self._fold(keyed, batch), 1)
-        self._into_windows(keyed, batch, now, upstream)
+            out = self._stateless(batch, times, 0)
+        elif keyed.kind == "fold":
+            out = self._stateless(*self._fold(keyed, batch, times), 1)
+        else:
+            self._into_windows(keyed, batch, times, now)
+            out = self._nothing()
+        if isinstance(self.progress, SourceProgress):
+            self.progress.read(times, now)
+        elif self.progress is not None and mark is not None:
+            self.progress.update(upstream, mark)
+        return out.then(self.close(now)) if keyed is not None and keyed.kind == "window" else out
+
+    def advance(self, upstream: int, mark: float, idle: bool, now: float) -> Out:
+        """Upstream ``upstream``'s watermark moved to ``mark`` (a message without records)."""
+        self.progress.update(upstream, mark, idle)
         return self.close(now)
 
-    def upstream_done(self, upstream: int) -> None:
+    def tick(self, now: float) -> Out:
+        """The clock: a source instance may become idle, a processing-time window ends."""
+        if isinstance(self.progress, SourceProgress):
+            self.progress.check_idle(now)
+        return self.close(now)
+
+    def upstream_done(self, upstream: int, now: float) -> Out:
         """``upstream`` sends nothing more: it no longer holds the watermark back."""
-        self.newest[upstream] = math.inf
+        if isinstance(self.progress, SourceProgress):
+            self.progress.finish()
+        elif self.progress is not None:
+            self.progress.finish(upstream)
+        return self.close(now)
 
-    def watermark(self, now: float) -> float:
-        """The time up to which the input is taken as complete: ``now`` in processing time."""
-        windowed = self.windowed
-        clock = windowed.clock if windowed is not None else None
-        if not isinstance(clock, EventTime):
-            return now
-        times = [self.newest.get(u, -math.inf) for u in range(self.upstreams)]
-        mark = min(times) - clock.max_delay_s
-        idle = now - self.last_arrival
-        if clock.idle_s is not None and idle > clock.idle_s:
-            seen = [t for t in times if math.isfinite(t)]
-            if seen:
-                mark = max(mark, max(seen) - clock.max_delay_s + idle - clock.idle_s)
-        return mark
-
-    def close(self, now: float) -> list[Any]:
-        """Windows the watermark at ``now`` has passed, emitted as ``(key, start, end, state)``."""
+    def close(self, now: float) -> Out:
+        """Windows that are complete (in processing time: ended by ``now``), emitted as ``(key,
+        start, end, state)``."""
         windowed = self.windowed
         if windowed is None:
-            return []
-        return self._stateless(self._closed(windowed, self.watermark(now) - _lateness(windowed)), 1)
+            return self._nothing()
+        if self.progress is None:
+            return self._stateless(*self._closed(windowed, to_us(now)), 1)
+        return self._stateless(*self._closed(windowed, self.progress.mark - to_us(windowed.lateness_s)), 1)
 
-    def finish(self) -> list[Any]:
+    def finish(self) -> Out:
         """The end of the input: every open window closes."""
         windowed = self.windowed
         if windowed is None:
-            return []
-        return self._stateless(self._closed(windowed, math.inf), 1)
+            return self._nothing()
+        return self._stateless(*self._closed(windowed, math.inf), 1)
 
-    def _closed(self, step: Step, before: float) -> list[tuple[Any, float, float, Any]]:
-        """Windows ending at or before ``before``, taken out, in (start, key) order."""
+    def _nothing(self) -> Out:
+        return Out([], None if self.time is None else [])
+
+    def _time_of(self, record: Any) -> int:
+        try:
+            value = self.time.of(record)
+            if isinstance(value, datetime.datetime):
+                value = value.timestamp()
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+                raise TypeError(f"it gave {value!r}: a time is seconds since the epoch (a number) or a datetime")
+            return to_us(value)
+        except Exception as exc:  # noqa: BLE001 - a user function: the run stops with the record
+            raise RecordError(f"EventTime.of raised {type(exc).__name__} on record {record!r}: {exc}") from exc
+
+    def _closed(self, step: Step, before: float) -> Out:
+        """Windows ending at or before ``before`` (µs), taken out, in (start, key) order; each
+        emitted at its last instant."""
         if isinstance(step.window, Session):
+            gap = step.window.gap_us
             out = []
             for key in list(self.sessions):
                 keep = []
                 for start, last, state in self.sessions[key]:
-                    if last + step.window.gap_s <= before:
-                        out.append((key, start, last + step.window.gap_s, state))
+                    if last + gap <= before:
+                        out.append((key, start, last + gap, state))
                     else:
                         keep.append([start, last, state])
                 if keep:
                     self.sessions[key] = keep
                 else:
                     del self.sessions[key]
-            return sorted(out, key=lambda w: (w[1], repr(w[0])))
-        done = sorted((k for k in self.windows if step.window.end(k[0]) <= before), key=_order)
-        return [(key, start, step.window.end(start), self.windows.pop((start, key))) for start, key in done]
+            out.sort(key=lambda w: (w[1], repr(w[0])))
+        else:
+            done = sorted((k for k in self.windows if step.window.end(k[0]) <= before), key=_order)
+            out = [(key, start, step.window.end(start), self.windows.pop((start, key))) for start, key in done]
+        return Out([(key, seconds(start), seconds(end), state) for key, start, end, state in out],
+                   None if self.time is None else [end - 1 for _, _, end, _ in out])
 
-    def _fold(self, step: Step, batch: list[Any]) -> list[tuple[Any, Any]]:
-        changed: dict[Any, None] = {}
-        for record in batch:
+    def _fold(self, step: Step, batch: list[Any], times: list[int] | None) -> Out:
+        changed: dict[Any, float] = {}  # key -> the newest time among its records here
+        for i, record in enumerate(batch):
             key = self.stage.key(record)
             state = self.folds[key] if key in self.folds else step.init()
             ok, state = self._apply(step, step.fn, state, record)
             if ok:
                 self.folds[key] = state
-                changed[key] = None
-        return [(key, self.folds[key]) for key in changed]
+                changed[key] = max(changed.get(key, -math.inf), times[i]) if times is not None else 0
+        return Out([(key, self.folds[key]) for key in changed], None if times is None else list(changed.values()))
 
-    def _into_windows(self, step: Step, batch: list[Any], now: float, upstream: int) -> None:
-        closed_before = self.watermark(now) - _lateness(step)  # windows ending by then were emitted
-        event_time = isinstance(step.clock, EventTime)
-        for record in batch:
+    def _into_windows(self, step: Step, batch: list[Any], times: list[int] | None, now: float) -> None:
+        if times is None:  # processing time: every record of the batch arrived now (never late)
+            times, closed_before = [to_us(now)] * len(batch), -math.inf
+        else:  # windows ending by then were emitted
+            closed_before = self.progress.mark - to_us(step.lateness_s)
+        for record, t in zip(batch, times, strict=True):
             key = self.stage.key(record)
-            if event_time:
-                ok, t = self._apply(step, step.clock.of, record)
-                if not ok:
-                    continue
-            else:
-                t = now
             if isinstance(step.window, Session):
-                if t + step.window.gap_s <= closed_before:
+                if t + step.window.gap_us <= closed_before:
                     self.late.append(record)
                 else:
                     self._into_session(step, key, t, record)
-            else:
-                starts = [start for start in step.window.windows_of(t) if step.window.end(start) > closed_before]
-                if not starts:
-                    self.late.append(record)
-                for start in starts:
-                    k = (start, key)
-                    ok, state = self._apply(step, step.fn, self.windows[k] if k in self.windows else step.init(),
-                                            record)
-                    if ok:
-                        self.windows[k] = state
-            if event_time and t > self.newest.get(upstream, -math.inf):
-                self.newest[upstream] = t
-        self.last_arrival = now
+                continue
+            starts = [start for start in step.window.starts(t) if step.window.end(start) > closed_before]
+            if not starts:
+                self.late.append(record)
+            for start in starts:
+                k = (start, key)
+                ok, state = self._apply(step, step.fn, self.windows[k] if k in self.windows else step.init(), record)
+                if ok:
+                    self.windows[k] = state
 
-    def _into_session(self, step: Step, key: Any, t: float, record: Any) -> None:
-        gap = step.window.gap_s
+    def _into_session(self, step: Step, key: Any, t: int, record: Any) -> None:
+        gap = step.window.gap_us
         sessions = self.sessions.setdefault(key, [])
         near = [s for s in sessions if s[0] - gap < t < s[1] + gap]
         ok, state = self._apply(step, step.fn, near[0][2] if near else step.init(), record)
@@ -181,21 +232,31 @@ class StageLogic:
             first[2] = step.merge(first[2], other[2])
             sessions.remove(other)
 
-    def _stateless(self, records: list[Any], first: int) -> list[Any]:
+    def _stateless(self, records: list[Any], times: list[int] | None, first: int) -> Out:
+        """The stage's stateless steps from step ``first`` on; a record's time goes with what it
+        becomes (the records of a ``flat_map`` all take it)."""
         for step in self.stage.steps[first:]:
             out: list[Any] = []
-            for record in records:
+            out_times: list[int] | None = None if times is None else []
+            for i, record in enumerate(records):  # the hot loop of every stage: one branch per record
                 ok, value = self._apply(step, step.fn, record)
                 if not ok:
                     continue
                 if step.kind == "map":
                     out.append(value)
+                    n = 1
                 elif step.kind == "flat_map":
                     out.extend(value)
+                    n = len(value)
                 elif value:
                     out.append(record)
-            records = out
-        return records
+                    n = 1
+                else:
+                    continue
+                if out_times is not None:
+                    out_times.extend((times[i],) * n)
+            records, times = out, out_times
+        return Out(records, times)
 
     def _apply(self, step: Step, fn: Any, *args: Any) -> tuple[bool, Any]:
         record = args[-1]
@@ -208,9 +269,5 @@ class StageLogic:
             raise RecordError(f"operator {step.name} raised {type(exc).__name__} on record {record!r}: {exc}") from exc
 
 
-def _lateness(step: Step) -> float:
-    return step.clock.lateness_s if isinstance(step.clock, EventTime) else 0.0
-
-
-def _order(k: tuple[float, Any]) -> tuple[float, str]:
+def _order(k: tuple[int, Any]) -> tuple[int, str]:
     return k[0], repr(k[1])

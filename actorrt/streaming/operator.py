@@ -13,7 +13,6 @@ import hashlib
 import io
 import pickle
 import time
-import zlib
 from collections import deque
 from typing import Any
 
@@ -21,8 +20,9 @@ import actorrt
 from actorrt.core.object_ref import ObjectRef
 from actorrt.exceptions import ActorRTError
 from actorrt.handles import ActorHandle
-from actorrt.streaming.logic import OperatorStoppedError, RecordError, StageLogic
-from actorrt.streaming.plan import Plan
+from actorrt.streaming.fanout import Batch, Fanout
+from actorrt.streaming.logic import OperatorStoppedError, Out, RecordError, StageLogic
+from actorrt.streaming.plan import Plan, seconds, tick_s
 from actorrt.util import pickling
 
 # A source with nothing new is asked again this often (unless it has a ``poll_s`` of its own).
@@ -32,6 +32,8 @@ PULL_IDLE_S = 0.01
 # with small batches and each record would queue behind them; waiting sooner, the next pull finds
 # more records and sends them as one batch (a full batch may have ``max_in_flight``).
 PARTIAL_IN_FLIGHT = 2
+# A source instance with event time and ``idle_s`` looks at the clock this often at least.
+IDLE_TICK_MIN_S = 0.01
 # Rates are over this much of the recent past; latency percentiles over this many batches.
 RATE_WINDOW_S = 10.0
 LATENCY_SAMPLES = 2048
@@ -118,6 +120,10 @@ class _DigestPickler(pickle.Pickler):
         return None
 
 
+def _digest(batch: list[Any], times: list[int] | None) -> bytes:
+    return batch_digest(batch if times is None else [batch, times])
+
+
 def batch_digest(batch: list[Any]) -> bytes:
     """8 bytes that stand for a batch's records, sent beside it as a plain argument. A receiver's
     ledger compares the plain arguments of a replayed call with those of the call it ran, so an
@@ -136,55 +142,64 @@ def batch_digest(batch: list[Any]) -> bytes:
     return hashlib.blake2b(out.getbuffer(), digest_size=8).digest()
 
 
-def partition(key: Any, parts: int) -> int:
-    """The instance a key goes to: a hash that is the same in every process (Python's ``hash`` of
-    a string is salted per process)."""
-    return zlib.crc32(repr(key).encode()) % parts
-
-
 class Operator:
     def __init__(self, plan_blob: bytes, stage: int, instance: int, downstream: list[ActorHandle],
                  upstreams: int, monitor: ActorHandle) -> None:
         self.plan: Plan = pickling.loads(plan_blob)
         self.stage, self.instance = stage, instance
-        self.logic = StageLogic(self.plan.stages[stage], upstreams=upstreams)
+        self.logic = StageLogic(self.plan.stages[stage], self.plan.time, upstreams, source=stage == 0)
         self.downstream = downstream
         self.next_stage = self.plan.stages[stage + 1] if downstream else None
         self.monitor = monitor
         self.finished = 0
         self.outputs: list[Any] = []  # the last stage's records
-        self.turn = 0  # round robin over the next stage, where it is not keyed
         self.records_in = self.records_out = 0
         self.timer: actorrt.Timer | None = None
         self.position: Any = None  # how far a pulled source was read
         self.me: ActorHandle | None = None  # this operator's handle, if it pulls from a source
         self.done = False
         self.sink_writes = 0
+        self.fanout = Fanout(self.next_stage, len(downstream), self.plan.window_grid(stage)) if downstream else None
         self._in_flight: list[deque[ObjectRef]] = [deque() for _ in downstream]
         self._metrics = OperatorMetrics()
 
     async def process(self, batch: list[Any], upstream: int = 0, born: float | None = None,
-                      digest: bytes = b"") -> None:
-        """A batch from upstream instance ``upstream``, read from the source at ``born``;
+                      digest: bytes = b"", times: list[int] | None = None, mark: float | None = None) -> None:
+        """A batch from upstream instance ``upstream``, read from the source at ``born``: in event
+        time, its records' ``times`` (µs) and the sender's watermark ``mark`` after them.
         ``digest`` is there for the ledger's check of a replayed upstream (``batch_digest``)."""
-        # Only a window reads the clock: each reading is an entry in the task's log (a new version
-        # of its spec), which a stage without windows need not pay for every batch.
-        now = actorrt.now() if self.logic.windowed is not None or born is None else born
-        await self._process(batch, upstream, now, now if born is None else born)
+        # Only a processing-time window reads the clock: each reading is an entry in the task's log
+        # (a new version of its spec), which other stages need not pay for every batch.
+        processing_window = self.logic.windowed is not None and self.plan.time is None
+        now = actorrt.now() if processing_window or born is None else born
+        await self._process(batch, upstream, now, now if born is None else born, times, mark)
 
     async def _process(self, batch: list[Any], upstream: int, now: float, born: float,
+                       times: list[int] | None = None, mark: float | None = None,
                        in_flight: int | None = None) -> None:
         self.records_in += len(batch)
         windowed = self.logic.windowed
-        if windowed is not None and self.timer is None:
-            tick = windowed.window.tick_s  # at window boundaries (the first one aligned)
+        if windowed is not None and self.plan.time is None and self.timer is None:
+            tick = tick_s(windowed.window)  # at window boundaries (the first one aligned)
             self.timer = actorrt.call_every(tick, self.tick, first_in=tick - now % tick)
-        await self._emit(self._run(self.logic.process, batch, now, upstream), born, in_flight)
+        await self._emit(self._run(self.logic.process, batch, now, upstream, times, mark), born, in_flight)
+
+    async def advance(self, upstream: int, mark: float, idle: bool, born: float) -> None:
+        """Upstream instance ``upstream``'s watermark moved to ``mark`` (or it became idle), with
+        no records for this instance; ``born``: when the batch that moved it was read."""
+        await self._emit(self._run(self.logic.advance, upstream, mark, idle, born), born)
 
     def start(self, me: ActorHandle) -> None:
-        """Pull from the flow's source (the first stage's only instance; ``me`` is its handle)."""
-        self.me = me
-        me.pull.remote()
+        """Start reading (the first stage's instances; ``me`` is this one's handle): pull from the
+        flow's pulled source, and in event time with ``idle_s``, look at the clock, so that an
+        instance that reads nothing for that long stops holding the watermark back."""
+        time_ = self.plan.time
+        if time_ is not None and time_.idle_s is not None:
+            periods = [seconds(period) for period, _ in self.plan.window_grid(self.stage)]
+            self.timer = actorrt.call_every(max(IDLE_TICK_MIN_S, min([time_.idle_s / 2, *periods])), self.tick)
+        if self.plan.pulled is not None:
+            self.me = me
+            me.pull.remote()
 
     async def pull(self) -> None:
         """One batch of the source: the range found (and the time) is recorded, so a replay reads
@@ -212,7 +227,8 @@ class Operator:
         batch = source.read(found)
         self.position = found[1]
         partial = len(batch) < self.plan.batch_size
-        await self._process(batch, 0, now, now, min(PARTIAL_IN_FLIGHT, self.plan.max_in_flight) if partial else None)
+        await self._process(batch, 0, now, now,
+                            in_flight=min(PARTIAL_IN_FLIGHT, self.plan.max_in_flight) if partial else None)
         self.me.pull.remote()
 
     def finished_all(self) -> bool:
@@ -220,9 +236,9 @@ class Operator:
 
     async def tick(self) -> None:
         now = actorrt.now()
-        await self._emit(self._run(self.logic.close, now), now)
+        await self._emit(self._run(self.logic.tick, now), now)
 
-    def _run(self, step: Any, *args: Any) -> list[Any]:
+    def _run(self, step: Any, *args: Any) -> Any:
         """``step(*args)`` of the stage's logic; a record it fails on is told to the flow's monitor
         at once (the driver stops the run), then raised to whoever sent the batch."""
         try:
@@ -234,14 +250,14 @@ class Operator:
     async def finish(self, upstream: int = 0) -> None:
         """Upstream instance ``upstream`` is done; after the last, flush and pass the end on."""
         self.finished += 1
-        self.logic.upstream_done(upstream)
         now = actorrt.now()
-        if self.finished < self.logic.upstreams:  # it no longer holds the watermark back
-            await self._emit(self._run(self.logic.close, now), now)
+        out = self._run(self.logic.upstream_done, upstream, now)  # it no longer holds the watermark back
+        if self.finished < self.logic.upstreams:
+            await self._emit(out, now)
             return
         if self.timer is not None:
             self.timer.cancel()
-        await self._emit(self._run(self.logic.finish), now)
+        await self._emit(out.then(self._run(self.logic.finish)), now)
         for queue in self._in_flight:
             while queue:
                 await queue.popleft()
@@ -254,9 +270,11 @@ class Operator:
         counts = {"in": self.records_in, "out": self.records_out, **self._metrics.summary()}
         return self.outputs, self.logic.dead_letters, self.logic.late, counts
 
-    async def _emit(self, records: list[Any], born: float, in_flight: int | None = None) -> None:
-        """Send ``records`` on (made of input read at ``born``), or write them if this is the last
-        stage; ``in_flight``: unprocessed batches left at each consumer (``max_in_flight`` if None)."""
+    async def _emit(self, out: Out, born: float, in_flight: int | None = None) -> None:
+        """Send ``out`` on (made of input read at ``born``), or write it if this is the last stage;
+        ``in_flight``: unprocessed batches left at each consumer (``max_in_flight`` if None). In
+        event time every consumer hears this instance's watermark: with its records, or alone."""
+        records = out.records
         self.records_out += len(records)
         self._metrics.counted(self.records_in, self.records_out)
         if not self.downstream:
@@ -270,21 +288,20 @@ class Operator:
                 self.sink_writes += 1
                 self.plan.sink.write(f"{self.plan.name}/{self.stage}/{self.instance}", self.sink_writes, records)
             return
-        parts: list[list[Any]] = [[] for _ in self.downstream]
-        key = self.next_stage.key
-        for record in records:
-            if key is not None:
-                parts[partition(key(record), len(parts))].append(record)
+        for message in self._run(self.fanout.messages, out, self.logic.watermark, self.logic.dead_letters):
+            consumer = self.downstream[message.to]
+            if isinstance(message, Batch):
+                args = (message.records, self.instance, born, _digest(message.records, message.times))
+                if message.mark is not None:  # event time
+                    args += (message.times, message.mark)
+                await self._send(message.to, consumer.process, args, in_flight)
             else:
-                parts[self.turn % len(parts)].append(record)
-                self.turn += 1
-        for i, part in enumerate(parts):
-            if part:
-                await self._send(i, part, born, in_flight)
+                await self._send(message.to, consumer.advance, (self.instance, message.mark, message.idle, born),
+                                 in_flight)
 
-    async def _send(self, i: int, batch: list[Any], born: float, in_flight: int | None) -> None:
+    async def _send(self, i: int, method: Any, args: tuple, in_flight: int | None) -> None:
         queue = self._in_flight[i]
-        queue.append(self.downstream[i].process.remote(batch, self.instance, born, batch_digest(batch)))
+        queue.append(method.remote(*args))
         while len(queue) > (self.plan.max_in_flight if in_flight is None else in_flight):
             await queue.popleft()  # back-pressure: the consumer is behind
 

@@ -8,6 +8,8 @@ keyed step) and at a change of parallelism. Plans are plain data, cloudpickled i
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -15,106 +17,131 @@ from typing import Any, Literal
 OnError = Literal["fail", "dead_letter"]
 
 
+# Times inside operators are integer microseconds: every record of a window computes the same
+# bounds (in floats, stepping back by the slide gave one window two starts a rounding apart).
+US = 1_000_000
+
+
+def to_us(seconds: float) -> int:
+    """``seconds`` as a whole number of microseconds (to the nearest)."""
+    return round(seconds * US)
+
+
+def _duration_us(what: str, seconds: Any) -> int:
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) or not math.isfinite(seconds):
+        raise TypeError(f"{what} must be a number of seconds, not {seconds!r}")
+    if to_us(seconds) < 1:
+        raise ValueError(f"{what} must be at least 1 µs, not {seconds!r} s")
+    return to_us(seconds)
+
+
 @dataclass(frozen=True)
 class Tumbling:
-    """Processing-time windows of ``size_s`` seconds, aligned to the epoch: [k·size, (k+1)·size)."""
+    """Windows of ``size_s`` seconds, aligned to the epoch: [k·size, (k+1)·size)."""
 
     size_s: float
 
     def __post_init__(self) -> None:
-        if not self.size_s > 0:
-            raise ValueError(f"a window needs a size > 0 s, not {self.size_s!r}")
+        _duration_us("a tumbling window's size", self.size_s)
 
-    def windows_of(self, t: float) -> list[float]:
-        """The starts of the windows a record arriving at ``t`` belongs to."""
-        return [t - t % self.size_s]
+    def starts(self, t: int) -> list[int]:
+        """The starts of the windows that hold time ``t`` (µs)."""
+        size = to_us(self.size_s)
+        return [t - t % size]
 
-    def end(self, start: float) -> float:
-        return start + self.size_s
+    def end(self, start: int) -> int:
+        return start + to_us(self.size_s)
 
     @property
-    def tick_s(self) -> float:
-        """How often the operator looks for windows to close."""
-        return self.size_s
+    def grid(self) -> tuple[int, int]:
+        """(period, offset) in µs: windows end at k·period + offset."""
+        return to_us(self.size_s), 0
 
 
 @dataclass(frozen=True)
 class Sliding:
-    """Processing-time windows of ``size_s`` seconds every ``every_s`` (each record in size/every)."""
+    """Windows of ``size_s`` seconds every ``every_s`` (each time in about size/every of them)."""
 
     size_s: float
     every_s: float
 
     def __post_init__(self) -> None:
-        if not (self.size_s > 0 and self.every_s > 0):
-            raise ValueError(f"a sliding window needs size and slide > 0 s, not {self.size_s!r}, {self.every_s!r}")
+        _duration_us("a sliding window's size", self.size_s)
+        _duration_us("a sliding window's slide", self.every_s)
 
-    def windows_of(self, t: float) -> list[float]:
-        last = t - t % self.every_s
-        starts = []
-        start = last
-        while start > t - self.size_s:
-            starts.append(start)
-            start -= self.every_s
-        return sorted(starts)
+    def starts(self, t: int) -> list[int]:
+        size, every = to_us(self.size_s), to_us(self.every_s)
+        last = t - t % every
+        return list(range(last, t - size, -every))[::-1]
 
-    def end(self, start: float) -> float:
-        return start + self.size_s
+    def end(self, start: int) -> int:
+        return start + to_us(self.size_s)
 
     @property
-    def tick_s(self) -> float:
-        return self.every_s
+    def grid(self) -> tuple[int, int]:
+        every = to_us(self.every_s)
+        return every, to_us(self.size_s) % every
 
 
 @dataclass(frozen=True)
 class Session:
-    """Per key, records less than ``gap_s`` apart (in the clock's time) share a window; it ends
-    ``gap_s`` after its last record."""
+    """Per key, records less than ``gap_s`` apart share a window; it ends ``gap_s`` after its last
+    record."""
 
     gap_s: float
 
     def __post_init__(self) -> None:
-        if not self.gap_s > 0:
-            raise ValueError(f"a session window needs a gap > 0 s, not {self.gap_s!r}")
+        _duration_us("a session window's gap", self.gap_s)
 
     @property
-    def tick_s(self) -> float:
-        return self.gap_s / 2
+    def gap_us(self) -> int:
+        return to_us(self.gap_s)
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        # A session may end anywhere: the watermark is passed on as it moves an eighth of a gap.
+        return max(1, self.gap_us // 8), 0
 
 
 Window = Tumbling | Sliding | Session
 
 
-@dataclass(frozen=True)
-class ProcessingTime:
-    """A record's time is when its batch reached the operator (a recorded clock reading)."""
+def tick_s(window: Window) -> float:
+    """How often a processing-time window looks for windows to close."""
+    return window.gap_s / 2 if isinstance(window, Session) else seconds(window.grid[0])
+
+
+def seconds(us: int) -> float:
+    return us / US
 
 
 @dataclass(frozen=True)
 class EventTime:
-    """A record's time is ``of(record)`` (seconds). The watermark, the time up to which the
-    operator takes its input as complete, is the newest record time that *every* upstream instance
-    has sent, minus ``max_delay_s`` (an upstream held up, by a recovery for one, holds it back). A
-    window closes when the watermark passes its end plus ``lateness_s``; a record for a window that
-    closed already is late: it goes to ``RunResult.late``, not into any window.
+    """How a flow's records get their event time: ``Dataflow.source(records, time=EventTime(...))``.
 
-    With ``idle_s``, an input idle that long moves the watermark on with the clock, so windows
-    close without new records; a stall that long (a recovery upstream included) may then make
-    records late: they are reported in ``RunResult.late``, never dropped silently."""
+    Each source instance takes ``of(record)`` (seconds since the epoch, or a ``datetime``) as it
+    reads a record; the time travels with the record, and with whatever steps make of it. Each
+    source instance makes a watermark, the time up to which its input is taken as complete: the
+    newest time it has read, less ``max_delay_s`` (how far out of order records may come). Every
+    other instance passes on the minimum of its inputs' watermarks, and windows close on it.
 
-    of: Callable[[Any], float]
+    With ``idle_s``, a source instance that has read nothing for that long is idle: it stops
+    holding back the watermark of those downstream, and its own moves on with the clock, so
+    windows close on a quiet input. A record it reads later may then be late; late records go to
+    ``RunResult.late``, never silently away."""
+
+    of: Callable[[Any], Any]
     max_delay_s: float = 0.0
-    lateness_s: float = 0.0
     idle_s: float | None = None
 
     def __post_init__(self) -> None:
         if not callable(self.of):
             raise TypeError(f"EventTime takes a function giving a record's time, not {self.of!r}")
-        if self.max_delay_s < 0 or self.lateness_s < 0 or (self.idle_s is not None and self.idle_s < 0):
-            raise ValueError("max_delay_s, lateness_s and idle_s must be >= 0")
-
-
-Clock = ProcessingTime | EventTime
+        if isinstance(self.max_delay_s, bool) or not isinstance(self.max_delay_s, numbers.Real) \
+                or not self.max_delay_s >= 0:
+            raise ValueError(f"max_delay_s must be a number of seconds >= 0, not {self.max_delay_s!r}")
+        if self.idle_s is not None:
+            _duration_us("idle_s", self.idle_s)
 
 
 @dataclass(frozen=True)
@@ -128,7 +155,7 @@ class Step:
     init: Callable[[], Any] | None = None  # the empty state of a keyed step
     window: Window | None = None
     on_error: OnError = "fail"
-    clock: Clock = ProcessingTime()
+    lateness_s: float = 0.0  # event time: a window closes this long after the watermark passes its end
     merge: Callable[[Any, Any], Any] | None = None  # joins two sessions' states that a record bridges
 
 
@@ -142,6 +169,18 @@ class Stage:
     def name(self) -> str:
         return "->".join(s.name for s in self.steps) or "source"
 
+    @property
+    def keyed(self) -> Step | None:
+        """The stage's keyed step (``fold`` or ``window``), first in it, if it has one."""
+        first = self.steps[0] if self.steps else None
+        return first if first is not None and first.kind in ("fold", "window") else None
+
+    @property
+    def windowed(self) -> Step | None:
+        """The stage's window step, if it starts with one."""
+        keyed = self.keyed
+        return keyed if keyed is not None and keyed.kind == "window" else None
+
 
 @dataclass
 class Plan:
@@ -152,12 +191,37 @@ class Plan:
     batch_size: int = 100
     stages: list[Stage] = field(default_factory=list)
     max_in_flight: int = 8  # batches a producer may have unprocessed at each consumer
+    time: EventTime | None = None  # None: windows are in processing time
+
+    def window_grid(self, stage: int) -> list[tuple[int, int]]:
+        """Where the windows of the stages after ``stage`` close, as (period, offset) in µs of the
+        watermark ``stage`` sends: an instance tells a consumer that got no records its watermark
+        only when it crosses one of these (a window stage passes on its watermark less its
+        lateness, and closes a window when its own passes the end plus the lateness)."""
+        grid, held_back = [], 0
+        for later in self.stages[stage + 1:]:
+            step = later.windowed
+            if step is None:
+                continue
+            lateness = to_us(step.lateness_s)
+            period, offset = step.window.grid
+            grid.append((period, (offset + held_back + lateness) % period))
+            held_back += lateness
+        return grid
 
 
 def check_parallelism(parallelism: int) -> int:
     if not isinstance(parallelism, int) or parallelism < 1:
         raise ValueError(f"parallelism must be an int >= 1, not {parallelism!r}")
     return parallelism
+
+
+def check_lateness(lateness_s: Any, event_time: bool) -> float:
+    if isinstance(lateness_s, bool) or not isinstance(lateness_s, numbers.Real) or not lateness_s >= 0:
+        raise ValueError(f"lateness_s must be a number of seconds >= 0, not {lateness_s!r}")
+    if lateness_s and not event_time:
+        raise ValueError("lateness_s is for windows in event time: give the flow's source time=EventTime(...)")
+    return lateness_s
 
 
 def check_on_error(on_error: str) -> OnError:

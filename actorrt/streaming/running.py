@@ -141,11 +141,11 @@ class RunningFlow:
         if not self._finished:
             self._stop()
 
-    def _start_pulling(self) -> None:
-        """Have the first operator start reading the flow's pulled source."""
-        first = self._stages[0][0]
+    def _start_reading(self) -> None:
+        """Have the first stage's instances start: reading the flow's pulled source, and watching
+        the clock for idleness in event time."""
         with self._stopped_on_failure():
-            self._watch.get(first.start.remote(first))
+            self._watch.get([op.start.remote(op) for op in self._stages[0]])
 
     def _results(self) -> RunResult:
         result = RunResult()

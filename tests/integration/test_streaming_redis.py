@@ -11,18 +11,8 @@ import pytest
 import redis
 
 import actorrt
-from actorrt.store.redis_server import RedisShard
 from actorrt.streaming import Dataflow, EventTime, RedisStreamSink, RedisStreamSource, Tumbling, read_stream
 from actorrt.streaming.testing import KillNodeAt
-
-
-@pytest.fixture
-async def streams(tmp_path):
-    shard = await RedisShard.start(tmp_path / "streams", "pw")
-    try:
-        yield f"redis://:pw@{shard.address}/0"
-    finally:
-        await shard.stop()
 
 
 def _fill(url: str, stream: str, values) -> None:
@@ -83,12 +73,11 @@ def test_event_time_windows_equal_the_oracle_through_two_kills(cluster_with, str
     _fill(streams, "events", events)
     with cluster_with(num_nodes=2, store_shards=1):
         flow = Dataflow("spend", batch_size=20, max_in_flight=2)
-        (flow.source(RedisStreamSource(streams, "events", count=len(events)))
+        (flow.source(RedisStreamSource(streams, "events", count=len(events)), time=EventTime(lambda e: e[1], 3))
          .map(KillNodeAt(400, tmp_path / "first"), parallelism=2)
          .map(KillNodeAt(650, tmp_path / "second"))  # the same stage, again, once the first replay is under way
          .key_by(lambda e: e[0])
-         .window(Tumbling(10), lambda: 0, lambda total, e: total + e[2], clock=EventTime(lambda e: e[1], 3),
-                 parallelism=2)
+         .window(Tumbling(10), lambda: 0, lambda total, e: total + e[2], parallelism=2)
          .map(list)
          .sink(RedisStreamSink(streams, "windows")))
         result = flow.run(timeout=180)

@@ -1,0 +1,126 @@
+"""A dataflow run in one process, for tests of its logic: every operator instance's ``StageLogic``
+and ``Fanout``, as the operators hold them, with the messages between instances delivered in a
+seeded random order. Each channel (one instance to one instance) is first in, first out, as the
+runtime's streams are; which channel goes next is random, so inputs drift apart as far as they
+can. No actors, no sockets: thousands of schedules run in the time one cluster starts.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from actorrt.streaming.fanout import Advance, Batch, Fanout
+from actorrt.streaming.logic import DeadLetter, Out, StageLogic
+from actorrt.streaming.plan import Plan
+
+DRIVER = -1
+
+
+@dataclass
+class _Finish:
+    pass
+
+
+@dataclass
+class LocalResult:
+    outputs: list[Any] = field(default_factory=list)
+    late: list[Any] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    messages: int = 0  # delivered between instances (records and watermarks)
+    advances: int = 0  # of which watermarks alone
+
+
+class LocalFlow:
+    """``plan``'s instances in this process; ``feed`` records, ``deliver`` messages, ``finish``."""
+
+    def __init__(self, plan: Plan, seed: int) -> None:
+        self.plan = plan
+        self.rng = random.Random(seed)
+        self.logic: list[list[StageLogic]] = []
+        self.fanout: list[list[Fanout | None]] = []
+        for s, stage in enumerate(plan.stages):
+            upstreams = plan.stages[s - 1].parallelism if s else 1
+            self.logic.append([StageLogic(stage, plan.time, upstreams, source=s == 0)
+                               for _ in range(stage.parallelism)])
+            following = plan.stages[s + 1] if s + 1 < len(plan.stages) else None
+            self.fanout.append([Fanout(following, following.parallelism, plan.window_grid(s)) if following else None
+                                for _ in range(stage.parallelism)])
+        # (stage, instance) -> {sender: deque of messages}; the driver sends to stage 0 as DRIVER.
+        self.channels: dict[tuple[int, int], dict[int, deque]] = {}
+        self.finished: dict[tuple[int, int], int] = {}
+        self.result = LocalResult()
+        self._turn = 0
+
+    def feed(self, records: list[Any], now: float = 0.0) -> None:
+        """The driver's batches, in turn over the first stage (as ``RunningFlow.feed`` sends them)."""
+        first = self.plan.stages[0].parallelism
+        for i in range(0, len(records), self.plan.batch_size):
+            to = self._turn % first
+            self._turn += 1
+            self._queue(0, to, DRIVER, (records[i:i + self.plan.batch_size], now))
+
+    def tick(self, now: float) -> None:
+        """The clock of every instance (timers: idleness, processing-time windows), now."""
+        for s, instances in enumerate(self.logic):
+            for i, logic in enumerate(instances):
+                self._emit(s, i, logic.tick(now))
+
+    def deliver(self, now: float = 0.0, limit: int | None = None) -> None:
+        """Deliver queued messages, one channel's head at a time, picked at random, until none is
+        left (or ``limit`` were)."""
+        delivered = 0
+        while limit is None or delivered < limit:
+            ready = [(target, sender) for target, inputs in self.channels.items()
+                     for sender, queue in inputs.items() if queue]
+            if not ready:
+                return
+            (s, i), sender = self.rng.choice(sorted(ready))
+            self._handle(s, i, sender, self.channels[(s, i)][sender].popleft(), now)
+            delivered += 1
+
+    def finish(self, now: float = 0.0) -> LocalResult:
+        """The end of the input, passed down the stages; delivers everything; the result."""
+        for i in range(self.plan.stages[0].parallelism):
+            self._queue(0, i, DRIVER, _Finish())
+        self.deliver(now)
+        for instances in self.logic:
+            for logic in instances:
+                self.result.late += logic.late
+                self.result.dead_letters += logic.dead_letters
+        return self.result
+
+    def _queue(self, s: int, i: int, sender: int, message: Any) -> None:
+        self.channels.setdefault((s, i), {}).setdefault(sender, deque()).append(message)
+
+    def _handle(self, s: int, i: int, sender: int, message: Any, now: float) -> None:
+        logic = self.logic[s][i]
+        self.result.messages += 1
+        if isinstance(message, _Finish):
+            self.finished[(s, i)] = self.finished.get((s, i), 0) + 1
+            out = logic.upstream_done(max(sender, 0), now)
+            if self.finished[(s, i)] < logic.upstreams:
+                self._emit(s, i, out)
+                return
+            self._emit(s, i, out.then(logic.finish()))
+            if s + 1 < len(self.plan.stages):
+                for j in range(self.plan.stages[s + 1].parallelism):
+                    self._queue(s + 1, j, i, _Finish())
+        elif isinstance(message, Batch):
+            self._emit(s, i, logic.process(message.records, now, sender, message.times, message.mark))
+        elif isinstance(message, Advance):
+            self.result.advances += 1
+            self._emit(s, i, logic.advance(sender, message.mark, message.idle, now))
+        else:  # the driver's batch
+            records, fed_at = message
+            self._emit(s, i, logic.process(records, fed_at, 0))
+
+    def _emit(self, s: int, i: int, out: Out) -> None:
+        fanout = self.fanout[s][i]
+        if fanout is None:
+            self.result.outputs += out.records
+            return
+        for message in fanout.messages(out, self.logic[s][i].watermark, self.logic[s][i].dead_letters):
+            self._queue(s + 1, message.to, i, message)
