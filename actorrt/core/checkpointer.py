@@ -115,10 +115,11 @@ class Checkpointer:
         if ft.store is not None:
             await ft.store.set_checkpoint(actor.actor_id, seq, str(path))
         await asyncio.to_thread(checkpoints.drop_older, path)
-        if ft.store is not None:
-            if to_collect:
-                actor.services.spawn(ft.store.forget(actor.actor_id, to_collect))
-            # From now on a replay starts here: what only an earlier start needed can go.
+        if ft.store is not None and to_collect:
+            actor.services.spawn(ft.store.forget(actor.actor_id, to_collect))
+        if ft.store is not None or ft.rolls_back:
+            # From now on a replay (or a rollback) starts here: what only an earlier start needed
+            # can go, the calls senders keep for a rollback among it.
             actor.services.announce_checkpoint(node_pb2.Checkpointed(
                 actor=actor.actor_id,
                 received=[node_pb2.Counter(actor=p.sender, counter=p.last_counter) for p in snapshot.senders]

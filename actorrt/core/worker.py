@@ -296,7 +296,7 @@ class Worker:
         unanswered = [t for t in [*self._inflight.values(), *self._deferred.values()] if t.spec.sender == sender]
         return [checkpoint_pb2.PendingTask(spec=t.spec, slot=t.slot,
                                            large_args=[self.shared.materialize(v) for v in t.large_args])
-                for t in sorted(uncovered, key=lambda t: t.spec.task_counter) + unanswered]
+                for t in sorted(uncovered + unanswered, key=lambda t: t.spec.task_counter)]
 
     def send_again(self, pending: checkpoint_pb2.PendingTask) -> None:
         """Send again a task an actor restored from its checkpoint had sent before it (its receiver

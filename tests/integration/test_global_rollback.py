@@ -7,6 +7,7 @@ import asyncio
 import time
 
 import actorrt
+from actorrt.lineage.checkpoints import read_checkpoint
 from tests.support.waiting import eventually
 
 
@@ -58,6 +59,16 @@ def test_a_call_answered_between_its_receivers_checkpoint_and_its_senders_is_not
         eventually(lambda: _values(counter, sender), lambda v: v == [1, 1], timeout=10, what="the add sent again")
         time.sleep(0.5)
         assert _values(counter, sender) == [1, 1]
+        # Once a checkpoint of the counter covers the add, the sender keeps it no more.
+        actorrt.checkpoint([counter], timeout=30)
+        eventually(lambda: _pending(sender), lambda pending: pending == [], timeout=10,
+                   what="the sender to let the add go")
+
+
+def _pending(actor):
+    """The calls ``actor``'s checkpoint, taken now, holds to send again after a rollback."""
+    [entry] = actorrt.checkpoint([actor], timeout=30)["actors"].values()
+    return [spec.method for spec in (p.spec for p in read_checkpoint(entry["path"]).pending)]
 
 
 def _values(*actors):
