@@ -4,7 +4,8 @@ Records go to the next stage's instances by key (``keys.partition``), or in turn
 every instance of the next stage also hears this instance's watermark, whether or not records
 go its way: with a batch of records, or in a message of its own when it crosses a point where a
 window downstream closes (or the instance becomes idle or busy). So an instance that owns no key
-still moves on, at the cost of a message per window per consumer, not one per batch.
+still moves on, at the cost of a message per window per consumer, not one per batch (a session
+may end anywhere: ahead of session windows, every move of the watermark is passed on).
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from actorrt.streaming.progress import DONE, UNKNOWN
 
 @dataclass
 class Batch:
-    """Records (and their times) for consumer ``to``, with the sender's watermark after them."""
+    """Records (and their times) for consumer ``to``, with the sender's watermark after them and
+    whether the sender is idle (None, False in processing time)."""
 
     to: int
     records: list[Any]
     times: list[int] | None
     mark: float | None
+    idle: bool = False
 
 
 @dataclass
@@ -57,12 +60,12 @@ class Fanout:
         processing time); a record whose key cannot be taken goes to ``dead_letters`` if the
         keyed step says so."""
         sent: list[Batch | Advance] = []
-        mark = None if watermark is None else watermark[0]
+        mark, idle = (None, False) if watermark is None else watermark
         for i, (records, times) in enumerate(self._split(out, dead_letters)):
             if records:
-                sent.append(Batch(i, records, times, mark))
+                sent.append(Batch(i, records, times, mark, idle))
                 if watermark is not None:
-                    self.told[i] = (mark, False)
+                    self.told[i] = watermark
             elif watermark is not None and self._worth_telling(i, watermark):
                 sent.append(Advance(i, *watermark))
                 self.told[i] = watermark

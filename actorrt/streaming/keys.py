@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import datetime
 import enum
-import math
 import numbers
 import zlib
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
 
 _MASK = (1 << 64) - 1
 _NONE = 0x6E6F6E65
+_NAN = 0x6E616E
+_MICROSECOND = datetime.timedelta(microseconds=1)
 _EPOCH = datetime.datetime(1970, 1, 1)
 _EPOCH_UTC = _EPOCH.replace(tzinfo=datetime.UTC)
 
@@ -46,25 +48,32 @@ def key_hash(key: Any) -> int:
         return _number(key)
     if key is None:
         return _NONE
-    if kind is tuple:
+    if isinstance(key, tuple):  # a named tuple equals the plain one
         h = 0x345678
         for item in key:
             h = ((h ^ key_hash(item)) * 1000003) & _MASK
         return h ^ len(key)
     if isinstance(key, enum.Enum) and not isinstance(key, (int, str)):
         return _text(f"{kind.__module__}.{kind.__qualname__}.{key.name}")
-    if isinstance(key, str):  # np.str_, a str enum
-        return _text(str(key))
+    if isinstance(key, str):  # np.str_, a str enum: by the string they hold
+        return _text(str.__str__(key))
     if isinstance(key, (bytes, bytearray)):  # b"a" == bytearray(b"a")
         return zlib.crc32(key)
+    if isinstance(key, (np.timedelta64, np.datetime64)):  # before numbers: a timedelta64 is an integer to numpy
+        return _numpy_time(key)
     if isinstance(key, (numbers.Number, np.bool_)):  # numpy's scalars hash as Python's numbers do
         return _number(key)
     if isinstance(key, datetime.datetime):  # pandas' Timestamp too
-        return _number((key - (_EPOCH if key.tzinfo is None else _EPOCH_UTC)) // datetime.timedelta(microseconds=1))
+        return _number((key - (_EPOCH if key.tzinfo is None else _EPOCH_UTC)) // _MICROSECOND)
     if isinstance(key, datetime.date):
         return _number(key.toordinal())
     if isinstance(key, datetime.timedelta):
-        return _number(key // datetime.timedelta(microseconds=1))
+        return _number(key // _MICROSECOND)
+    if isinstance(key, datetime.time):
+        offset = key.utcoffset() or datetime.timedelta(0)
+        since_midnight = datetime.timedelta(hours=key.hour, minutes=key.minute, seconds=key.second,
+                                            microseconds=key.microsecond) - offset
+        return _number(since_midnight // _MICROSECOND) ^ 0x74696D65
     if kind is frozenset:  # equal sets in any order
         return _mix(sum(_mix(key_hash(item)) for item in key) & _MASK)
     raise UnpartitionableKeyError(
@@ -72,16 +81,25 @@ def key_hash(key: Any) -> int:
         f"key by str, int, float, bytes, None, a date or time, or tuples of them")
 
 
+def _numpy_time(value: np.timedelta64 | np.datetime64) -> int:
+    """As the ``timedelta`` or naive ``datetime`` it equals (to the microsecond)."""
+    if np.isnat(value):
+        return _NAN
+    if isinstance(value, np.timedelta64):
+        return _number(int(value // np.timedelta64(1, "us")))
+    return _number(int((value - np.datetime64(0, "us")) // np.timedelta64(1, "us")))
+
+
 def _text(text: str) -> int:
     return zlib.crc32(text.encode("utf-8", "surrogatepass")) ^ 0x7374720000000000
 
 
 def _number(value: Any) -> int:
-    try:
-        if math.isnan(value):
-            return 0x6E616E  # NaN hashes by its address in Python >= 3.10
-    except TypeError:
-        pass  # a complex number: its hash is defined by its value
+    if isinstance(value, Decimal):
+        if value.is_nan():  # a signalling NaN cannot even be compared
+            return _NAN
+    elif value != value:
+        return _NAN  # NaN hashes by its address in Python >= 3.10
     return hash(value)
 
 

@@ -71,24 +71,20 @@ class StageLogic:
             self.progress = SourceProgress(self.time) if self.source else InputProgress(self.upstreams)
 
     @property
-    def windowed(self) -> Step | None:
-        """The stage's window step, if it starts with one."""
-        return self.stage.windowed
-
-    @property
-    def watermark(self) -> tuple[float, bool] | None:
-        """What this instance tells its consumers: its watermark (a window stage's less its
+    def watermark_out(self) -> tuple[float, bool] | None:
+        """The watermark this instance gives its consumers (its own; a window stage's less its
         lateness, so that what it emits is not late downstream) and whether it is idle; None in
         processing time."""
         if self.progress is None:
             return None
-        windowed = self.windowed
+        windowed = self.stage.windowed
         return self.progress.mark - (to_us(windowed.lateness_s) if windowed else 0), self.progress.idle
 
     def process(self, batch: list[Any], now: float, upstream: int = 0, times: list[int] | None = None,
-                mark: float | None = None) -> Out:
+                mark: float | None = None, idle: bool = False) -> Out:
         """What ``batch`` makes this stage emit: from upstream instance ``upstream``, arrived at
-        ``now``, its records at ``times``, and the sender's watermark ``mark`` after them."""
+        ``now``, its records at ``times``, and the sender's watermark ``mark`` after them (and
+        whether the sender is idle: a window stage whose inputs are all idle closes windows)."""
         if self.source and self.time is not None:
             times = [self._time_of(record) for record in batch]
         keyed = self.stage.keyed
@@ -100,9 +96,9 @@ class StageLogic:
             self._into_windows(keyed, batch, times, now)
             out = self._nothing()
         if isinstance(self.progress, SourceProgress):
-            self.progress.read(times, now)
+            self.progress.read(times)
         elif self.progress is not None and mark is not None:
-            self.progress.update(upstream, mark)
+            self.progress.update(upstream, mark, idle)
         return out.then(self.close(now)) if keyed is not None and keyed.kind == "window" else out
 
     def advance(self, upstream: int, mark: float, idle: bool, now: float) -> Out:
@@ -127,7 +123,7 @@ class StageLogic:
     def close(self, now: float) -> Out:
         """Windows that are complete (in processing time: ended by ``now``), emitted as ``(key,
         start, end, state)``."""
-        windowed = self.windowed
+        windowed = self.stage.windowed
         if windowed is None:
             return self._nothing()
         if self.progress is None:
@@ -136,7 +132,7 @@ class StageLogic:
 
     def finish(self) -> Out:
         """The end of the input: every open window closes."""
-        windowed = self.windowed
+        windowed = self.stage.windowed
         if windowed is None:
             return self._nothing()
         return self._stateless(*self._closed(windowed, math.inf), 1)

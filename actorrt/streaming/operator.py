@@ -22,7 +22,7 @@ from actorrt.exceptions import ActorRTError
 from actorrt.handles import ActorHandle
 from actorrt.streaming.fanout import Batch, Fanout
 from actorrt.streaming.logic import OperatorStoppedError, Out, RecordError, StageLogic
-from actorrt.streaming.plan import Plan, seconds, tick_s
+from actorrt.streaming.plan import Plan, tick_s
 from actorrt.util import pickling
 
 # A source with nothing new is asked again this often (unless it has a ``poll_s`` of its own).
@@ -32,8 +32,10 @@ PULL_IDLE_S = 0.01
 # with small batches and each record would queue behind them; waiting sooner, the next pull finds
 # more records and sends them as one batch (a full batch may have ``max_in_flight``).
 PARTIAL_IN_FLIGHT = 2
-# A source instance with event time and ``idle_s`` looks at the clock this often at least.
-IDLE_TICK_MIN_S = 0.01
+# A source instance with event time and ``idle_s`` looks at the clock this many times per idle_s
+# (how soon it sees it is idle, and how smoothly its watermark then moves on), at most every 50 ms.
+IDLE_TICKS = 4
+IDLE_TICK_MIN_S = 0.05
 # Rates are over this much of the recent past; latency percentiles over this many batches.
 RATE_WINDOW_S = 10.0
 LATENCY_SAMPLES = 2048
@@ -164,25 +166,27 @@ class Operator:
         self._metrics = OperatorMetrics()
 
     async def process(self, batch: list[Any], upstream: int = 0, born: float | None = None,
-                      digest: bytes = b"", times: list[int] | None = None, mark: float | None = None) -> None:
+                      digest: bytes = b"", times: list[int] | None = None, mark: float | None = None,
+                      idle: bool = False) -> None:
         """A batch from upstream instance ``upstream``, read from the source at ``born``: in event
-        time, its records' ``times`` (µs) and the sender's watermark ``mark`` after them.
-        ``digest`` is there for the ledger's check of a replayed upstream (``batch_digest``)."""
+        time, its records' ``times`` (µs) and the sender's watermark ``mark`` after them (``idle``:
+        the sender's inputs are all idle). ``digest`` is there for the ledger's check of a
+        replayed upstream (``batch_digest``)."""
         # Only a processing-time window reads the clock: each reading is an entry in the task's log
         # (a new version of its spec), which other stages need not pay for every batch.
-        processing_window = self.logic.windowed is not None and self.plan.time is None
+        processing_window = self.logic.stage.windowed is not None and self.plan.time is None
         now = actorrt.now() if processing_window or born is None else born
-        await self._process(batch, upstream, now, now if born is None else born, times, mark)
+        await self._process(batch, upstream, now, now if born is None else born, times, mark, idle)
 
     async def _process(self, batch: list[Any], upstream: int, now: float, born: float,
-                       times: list[int] | None = None, mark: float | None = None,
+                       times: list[int] | None = None, mark: float | None = None, idle: bool = False,
                        in_flight: int | None = None) -> None:
         self.records_in += len(batch)
-        windowed = self.logic.windowed
+        windowed = self.logic.stage.windowed
         if windowed is not None and self.plan.time is None and self.timer is None:
             tick = tick_s(windowed.window)  # at window boundaries (the first one aligned)
             self.timer = actorrt.call_every(tick, self.tick, first_in=tick - now % tick)
-        await self._emit(self._run(self.logic.process, batch, now, upstream, times, mark), born, in_flight)
+        await self._emit(self._run(self.logic.process, batch, now, upstream, times, mark, idle), born, in_flight)
 
     async def advance(self, upstream: int, mark: float, idle: bool, born: float) -> None:
         """Upstream instance ``upstream``'s watermark moved to ``mark`` (or it became idle), with
@@ -195,8 +199,7 @@ class Operator:
         instance that reads nothing for that long stops holding the watermark back."""
         time_ = self.plan.time
         if time_ is not None and time_.idle_s is not None:
-            periods = [seconds(period) for period, _ in self.plan.window_grid(self.stage)]
-            self.timer = actorrt.call_every(max(IDLE_TICK_MIN_S, min([time_.idle_s / 2, *periods])), self.tick)
+            self.timer = actorrt.call_every(max(IDLE_TICK_MIN_S, time_.idle_s / IDLE_TICKS), self.tick)
         if self.plan.pulled is not None:
             self.me = me
             me.pull.remote()
@@ -288,18 +291,18 @@ class Operator:
                 self.sink_writes += 1
                 self.plan.sink.write(f"{self.plan.name}/{self.stage}/{self.instance}", self.sink_writes, records)
             return
-        for message in self._run(self.fanout.messages, out, self.logic.watermark, self.logic.dead_letters):
+        for message in self._run(self.fanout.messages, out, self.logic.watermark_out, self.logic.dead_letters):
             consumer = self.downstream[message.to]
             if isinstance(message, Batch):
                 args = (message.records, self.instance, born, _digest(message.records, message.times))
                 if message.mark is not None:  # event time
-                    args += (message.times, message.mark)
+                    args += (message.times, message.mark, message.idle)
                 await self._send(message.to, consumer.process, args, in_flight)
             else:
                 await self._send(message.to, consumer.advance, (self.instance, message.mark, message.idle, born),
                                  in_flight)
 
-    async def _send(self, i: int, method: Any, args: tuple, in_flight: int | None) -> None:
+    async def _send(self, i: int, method: Any, args: tuple[Any, ...], in_flight: int | None) -> None:
         queue = self._in_flight[i]
         queue.append(method.remote(*args))
         while len(queue) > (self.plan.max_in_flight if in_flight is None else in_flight):

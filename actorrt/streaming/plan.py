@@ -50,6 +50,7 @@ class Tumbling:
         return [t - t % size]
 
     def end(self, start: int) -> int:
+        """The end (µs, not in the window) of the window that starts at ``start``."""
         return start + to_us(self.size_s)
 
     @property
@@ -75,6 +76,7 @@ class Sliding:
         return list(range(last, t - size, -every))[::-1]
 
     def end(self, start: int) -> int:
+        """The end (µs, not in the window) of the window that starts at ``start``."""
         return start + to_us(self.size_s)
 
     @property
@@ -99,8 +101,7 @@ class Session:
 
     @property
     def grid(self) -> tuple[int, int]:
-        # A session may end anywhere: the watermark is passed on as it moves an eighth of a gap.
-        return max(1, self.gap_us // 8), 0
+        return 1, 0  # a session may end at any microsecond: every move of the watermark counts
 
 
 Window = Tumbling | Sliding | Session
@@ -112,6 +113,7 @@ def tick_s(window: Window) -> float:
 
 
 def seconds(us: int) -> float:
+    """``us`` microseconds in seconds."""
     return us / US
 
 
@@ -137,9 +139,7 @@ class EventTime:
     def __post_init__(self) -> None:
         if not callable(self.of):
             raise TypeError(f"EventTime takes a function giving a record's time, not {self.of!r}")
-        if isinstance(self.max_delay_s, bool) or not isinstance(self.max_delay_s, numbers.Real) \
-                or not self.max_delay_s >= 0:
-            raise ValueError(f"max_delay_s must be a number of seconds >= 0, not {self.max_delay_s!r}")
+        _check_seconds("max_delay_s", self.max_delay_s)
         if self.idle_s is not None:
             _duration_us("idle_s", self.idle_s)
 
@@ -216,9 +216,13 @@ def check_parallelism(parallelism: int) -> int:
     return parallelism
 
 
+def _check_seconds(what: str, seconds_: Any) -> None:
+    if isinstance(seconds_, bool) or not isinstance(seconds_, numbers.Real) or not 0 <= seconds_ < math.inf:
+        raise ValueError(f"{what} must be a finite number of seconds >= 0, not {seconds_!r}")
+
+
 def check_lateness(lateness_s: Any, event_time: bool) -> float:
-    if isinstance(lateness_s, bool) or not isinstance(lateness_s, numbers.Real) or not lateness_s >= 0:
-        raise ValueError(f"lateness_s must be a number of seconds >= 0, not {lateness_s!r}")
+    _check_seconds("lateness_s", lateness_s)
     if lateness_s and not event_time:
         raise ValueError("lateness_s is for windows in event time: give the flow's source time=EventTime(...)")
     return lateness_s

@@ -23,30 +23,37 @@ DONE = math.inf
 
 @dataclass
 class SourceProgress:
-    """A source instance's watermark, from the records it reads."""
+    """A source instance's watermark, from the records it reads.
+
+    Idleness is judged from the clock readings of the instance's timer alone: it is idle once no
+    batch came between ticks for ``idle_s``. A batch waiting in its mailbox is taken before the
+    next tick (a mailbox is first in, first out), so an instance that is behind is not idle."""
 
     time: EventTime
     newest: float = UNKNOWN  # the newest record time read (µs)
     mark: float = UNKNOWN
     idle: bool = False
-    last_read: float | None = None  # when a batch was last read (processing time, s)
+    read_since_tick: bool = False
+    last_busy: float | None = None  # the clock at the last tick that followed a batch (s)
 
-    def read(self, times: list[int], now: float) -> None:
-        """A batch with these record times was read at ``now``."""
-        self.last_read = now
+    def read(self, times: list[int]) -> None:
+        """A batch with these record times was read."""
+        self.read_since_tick = True
         self.idle = False
         if times:
             self.newest = max(self.newest, max(times))
             self.mark = max(self.mark, self.newest - to_us(self.time.max_delay_s))
 
     def check_idle(self, now: float) -> None:
-        """With ``idle_s``: idle once nothing was read for that long, and then the watermark moves
-        on with the clock from the newest time read (windows close on a quiet input)."""
+        """A tick at ``now``. With ``idle_s``: idle once no batch came for that long, and then the
+        watermark moves on with the clock from the newest time read (windows close on a quiet
+        input)."""
         if self.time.idle_s is None:
             return
-        if self.last_read is None:
-            self.last_read = now  # idle counts from the first look: from the flow's start
-        quiet = now - self.last_read - self.time.idle_s
+        if self.read_since_tick or self.last_busy is None:
+            self.read_since_tick, self.last_busy = False, now  # busy (or the first tick: from the start)
+            return
+        quiet = now - self.last_busy - self.time.idle_s
         if quiet < 0:
             return
         self.idle = True

@@ -109,7 +109,7 @@ class LocalFlow:
                 for j in range(self.plan.stages[s + 1].parallelism):
                     self._queue(s + 1, j, i, _Finish())
         elif isinstance(message, Batch):
-            self._emit(s, i, logic.process(message.records, now, sender, message.times, message.mark))
+            self._emit(s, i, logic.process(message.records, now, sender, message.times, message.mark, message.idle))
         elif isinstance(message, Advance):
             self.result.advances += 1
             self._emit(s, i, logic.advance(sender, message.mark, message.idle, now))
@@ -122,5 +122,5 @@ class LocalFlow:
         if fanout is None:
             self.result.outputs += out.records
             return
-        for message in fanout.messages(out, self.logic[s][i].watermark, self.logic[s][i].dead_letters):
+        for message in fanout.messages(out, self.logic[s][i].watermark_out, self.logic[s][i].dead_letters):
             self._queue(s + 1, message.to, i, message)

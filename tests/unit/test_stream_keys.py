@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import datetime
+import enum
 import json
 import math
 import os
@@ -64,10 +65,37 @@ def test_a_count_per_key_is_one_row_whatever_types_the_key_came_in():
     assert len(counts) == 1 and list(per_instance.values()) == [100]
 
 
+class Colour(str, enum.Enum):
+    RED = "red"
+
+
+class Size(enum.IntEnum):
+    ONE = 1
+
+
+Point = collections.namedtuple("Point", "x y")
+
+
+@pytest.mark.parametrize("key, equal", [
+    (Colour.RED, "red"), (Size.ONE, 1.0), (Point(1, "a"), (1.0, "a")),
+    (np.timedelta64(5, "s"), datetime.timedelta(seconds=5)),
+    (np.datetime64("2026-11-26T06:56:01"), datetime.datetime(2026, 11, 26, 6, 56, 1)),
+    (datetime.datetime(2026, 11, 26, 7, tzinfo=datetime.timezone(datetime.timedelta(hours=1))),
+     datetime.datetime(2026, 11, 26, 6, tzinfo=datetime.UTC)),
+    (datetime.time(6, 56), datetime.time(6, 56, 0, 0)),
+])
+def test_keys_of_other_kinds_that_equal_go_to_the_same_instance(key, equal):
+    assert key == equal and partition(key, 7) == partition(equal, 7)
+
+
+def test_nan_keys_have_a_hash():
+    assert key_hash(float("nan")) == key_hash(np.float64("nan")) == key_hash(Decimal("sNaN"))
+
+
 def test_the_hash_is_the_same_in_another_process_with_another_string_salt():
     sample = ["word", "", "ünïcode", b"bytes", 7, -1, 2**70, 1.5, -0.0, None, ("a", 1, (2.5, b"x")),
               datetime.date(2026, 11, 26), datetime.datetime(2026, 11, 26, 6, 56), datetime.timedelta(seconds=3),
-              frozenset({"a", "b"}), float("nan")]
+              frozenset({"a", "b"}), datetime.time(6, 56), float("nan")]
     script = ("import json, datetime, sys; from actorrt.streaming.keys import key_hash; "
               "sample = eval(sys.stdin.read()); print(json.dumps([key_hash(k) for k in sample]))")
     here = [key_hash(k) for k in sample]

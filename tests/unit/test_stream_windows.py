@@ -34,7 +34,7 @@ def _feed(logic: StageLogic, records, batch: int = 7, upstream: int = 0):
     for i in range(0, len(records), batch):
         part = records[i:i + batch]
         times = [to_us(logic.time.of(r)) for r in part]
-        source.read(times, 0.0)
+        source.read(times)
         emitted += logic.process(part, 0.0, upstream, times, source.mark).records
     return emitted
 
@@ -89,13 +89,25 @@ def test_processing_time_windows_follow_the_clock_and_close_without_records():
 def test_an_idle_source_moves_its_watermark_on_with_the_clock_only_if_asked():
     for idle_s, marks in [(1.0, (5.0, 10.0)), (None, (1.0, 1.0))]:
         source = SourceProgress(EventTime(lambda r: r, max_delay_s=2, idle_s=idle_s))
-        source.read([to_us(3)], now=100.0)
-        source.check_idle(now=105.0)  # idle 5 s: 3 - 2 + 5 - 1 = 5 (with idle_s)
+        source.read([to_us(3)])
+        source.check_idle(now=100.0)  # the tick after a batch: busy
+        source.check_idle(now=105.0)  # none since, for 5 s: 3 - 2 + 5 - 1 = 5 (with idle_s)
         assert (source.mark, source.idle) == (to_us(marks[0]), idle_s is not None)
         source.check_idle(now=110.0)
         assert source.mark == to_us(marks[1])
-        source.read([to_us(4)], now=110.5)  # it reads again: busy, and its watermark never goes back
+        source.read([to_us(4)])  # it reads again: busy, and its watermark never goes back
         assert (source.mark, source.idle) == (to_us(max(marks[1], 4 - 2)), False)
+
+
+def test_a_source_behind_its_input_is_not_idle_however_long_its_batches_waited():
+    """Idleness is judged between ticks, and a tick is a task behind the batches in the mailbox:
+    a batch that waited there longer than idle_s (back-pressure, a recovery) still counts."""
+    source = SourceProgress(EventTime(lambda r: r, max_delay_s=1, idle_s=2))
+    source.read([to_us(100)])
+    source.check_idle(now=0.0)
+    source.read([to_us(100.5)])  # it waited 5 s for its turn
+    source.check_idle(now=5.0)
+    assert (source.mark, source.idle) == (to_us(99.5), False)
 
 
 def test_an_instance_has_the_minimum_of_its_busy_inputs():
