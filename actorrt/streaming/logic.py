@@ -199,8 +199,9 @@ class StageLogic:
                 else:
                     self._into_session(step, key, t, record)
                 continue
-            starts = [start for start in step.window.starts(t) if step.window.end(start) > closed_before]
-            if not starts:
+            windows = step.window.starts(t)  # none: in a gap between sliding windows (a slide above the size)
+            starts = [start for start in windows if step.window.end(start) > closed_before]
+            if windows and not starts:
                 self.late.append(record)
             for start in starts:
                 k = (start, key)

@@ -76,6 +76,13 @@ def test_window_bounds_are_whole_microseconds_whichever_time_opens_them():
         assert len(starts) == 2
 
 
+def test_a_record_between_windows_that_slide_past_their_size_is_in_none_and_not_late():
+    logic = _logic(Sliding(2, 5), EventTime(lambda r: r[1]))
+    emitted = _feed(logic, [("a", t, 1) for t in range(20)], batch=1) + logic.finish().records
+    assert [(start, end, n) for _, start, end, n in emitted] == [(0, 2, 2), (5, 7, 2), (10, 12, 2), (15, 17, 2)]
+    assert logic.late == []
+
+
 def test_processing_time_windows_follow_the_clock_and_close_without_records():
     logic = _logic(Tumbling(1.0))
     records = [("a", 0, 1), ("b", 0, 2), ("a", 0, 3)]
