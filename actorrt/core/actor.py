@@ -200,6 +200,7 @@ class ActorInstance:
             self.running = spec.task_id
             keep = spec.task_id not in self.results_unasked
             value = await self._execute(spec, keep)
+            ft.on_executed(spec, self.replaying == spec.task_id)
             self.running = b""
             self.executed += 1
             self.checkpointer.since += 1

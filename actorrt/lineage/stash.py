@@ -5,6 +5,8 @@ A synchronous, in-memory structure with no I/O, so its rules are tested without 
 - ``add`` keeps the newest version of a task (Definition 4.1); the caller flushes what it returns.
 - ``ack`` records that the store holds a version; ``TryEvict`` then drops a task once it (or a newer
   version) is committed and none of its dependencies is still stashed, cascading to dependents.
+- ``committed_upto`` records a channel's commit watermark (announced by the receiver): every task
+  of that sender to that receiver up to a counter is committed at its final version.
 - ``lineage_for`` is ``GetUncommittedLineage`` for one destination: the stashed ancestors of a task
   that this destination has not been sent yet, each forwarded at most ``max_forwards`` times. A
   committed ancestor is only stashed while it leads to an uncommitted one, and it goes along: the
@@ -18,23 +20,39 @@ walk from any stashed task reaches every uncommitted ancestor.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from dataclasses import dataclass, field
 
 from actorrt.rpc import common_pb2 as pb
 
 GONE_REMEMBERED = 100_000
 
 
-@dataclass
+Channel = tuple[bytes, bytes]  # (receiver, sender): the tasks of a sender to a receiver, by counter
+
+
 class _Entry:
-    spec: pb.TaskSpec
-    committed: int = -1  # highest version the store acknowledged
-    forwards: int = 0  # how many times this task was forwarded as lineage
-    sent_to: dict[str, int] = field(default_factory=dict)  # destination -> version sent there
+    """A stashed spec and what the stash reads of it, read once: every protobuf field read
+    allocates, and walks and evictions read the same fields again and again."""
+
+    __slots__ = ("spec", "task_id", "version", "deps", "channel", "counter", "committed", "forwards", "sent_to")
+
+    def __init__(self, spec: pb.TaskSpec) -> None:
+        self.task_id: bytes = spec.task_id
+        self.channel: Channel = (spec.receiver, spec.sender)
+        self.counter: int = spec.task_counter
+        self.committed = -1  # highest version the store acknowledged
+        self.forwards = 0  # how many times this task was forwarded as lineage
+        self.sent_to: dict[str, int] = {}  # destination -> version sent there
+        self.take(spec)
+
+    def take(self, spec: pb.TaskSpec) -> None:
+        """Hold ``spec``, a version of this task (a newer one may change its dependencies)."""
+        self.spec = spec
+        self.version: int = spec.version
+        self.deps: tuple[bytes, ...] = tuple(d for d in spec.dependencies if d)
 
     @property
     def is_committed(self) -> bool:
-        return self.committed >= self.spec.version
+        return self.committed >= self.version
 
 
 class Stash:
@@ -49,6 +67,10 @@ class Stash:
         # Recently evicted tasks and the version committed then: lineage that comes back later
         # (a peer forwarding what it got from us) is known committed and must not be stashed again.
         self._gone: OrderedDict[bytes, int] = OrderedDict()
+        # Per channel, the counter up to which its receiver announced every task committed at its
+        # final version, and the stashed tasks of the channel by counter (to apply the next one).
+        self._upto: dict[Channel, int] = {}
+        self._by_channel: dict[Channel, dict[int, bytes]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -63,9 +85,12 @@ class Stash:
     def specs(self) -> list[pb.TaskSpec]:
         return [e.spec for e in self._entries.values()]
 
+    def uncommitted(self) -> list[pb.TaskSpec]:
+        return [e.spec for e in self._entries.values() if e.committed < e.version]
+
     def is_committed(self, task_id: bytes) -> bool:
         entry = self._entries.get(task_id)
-        return entry is not None and entry.is_committed
+        return entry is not None and entry.committed >= entry.version
 
     def committed_version(self, task_id: bytes) -> int:
         """The newest version of ``task_id`` known to be in the store (-1: none known)."""
@@ -77,46 +102,51 @@ class Stash:
     def add(self, spec: pb.TaskSpec, source: str | None = None) -> bool:
         """Stash ``spec`` unless a same-or-newer version is here or was committed; True if it was
         stored (flush it). ``source``, the process it came from, has it: it is never sent back."""
-        entry = self._entries.get(spec.task_id)
-        if entry is None and self._gone.get(spec.task_id, -1) >= spec.version:
-            return False
-        stored = self._store(entry, spec)
+        task_id, version = spec.task_id, spec.version
+        entry = self._entries.get(task_id)
+        if entry is None:
+            if self._gone.get(task_id, -1) >= version or (
+                    self._upto and spec.task_counter <= self._upto.get((spec.receiver, spec.sender), -1)):
+                return False
+            entry = self._entries[task_id] = _Entry(spec)
+            self._by_channel.setdefault(entry.channel, {})[entry.counter] = task_id
+            self._link(entry)
+            stored = True
+        elif entry.version < version:
+            # A newer version (e.g. its predecessor_id set by a nondeterministic receiver): the old
+            # version's ack no longer commits it, and its dependencies may have changed.
+            self._unlink(entry)
+            entry.take(spec)
+            entry.sent_to.clear()
+            self._link(entry)
+            stored = True
+        else:
+            stored = False
         if source is not None:  # it holds the version it sent, which may be older than ours
-            self._holds(spec.task_id, source, spec.version)
+            sent = entry.sent_to
+            if sent.get(source, -1) < version:
+                sent[source] = version
         return stored
 
     def mark_sent(self, task_id: bytes, destination: str) -> None:
         """``destination`` holds ``task_id`` at its stashed version (it was sent there as a task)."""
         entry = self._entries.get(task_id)
-        if entry is not None:
-            self._holds(task_id, destination, entry.spec.version)
+        if entry is not None and entry.sent_to.get(destination, -1) < entry.version:
+            entry.sent_to[destination] = entry.version
 
-    def _holds(self, task_id: bytes, process: str, version: int) -> None:
-        entry = self._entries.get(task_id)
-        if entry is not None:
-            entry.sent_to[process] = max(entry.sent_to.get(process, -1), version)
+    def _link(self, entry: _Entry) -> None:
+        for dep in entry.deps:
+            waiting = self._dependents.get(dep)
+            if waiting is None:
+                self._dependents[dep] = {entry.task_id}
+            else:
+                waiting.add(entry.task_id)
 
-    def _store(self, entry: _Entry | None, spec: pb.TaskSpec) -> bool:
-        if entry is not None:
-            if entry.spec.version >= spec.version:
-                return False
-            # A newer version (e.g. its predecessor_id set by a nondeterministic receiver): the old
-            # version's ack no longer commits it, and its dependencies may have changed.
-            self._unlink(entry.spec)
-            entry.spec = spec
-            entry.sent_to.clear()
-        else:
-            self._entries[spec.task_id] = _Entry(spec)
-        for dep in spec.dependencies:
-            if dep:
-                self._dependents.setdefault(dep, set()).add(spec.task_id)
-        return True
-
-    def _unlink(self, spec: pb.TaskSpec) -> None:
-        for dep in spec.dependencies:
+    def _unlink(self, entry: _Entry) -> None:
+        for dep in entry.deps:
             waiting = self._dependents.get(dep)
             if waiting is not None:
-                waiting.discard(spec.task_id)
+                waiting.discard(entry.task_id)
                 if not waiting:
                     del self._dependents[dep]
 
@@ -125,27 +155,52 @@ class Stash:
         entry = self._entries.get(task_id)
         if entry is None:
             return []
-        entry.committed = max(entry.committed, version)
-        return self._try_evict(task_id)
+        if version > entry.committed:
+            entry.committed = version
+        return self._try_evict(entry) if entry.committed >= entry.version else []
 
-    def _evictable(self, entry: _Entry) -> bool:
-        return entry.is_committed and not any(d in self._entries for d in entry.spec.dependencies if d)
-
-    def _try_evict(self, task_id: bytes) -> list[bytes]:
+    def committed_upto(self, receiver: bytes, sender: bytes, counter: int) -> list[bytes]:
+        """The receiver says every task ``sender`` sent it up to ``counter`` is committed at its
+        final version (it ran them, and the store holds what they ran as); returns the evicted."""
+        channel = (receiver, sender)
+        if counter <= self._upto.get(channel, 0):
+            return []
+        self._upto[channel] = counter
         evicted: list[bytes] = []
-        todo = [task_id]
+        for c, task_id in sorted(self._by_channel.get(channel, {}).items()):
+            if c > counter:
+                break
+            entry = self._entries.get(task_id)
+            if entry is not None:  # (evicted meanwhile, as a dependent of an earlier one)
+                entry.committed = max(entry.committed, entry.version)
+                evicted += self._try_evict(entry)
+        return evicted
+
+    def _try_evict(self, first: _Entry) -> list[bytes]:
+        """TryEvict: drop ``first`` if committed with no stashed dependency, then its dependents."""
+        entries = self._entries
+        evicted: list[bytes] = []
+        todo = [first]
         while todo:
-            tid = todo.pop()
-            entry = self._entries.get(tid)
-            if entry is None or not self._evictable(entry):
+            entry = todo.pop()
+            tid = entry.task_id
+            if (entries.get(tid) is not entry or entry.committed < entry.version
+                    or any(d in entries for d in entry.deps)):
                 continue
-            del self._entries[tid]
+            del entries[tid]
             evicted.append(tid)
+            in_channel = self._by_channel.get(entry.channel, {})
+            if in_channel.get(entry.counter) == tid:
+                del in_channel[entry.counter]
+                if not in_channel:
+                    del self._by_channel[entry.channel]
             self._gone[tid] = entry.committed
             if len(self._gone) > GONE_REMEMBERED:
                 self._gone.popitem(last=False)
-            self._unlink(entry.spec)
-            todo.extend(self._dependents.get(tid, ()))
+            self._unlink(entry)
+            for dependent in self._dependents.get(tid, ()):
+                if (waiting := entries.get(dependent)) is not None:
+                    todo.append(waiting)
         self.evicted += len(evicted)
         return evicted
 
@@ -153,7 +208,7 @@ class Stash:
 
     def uncommitted_lineage(self, spec: pb.TaskSpec) -> list[pb.TaskSpec]:
         """Every uncommitted stashed ancestor of ``spec`` (not ``spec`` itself)."""
-        return [e.spec for e in self._walk(spec, None) if not e.is_committed]
+        return [e.spec for e in self._walk(spec, None) if e.committed < e.version]
 
     def lineage_for(self, spec: pb.TaskSpec, destination: str, include_self: bool = False) -> list[pb.TaskSpec]:
         """What to send along with ``spec`` to ``destination`` (``GetUncommittedLineage``).
@@ -168,26 +223,33 @@ class Stash:
             if self.max_forwards is not None and entry.forwards >= self.max_forwards:
                 continue
             entry.forwards += 1
-            entry.sent_to[destination] = entry.spec.version
+            entry.sent_to[destination] = entry.version
             out.append(entry.spec)
         if not include_self:
             self.forwarded_sizes.append(len(out))
         return out
 
     def _walk(self, spec: pb.TaskSpec, destination: str | None, include_self: bool = False) -> list[_Entry]:
+        entries = self._entries
         found: list[_Entry] = []
-        seen: set[bytes] = set() if include_self else {spec.task_id}
-        todo = [spec.task_id] if include_self else [d for d in spec.dependencies if d]
+        if include_self:
+            seen: set[bytes] = set()
+            todo = [spec.task_id]
+        else:
+            if not entries:
+                return found
+            todo = [d for d in spec.dependencies if d]
+            seen = {spec.task_id}
         while todo:
             tid = todo.pop()
             if tid in seen:
                 continue
             seen.add(tid)
-            entry = self._entries.get(tid)
+            entry = entries.get(tid)
             if entry is None:
                 continue
-            if destination is not None and entry.sent_to.get(destination, -1) >= entry.spec.version:
+            if destination is not None and entry.sent_to.get(destination, -1) >= entry.version:
                 continue  # sent before, with its lineage
             found.append(entry)
-            todo.extend(d for d in entry.spec.dependencies if d)
+            todo.extend(entry.deps)
         return found

@@ -21,10 +21,11 @@ import statistics
 import time
 from collections.abc import Callable
 
+from actorrt.lineage.commit_marks import CommitMarks, Mark
 from actorrt.lineage.flusher import Ack, Flusher
 from actorrt.lineage.options import FaultToleranceMode, FaultToleranceOptions
 from actorrt.lineage.stash import Stash
-from actorrt.lineage.strategy import FaultTolerance, GlobalRollback, NoLogging, Notify, Spawn
+from actorrt.lineage.strategy import Announce, FaultTolerance, GlobalRollback, NoLogging, Notify, Spawn
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import node_pb2
 from actorrt.store.clients import until_reachable
@@ -70,7 +71,7 @@ class LoggedLineage(FaultTolerance):
     def store(self) -> LineageStore:
         return self._store
 
-    def start(self, spawn: Spawn, notify: Notify, address: str) -> None:
+    def start(self, spawn: Spawn, notify: Notify, announce: Announce, address: str) -> None:
         spawn(self.flusher.run())
 
     async def aclose(self) -> None:
@@ -100,7 +101,7 @@ class LoggedLineage(FaultTolerance):
         self._stash(spec, whole=False)
 
     async def flush(self) -> int:
-        specs = [s for s in self.stash.specs() if not self.stash.is_committed(s.task_id)]
+        specs = self.stash.uncommitted()
         if specs:
             await self.flusher.write_now(specs)
         return len(specs)
@@ -152,12 +153,16 @@ class LineageStash(LoggedLineage):
         self.flusher.linger_s = FLUSH_LINGER_S
         self._notify: Notify = lambda peer, acks: None
         self._address = ""
-        self._to_tell: dict[bytes, list[str]] = {}  # task id -> submitters waiting to hear it committed
+        self._announce: Announce = lambda marks: None
+        # task id -> its channel and counter, and the submitters waiting to hear it committed
+        self._to_tell: dict[bytes, tuple[bytes, bytes, int, list[str]]] = {}
         self._unconfirmed: dict[bytes, float] = {}  # task id -> when to write it here, oldest first
+        self.marks = CommitMarks(self.stash.committed_version)  # of the channels into actors here
+        self._marks_due = False  # a look at them is scheduled for the end of this loop turn
 
-    def start(self, spawn: Spawn, notify: Notify, address: str) -> None:
-        super().start(spawn, notify, address)
-        self._notify, self._address = notify, address
+    def start(self, spawn: Spawn, notify: Notify, announce: Announce, address: str) -> None:
+        super().start(spawn, notify, announce, address)
+        self._notify, self._announce, self._address = notify, announce, address
         spawn(self._write_unconfirmed())
 
     def on_submit(self, spec: pb.TaskSpec, destination: str) -> list[pb.TaskSpec]:
@@ -186,21 +191,54 @@ class LineageStash(LoggedLineage):
         committed = self.stash.committed_version(spec.task_id)
         if committed >= 0:
             self._notify(source, [(spec.task_id, committed)])
+        elif (told := self._to_tell.get(spec.task_id)) is not None:
+            told[3].append(source)
         else:
-            self._to_tell.setdefault(spec.task_id, []).append(source)
+            self._to_tell[spec.task_id] = (spec.receiver, spec.sender, spec.task_counter, [source])
 
     def _on_acks(self, acks: list[Ack]) -> None:
         super()._on_acks(acks)
+        self._look_at_marks()
         notices: dict[str, list[Ack]] = {}
         for task_id, version in acks:
             if version >= 0 and task_id in self._to_tell:  # any version: the sender holds version 0
-                for source in self._to_tell.pop(task_id):
+                receiver, sender, counter, sources = self._to_tell.pop(task_id)
+                if self.marks.covers((receiver, sender), counter):
+                    continue  # the mark announced now tells every process, its submitter too
+                for source in sources:
                     notices.setdefault(source, []).append((task_id, version))
         for source, committed in notices.items():
             self._notify(source, committed)
 
+    def on_executed(self, spec: pb.TaskSpec, replayed: bool) -> None:
+        """``spec`` ran here: its version is final once the store holds it (a replayed one's is)."""
+        if replayed:
+            version = -1
+        else:
+            stashed = self.stash.get(spec.task_id)
+            version = stashed.version if stashed is not None else self.stash.committed_version(spec.task_id)
+        self.marks.ran((spec.receiver, spec.sender), spec.task_counter, spec.task_id, version)
+        if not self._marks_due:  # once per loop turn, however many tasks ran in it
+            self._marks_due = True
+            asyncio.get_running_loop().call_soon(self._look_at_marks)
+
+    def _look_at_marks(self) -> None:
+        """Announce the channels whose committed prefix grew, to every process (this one too)."""
+        self._marks_due = False
+        marks = self.marks.advance()
+        if marks:
+            self.on_committed_upto(marks)
+            self._announce(marks)
+
     def on_committed(self, acks: list[Ack]) -> None:
         self._committed_elsewhere(acks)
+
+    def on_committed_upto(self, marks: list[Mark]) -> None:
+        for receiver, sender, counter in marks:
+            for task_id in self.stash.committed_upto(receiver, sender, counter):
+                self._unconfirmed.pop(task_id, None)
+        if self.over_limit and len(self.stash) <= self.options.stash_limit * 0.9:
+            self._below_limit.set()
 
     def _committed_elsewhere(self, acks: list[Ack]) -> None:
         """Tasks this process did not write are committed (a receiver wrote them, or checkpointed

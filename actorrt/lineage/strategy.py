@@ -27,6 +27,8 @@ from actorrt.store.lineage_store import LineageStore
 
 Spawn = Callable[[Coroutine[Any, Any, Any]], Any]
 Notify = Callable[[str, list[tuple[bytes, int]]], None]  # (peer, [(task id, version committed)])
+# To every process: [(receiver, sender, counter)], every task of the channel up to counter committed.
+Announce = Callable[[list[tuple[bytes, bytes, int]]], None]
 
 
 class FaultTolerance:
@@ -52,9 +54,10 @@ class FaultTolerance:
         """The lineage store this strategy writes to (None if it logs nothing)."""
         return None
 
-    def start(self, spawn: Spawn, notify: Notify, address: str) -> None:
+    def start(self, spawn: Spawn, notify: Notify, announce: Announce, address: str) -> None:
         """Start background work (the flusher) with ``spawn``; ``notify`` tells a peer that tasks
-        it sent are committed; ``address`` is this process's own."""
+        it sent are committed, ``announce`` every process how far channels into actors here are
+        committed; ``address`` is this process's own."""
 
     async def aclose(self) -> None:
         """Release the store client."""
@@ -72,6 +75,12 @@ class FaultTolerance:
 
     def on_committed(self, acks: list[tuple[bytes, int]]) -> None:
         """A receiver says the store holds these tasks this process sent it."""
+
+    def on_committed_upto(self, marks: list[tuple[bytes, bytes, int]]) -> None:
+        """Receivers say every task of these channels up to these counters is committed."""
+
+    def on_executed(self, spec: pb.TaskSpec, replayed: bool) -> None:
+        """An actor here ran ``spec`` (``replayed``: as its replay, from the store)."""
 
     def on_checkpointed(self, receiver: bytes, covered: dict[bytes, int]) -> None:
         """``receiver``'s checkpoint covers, per sender, its tasks up to a counter."""

@@ -104,12 +104,18 @@ class Cancel(_message.Message):
     def __init__(self, task_id: _Optional[bytes] = ..., receiver: _Optional[bytes] = ..., sender: _Optional[bytes] = ..., task_counter: _Optional[int] = ...) -> None: ...
 
 class Committed(_message.Message):
-    __slots__ = ("task_ids", "versions")
+    __slots__ = ("task_ids", "versions", "receivers", "senders", "counters")
     TASK_IDS_FIELD_NUMBER: _ClassVar[int]
     VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    RECEIVERS_FIELD_NUMBER: _ClassVar[int]
+    SENDERS_FIELD_NUMBER: _ClassVar[int]
+    COUNTERS_FIELD_NUMBER: _ClassVar[int]
     task_ids: _containers.RepeatedScalarFieldContainer[bytes]
     versions: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, task_ids: _Optional[_Iterable[bytes]] = ..., versions: _Optional[_Iterable[int]] = ...) -> None: ...
+    receivers: _containers.RepeatedScalarFieldContainer[bytes]
+    senders: _containers.RepeatedScalarFieldContainer[bytes]
+    counters: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, task_ids: _Optional[_Iterable[bytes]] = ..., versions: _Optional[_Iterable[int]] = ..., receivers: _Optional[_Iterable[bytes]] = ..., senders: _Optional[_Iterable[bytes]] = ..., counters: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ObjectRequest(_message.Message):
     __slots__ = ("object_id", "receiver", "sender", "task_counter", "keep_only")

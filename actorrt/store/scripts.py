@@ -38,14 +38,20 @@ for i = 1, (#KEYS - 1) / 2 do
   else
     if kind == 's' then
       redis.call('HSET', key, 'v', version, 's', ARGV[4 * i + 1])
-      redis.call('HDEL', key, 'd')
+      if held then
+        redis.call('HDEL', key, 'd')
+      end
     else
       redis.call('HSET', key, 'v', version, 'd', ARGV[4 * i + 1])
     end
-    redis.call('SADD', KEYS[2 * i + 1], ARGV[4 * i + 2])
+    if not held then  -- (a record that exists is indexed already)
+      redis.call('SADD', KEYS[2 * i + 1], ARGV[4 * i + 2])
+    end
     held_after[i] = version
   end
-  if held_after[i] < tombstone and redis.call('HEXISTS', key, 's') == 0 then
+  -- Whether a replay could run what is held: a whole spec just written can, a delta needs one.
+  if held_after[i] < tombstone and not (kind == 's' and held_after[i] == version)
+     and redis.call('HEXISTS', key, 's') == 0 then
     held_after[i] = -1  -- a delta without its spec: nothing a replay could run is committed yet
   end
 end

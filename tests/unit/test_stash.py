@@ -309,3 +309,29 @@ def test_a_result_goes_back_with_the_version_that_ran_and_its_new_lineage():
     plain = Stash()
     plain.add(d0, source="owner")
     assert plain.lineage_for(d0, "owner", include_self=True) == []
+
+
+def channel_spec(receiver: str, sender: str, counter: int, deps: list[str] = (), version: int = 0) -> pb.TaskSpec:
+    return pb.TaskSpec(task_id=f"{receiver}<{sender}#{counter}".encode(), receiver=receiver.encode(),
+                       sender=sender.encode(), task_counter=counter, version=version,
+                       dependencies=[d.encode() for d in deps])
+
+
+def test_a_commit_mark_evicts_the_channel_up_to_its_counter_and_no_further():
+    s = Stash()
+    for c in (1, 2, 3):
+        s.add(channel_spec("r", "s", c, version=1))
+    s.add(channel_spec("r", "other", 1))
+    assert sorted(s.committed_upto(b"r", b"s", 2)) == [b"r<s#1", b"r<s#2"]
+    assert b"r<s#3" in s and b"r<other#1" in s  # beyond the mark, another channel
+    assert not s.add(channel_spec("r", "s", 2, version=1))  # covered: lineage coming back is not stashed
+    assert s.committed_upto(b"r", b"s", 1) == []  # an older mark says nothing new
+
+
+def test_a_task_a_mark_covers_stays_while_its_lineage_is_uncommitted():
+    s = Stash()
+    s.add(channel_spec("p", "q", 1))
+    s.add(channel_spec("r", "s", 1, deps=["p<q#1"]))
+    assert s.committed_upto(b"r", b"s", 1) == []  # committed, but it leads to an uncommitted ancestor
+    assert s.is_committed(b"r<s#1")
+    assert sorted(s.committed_upto(b"p", b"q", 1)) == [b"p<q#1", b"r<s#1"]

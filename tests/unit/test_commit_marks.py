@@ -1,0 +1,55 @@
+"""Commit marks: a receiver announces a channel's prefix only where every task ran and is committed."""
+
+from __future__ import annotations
+
+import asyncio
+
+from actorrt.lineage.commit_marks import CommitMarks
+from actorrt.lineage.options import FaultToleranceMode, FaultToleranceOptions
+from actorrt.lineage.strategies import LineageStash
+from actorrt.rpc import common_pb2 as pb
+
+CH = (b"r", b"s")
+
+
+def test_the_mark_moves_over_the_prefix_that_ran_and_is_committed_at_its_final_version():
+    committed: dict[bytes, int] = {}
+    marks = CommitMarks(lambda task_id: committed.get(task_id, -1))
+    for counter, version in ((1, 0), (2, 1), (3, 0)):
+        marks.ran(CH, counter, b"t%d" % counter, version)
+    assert marks.advance() == []
+    committed.update({b"t1": 0, b"t2": 0, b"t3": 0})  # t2 ran as version 1: version 0 is not enough
+    assert marks.advance() == [(b"r", b"s", 1)]
+    committed[b"t2"] = 1
+    assert marks.advance() == [(b"r", b"s", 3)]
+    assert marks.advance() == []  # nothing new
+    assert marks.covers(CH, 3) and not marks.covers(CH, 4)
+
+
+def test_a_replayed_task_counts_as_committed():
+    marks = CommitMarks(lambda task_id: -1)
+    marks.ran(CH, 7, b"t7", -1)
+    assert marks.advance() == [(b"r", b"s", 7)]
+
+
+class _Store:
+    bytes_written = 0
+
+
+def test_a_receiver_announces_a_mark_instead_of_telling_the_submitter_of_each_task():
+    async def run() -> tuple[list, list]:
+        ft = LineageStash(FaultToleranceOptions(mode=FaultToleranceMode.LINEAGE_STASH), _Store())
+        told: list = []
+        announced: list = []
+        ft._notify, ft._announce = lambda peer, acks: told.append((peer, acks)), announced.extend
+        ran = pb.TaskSpec(task_id=b"t1", receiver=b"r", sender=b"s", task_counter=1)
+        waiting = pb.TaskSpec(task_id=b"t2", receiver=b"r", sender=b"s", task_counter=2)
+        ft.on_receive(ran, "submitter")
+        ft.on_receive(waiting, "submitter")
+        ft.on_executed(ran, replayed=False)  # t2 waits in the mailbox: its version may still change
+        ft._on_acks([(b"t1", 0), (b"t2", 0)])
+        return told, announced
+
+    told, announced = asyncio.run(run())
+    assert announced == [(b"r", b"s", 1)]
+    assert told == [("submitter", [(b"t2", 0)])]  # the mark covers t1; t2 is told on its own
