@@ -76,9 +76,9 @@ class NodeRecoveries:
                         actors = await self._replay_lineage(stats, slots)
                 finally:
                     self.worker.host.release()
-            replay_started, skipped = time.perf_counter(), self.worker.sends_skipped
+            replay_started, skipped = time.perf_counter(), self.worker.outbox.sends_skipped
             await asyncio.gather(*(a.replayed.wait() for a in actors))
-            stats.sends_skipped = self.worker.sends_skipped - skipped
+            stats.sends_skipped = self.worker.outbox.sends_skipped - skipped
             stats.replay_ms = (time.perf_counter() - replay_started) * 1e3
             stats.replay_tasks_per_s = stats.tasks_replayed / max(stats.replay_ms / 1e3, 1e-9)
         finally:

@@ -153,7 +153,8 @@ class LineageStash(LoggedLineage):
         self.flusher.linger_s = FLUSH_LINGER_S
         self._notify: Notify = lambda peer, acks: None
         self._address = ""
-        self._announce: Announce = lambda marks: None
+        self._announce: Announce = lambda marks: set()
+        self._marks_reach: set[str] = set()  # the processes marks go to
         # task id -> its channel and counter, and the submitters waiting to hear it committed
         self._to_tell: dict[bytes, tuple[bytes, bytes, int, list[str]]] = {}
         self._unconfirmed: dict[bytes, float] = {}  # task id -> when to write it here, oldest first
@@ -203,10 +204,10 @@ class LineageStash(LoggedLineage):
         for task_id, version in acks:
             if version >= 0 and task_id in self._to_tell:  # any version: the sender holds version 0
                 receiver, sender, counter, sources = self._to_tell.pop(task_id)
-                if self.marks.covers((receiver, sender), counter):
-                    continue  # the mark announced now tells every process, its submitter too
+                covered = self.marks.covers((receiver, sender), counter)
                 for source in sources:
-                    notices.setdefault(source, []).append((task_id, version))
+                    if not (covered and source in self._marks_reach):  # (a mark tells it)
+                        notices.setdefault(source, []).append((task_id, version))
         for source, committed in notices.items():
             self._notify(source, committed)
 
@@ -223,12 +224,12 @@ class LineageStash(LoggedLineage):
             asyncio.get_running_loop().call_soon(self._look_at_marks)
 
     def _look_at_marks(self) -> None:
-        """Announce the channels whose committed prefix grew, to every process (this one too)."""
+        """Announce the channels whose committed prefix grew (and apply them here)."""
         self._marks_due = False
         marks = self.marks.advance()
         if marks:
             self.on_committed_upto(marks)
-            self._announce(marks)
+            self._marks_reach = self._announce(marks)
 
     def on_committed(self, acks: list[Ack]) -> None:
         self._committed_elsewhere(acks)

@@ -27,8 +27,9 @@ from actorrt.store.lineage_store import LineageStore
 
 Spawn = Callable[[Coroutine[Any, Any, Any]], Any]
 Notify = Callable[[str, list[tuple[bytes, int]]], None]  # (peer, [(task id, version committed)])
-# To every process: [(receiver, sender, counter)], every task of the channel up to counter committed.
-Announce = Callable[[list[tuple[bytes, bytes, int]]], None]
+# To other processes: [(receiver, sender, counter)], every task of the channel up to counter
+# committed; returns the processes told.
+Announce = Callable[[list[tuple[bytes, bytes, int]]], set[str]]
 
 
 class FaultTolerance:
@@ -56,7 +57,7 @@ class FaultTolerance:
 
     def start(self, spawn: Spawn, notify: Notify, announce: Announce, address: str) -> None:
         """Start background work (the flusher) with ``spawn``; ``notify`` tells a peer that tasks
-        it sent are committed, ``announce`` every process how far channels into actors here are
+        it sent are committed, ``announce`` other processes how far channels into actors here are
         committed; ``address`` is this process's own."""
 
     async def aclose(self) -> None:

@@ -1,0 +1,254 @@
+"""The tasks a process sent, until their results come back (SubmitTask's side of the core).
+
+``Outbox`` sends each task to the node serving its receiver's slot, with the uncommitted lineage
+the fault-tolerance strategy returns and the large arguments that travel beside it; it sends
+again what a failed node had not answered (to the slot's restart, which replays first, or to its
+heir); it pins what a replay may ask for again; and it takes results in. Under global rollback it
+also keeps answered calls until their receivers' checkpoints cover them. The receiving side (peer
+batches, running tasks, sending results) is the ``Worker``'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from actorrt.core import failures
+from actorrt.core.object_ref import ObjectRef
+from actorrt.core.serialization import runtime_error
+from actorrt.lineage import ids
+from actorrt.net.peer_streams import CANCEL, LINEAGE, PUSH, SUBMIT
+from actorrt.objects.store import shared_part
+from actorrt.rpc import checkpoint_pb2, head_pb2, node_pb2
+from actorrt.rpc import common_pb2 as pb
+
+if TYPE_CHECKING:
+    from actorrt.core.worker import Worker
+
+
+@dataclass
+class _Inflight:
+    """A submitted task whose result has not come back; resubmitted if its node is recovered."""
+
+    spec: pb.TaskSpec
+    slot: int  # the slot its receiver was placed on (another one serves it if that one is gone)
+    address: str  # the node process it was sent to ("": waiting for the slot to come back)
+    arg_refs: list[ObjectRef] = field(default_factory=list)  # keep borrowed values alive
+    large_args: list[pb.ObjectValue] = field(default_factory=list)  # sent beside the task, owned here
+    push_large: bool = True  # send them beside it (else the receiver fetches them if it needs them)
+
+
+class Outbox:
+    def __init__(self, worker: Worker) -> None:
+        self._w = worker
+        self.inflight: dict[bytes, _Inflight] = {}  # in submission order
+        # A replay's tasks that their receivers ran before the failure: sent if their results are asked for.
+        self.deferred: dict[bytes, _Inflight] = {}
+        # Under global rollback: calls that actors here sent and heard back from, by receiver, kept
+        # until the receiver's checkpoint covers them. A global checkpoint takes each actor's state
+        # when its barrier reaches it, so a call can run at its receiver after the receiver's
+        # snapshot and be answered before its sender's: the call is in flight across the checkpoint
+        # (Chandy-Lamport's channel state), and the sender's checkpoint must hold it to send again.
+        self.uncovered: dict[bytes, dict[bytes, _Inflight]] = {}
+        self.sends_skipped = 0
+
+    def reroute(self) -> None:
+        """After a new cluster view: tasks sent to a node incarnation that died go again to the
+        slot's restart (which replays its actors first), or to its heir; a function's call to any
+        live node. They fail if there is none, or under global rollback."""
+        w = self._w
+        for tid, t in list(self.inflight.items()):
+            info = w.membership.serving(t.slot)
+            if info is not None and info.state == head_pb2.ALIVE and info.address == t.address:
+                continue
+            if w.ft.rolls_back and t.address:  # it ran, or would have, on a process that is gone
+                del self.inflight[tid]
+                w.windows.answered(tid)
+                w.objects.put(failures.rolled_back(ids.object_id(tid), t.slot))
+            elif t.spec.function and w.membership.alive_nodes():  # it kept nothing there: run it again
+                if info is None or info.state != head_pb2.ALIVE:
+                    t.slot = w.submitter.next_live_slot(t.spec.task_counter, "run the function on")
+                self.resend(t)
+            elif info is not None and info.state == head_pb2.ALIVE:
+                self.resend(t)
+            elif not w.membership.accepts(t.slot):
+                del self.inflight[tid]
+                w.windows.answered(tid)
+                w.objects.put(self._died(ids.object_id(tid), t.slot))
+            else:
+                t.address = ""  # the head is restarting the slot
+
+    def checkpointed(self, receiver: bytes, covered: dict[bytes, int]) -> None:
+        """``receiver``'s checkpoint covers these calls (per sender, up to a counter): not kept any more."""
+        kept = self.uncovered.get(receiver, {})
+        for task_id, task in list(kept.items()):
+            if task.spec.task_counter <= covered.get(task.spec.sender, 0):
+                del kept[task_id]
+                self.drop_large_args(task.large_args)
+
+    def fail_all(self, reason: str, kind: int) -> None:
+        """Fail every task still waiting for a result."""
+        for tid in self.inflight:
+            self._w.objects.put(pb.ObjectValue(object_id=ids.object_id(tid), error=runtime_error(kind, reason)))
+            self._w.windows.answered(tid)
+        self.inflight.clear()
+
+    def _died(self, object_id: bytes, slot: int) -> pb.ObjectValue:
+        return failures.died(object_id, slot, self._w.membership.node(slot), self._w.ft.mode)
+
+    def send_task(self, spec: pb.TaskSpec, slot: int, refs: list[ObjectRef], large: list[pb.ObjectValue],
+                   push_large: bool = True) -> None:
+        """Send to the actor's node slot, whichever incarnation is alive now (a restarted node
+        replays the actor before it runs new tasks)."""
+        self._w.submitter.handled += 1
+        object_id = ids.object_id(spec.task_id)
+        if not spec.HasField("actor_creation"):
+            self._w.objects.expect(object_id)
+            self._w.retention.referenced(object_id)  # by the ref submit_task returned
+        deferred = not push_large and self._w.ran_before.covers(spec)  # a replay's call that its receiver ran
+        if not push_large and not deferred:  # a replay's call that goes out: its large arguments to shared memory
+            for value in large:
+                self._to_shared(value)
+        self._hold_large_args(large)
+        if self._w.cluster_lost:
+            self._w.objects.put(failures.cluster_lost(object_id, self._w.cluster_lost))
+            self.drop_large_args(large)
+            self._w.windows.answered(spec.task_id)
+            return
+        if not self._w.membership.accepts(slot):
+            self._w.objects.put(self._died(object_id, slot))
+            self.drop_large_args(large)
+            self._w.windows.answered(spec.task_id)
+            return
+        task = _Inflight(spec, slot, "", refs, large, push_large)
+        if deferred:
+            self._w.windows.answered(spec.task_id)  # its receiver ran it: it holds no room in a window
+            self.deferred[spec.task_id] = task
+            self._pin_args(spec)
+            self.sends_skipped += 1
+            self._w.objects.defer(object_id, lambda: self._dispatch(self.deferred.pop(spec.task_id)),
+                                  lambda: self.deferred.pop(spec.task_id, None))
+            return
+        self._dispatch(task)
+
+    def _to_shared(self, value: pb.ObjectValue) -> None:
+        """Move ``value``'s buffers (held in this process's memory) to shared memory, if it can."""
+        if value.value.buffers and not value.value.HasField("shared"):
+            placed = self._w.shared.write([memoryview(b) for b in value.value.buffers])
+            if placed is not None:
+                del value.value.buffers[:]
+                value.value.shared.CopyFrom(placed)
+
+    def pending_sent(self, sender: bytes) -> list[checkpoint_pb2.PendingTask]:
+        """The tasks ``sender`` (an actor here) sent that have no result yet, and under global
+        rollback those its receivers' checkpoints do not cover yet, in the order they were sent."""
+        uncovered = [t for kept in self.uncovered.values() for t in kept.values() if t.spec.sender == sender]
+        unanswered = [t for t in [*self.inflight.values(), *self.deferred.values()] if t.spec.sender == sender]
+        return [checkpoint_pb2.PendingTask(spec=t.spec, slot=t.slot,
+                                           large_args=[self._w.shared.materialize(v) for v in t.large_args])
+                for t in sorted(uncovered + unanswered, key=lambda t: t.spec.task_counter)]
+
+    def send_again(self, pending: checkpoint_pb2.PendingTask) -> None:
+        """Send again a task an actor restored from its checkpoint had sent before it (its receiver
+        runs it unless it ran it already); its result comes back here."""
+        spec = pb.TaskSpec()
+        spec.CopyFrom(pending.spec)
+        spec.owner_address = self._w.address
+        large = list(pending.large_args)
+        self._hold_large_args(large)
+        self._dispatch(_Inflight(spec, pending.slot, "", [], large))
+
+    def _hold_large_args(self, large: list[pb.ObjectValue]) -> None:
+        for value in large:  # owned here: the receiver's replay fetches them from here
+            self._w.objects.expect(value.object_id)
+            self._w.objects.put(value)
+
+    def _dispatch(self, task: _Inflight) -> None:
+        """Track ``task`` until its result comes back; send it now if its slot is served."""
+        spec = task.spec
+        self.inflight[spec.task_id] = task
+        if self._w.pressure is not None:
+            self._w.pressure.sent(spec.receiver, task.slot)
+        self._pin_args(spec)
+        if self._w.membership.serving(task.slot).state == head_pb2.ALIVE:
+            self.resend(task)
+
+    def _pin_args(self, spec: pb.TaskSpec) -> None:
+        """Ref arguments owned here are kept until the receiver's checkpoint covers the task."""
+        if self._w.ft.logs_lineage and not spec.function:
+            for arg in spec.args:
+                if arg.HasField("ref") and arg.ref.owner_address == self._w.address:
+                    self._w.retention.pin(arg.ref.object_id, spec.receiver, spec.sender, spec.task_counter)
+
+    def pin(self, object_id: bytes, receiver: bytes, sender: bytes, counter: int) -> None:
+        """A receiver fetched ``object_id`` for a task: keep it for the task's replays, if any."""
+        if self._w.ft is not None and self._w.ft.logs_lineage:  # elsewhere nothing is replayed
+            self._w.retention.pin(object_id, receiver, sender, counter)
+
+    def drop_large_args(self, large: list[pb.ObjectValue]) -> None:
+        """No replay will need these (nothing is logged, or the task never left)."""
+        for value in large:
+            self._w.retention.unreferenced(value.object_id)  # no ref here: freed unless pinned
+
+    def resend(self, task: _Inflight) -> None:
+        """(Re)send ``task`` to the node serving its slot now, with its uncommitted lineage."""
+        info = self._w.membership.serving(task.slot)
+        task.address = info.address
+        lineage = self._w.ft.on_submit(task.spec, info.address)  # SubmitTask
+        if info.address == self._w.address:
+            self._w.assign(task.spec)  # same process, same stash: no lineage to send
+        else:
+            for ancestor in lineage:  # ahead of the task on the same ordered stream
+                self._w.router.send(info.address, LINEAGE, ancestor)
+            for value in task.large_args if task.push_large else ():
+                self._w.send(info.address, PUSH, value)
+            if task.push_large:
+                self._push_shared_refs(task, info.address)
+            self._w.router.send(info.address, SUBMIT, task.spec)
+
+    def _push_shared_refs(self, task: _Inflight, address: str) -> None:
+        """Ref arguments this process owns and holds in shared memory go beside the task as well,
+        with their producers' uncommitted lineage, as a fetch's answer would: the receiver maps
+        them at once instead of asking for them (two messages fewer before the task runs)."""
+        beside = {value.object_id for value in task.large_args}
+        for arg in task.spec.args:
+            if not arg.HasField("ref") or arg.ref.owner_address != self._w.address or arg.ref.object_id in beside:
+                continue
+            value = self._w.objects.held(arg.ref.object_id)
+            if value is not None and shared_part(value) is not None:
+                for ancestor in self._w.ft.on_fetched(ids.producer_task(value.object_id), address):
+                    self._w.router.send(address, LINEAGE, ancestor)
+                self._w.send(address, PUSH, value)
+
+    def on_result(self, value: pb.ObjectValue) -> None:
+        """A task's result came back (a replayed task's may come again: only the first counts)."""
+        task = self.inflight.pop(ids.producer_task(value.object_id), None)
+        if task is None:
+            return
+        self._w.windows.answered(task.spec.task_id)
+        if value.error.kind == pb.REPLAY_DIVERGED and self._w.host is not None:
+            self._w.host.replay_diverged(task.spec, value.error)
+        if self._w.ft.rolls_back and self._sent_by_actor_here(task.spec):
+            self.uncovered.setdefault(task.spec.receiver, {})[task.spec.task_id] = task
+        elif not self._w.ft.logs_lineage or task.spec.function:  # no replay of the receiver needs them
+            self.drop_large_args(task.large_args)
+        if value.object_id not in self._w.objects and value.WhichOneof("kind") == "error":
+            self._w.report_unretrieved(value.error)  # its ref is gone already
+        self._w.objects.put(value)
+
+    def _sent_by_actor_here(self, spec: pb.TaskSpec) -> bool:
+        """An actor call from an actor this process hosts (what its checkpoints are about)."""
+        return not spec.function and self._w.host is not None and spec.sender in self._w.host.actors
+
+    def cancel(self, object_id: bytes) -> None:
+        """Ask the receiver of the task that makes ``object_id`` not to start it."""
+        task = self.inflight.get(ids.producer_task(object_id))
+        if task is None or not task.address:
+            return  # answered already, or not sent yet (it goes when its slot comes back)
+        spec = task.spec
+        notice = node_pb2.Cancel(task_id=spec.task_id, receiver=spec.receiver, sender=spec.sender,
+                                 task_counter=spec.task_counter)
+        if task.address == self._w.address:
+            self._w.host.cancel(notice)
+        else:
+            self._w.router.send(task.address, CANCEL, notice)
