@@ -6,15 +6,12 @@ from actorrt.api import (
     commit_lineage,
     get,
     get_actor,
-    init,
-    is_initialized,
     kill,
     kill_node,
     nodes,
     put,
     remote,
     rollbacks,
-    shutdown,
     stats,
     wait,
 )
@@ -38,6 +35,7 @@ from actorrt.exceptions import (
 )
 from actorrt.functions import RemoteFunction
 from actorrt.handles import ActorClass, ActorHandle
+from actorrt.lifecycle import init, is_initialized, shutdown
 
 __version__ = "0.1.0"
 

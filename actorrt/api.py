@@ -1,167 +1,28 @@
 """The public API: thin functions over the per-process runtime.
 
 Each function checks its arguments, gets the runtime of this process (``actorrt.core.context``)
-and makes one call into it.
+and makes one call into it. Joining a cluster and leaving it (``init``, ``shutdown``) are
+``lifecycle.py``'s.
 """
 
 from __future__ import annotations
 
-import atexit
 import functools
-import os
 import pickle
-import shutil
-import signal
-import tempfile
-import threading
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from actorrt.cluster import driver_code, session
-from actorrt.cluster.driver import Driver
-from actorrt.cluster.head_options import HEARTBEAT_TIMEOUT_S, HeadOptions
-from actorrt.cluster.launch import start_head
 from actorrt.core import context, values
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.task_spec import KILL_METHOD
 from actorrt.exceptions import ActorRTError
 from actorrt.functions import FunctionOptions, RemoteFunction, check_function_options
 from actorrt.handles import ActorClass, ActorHandle, ActorOptions, check_options
-from actorrt.lineage.options import (
-    DEFAULT_INLINE_MAX_BYTES,
-    DEFAULT_PINNED_BUDGET_BYTES,
-    DEFAULT_STASH_LIMIT,
-    FaultToleranceOptions,
-)
-from actorrt.util import signals, tracebacks
+from actorrt.lifecycle import current_driver
+from actorrt.util import tracebacks
 
-_lock = threading.Lock()
-_PACKAGE_DIR = str(Path(__file__).resolve().parent) + os.sep
 # Errors leave the public functions as if raised where the user called them (see util/tracebacks).
 _public = functools.partial(tracebacks.at_call_site, ActorRTError)
-
-
-@_public
-def init(
-    address: str | None = None,
-    *,
-    num_nodes: int = 2,
-    store_shards: int = 2,
-    token: str | None = None,
-    host: str = "127.0.0.1",
-    timeout: float = 60.0,
-    ft: str = "lineage_stash",
-    store_delay_ms: float = 0.0,
-    max_forwards: int | None = None,
-    stash_limit: int = DEFAULT_STASH_LIMIT,
-    store_url: str | None = None,
-    checkpoint_dir: str | Path | None = None,
-    inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
-    pinned_budget_bytes: int = DEFAULT_PINNED_BUDGET_BYTES,
-    heartbeat_timeout: float = HEARTBEAT_TIMEOUT_S,
-    runtime_env: dict[str, Any] | None = None,
-    metrics_port: int | None = None,
-) -> dict[str, Any]:
-    """Start an embedded cluster, or connect to a running one.
-
-    Args:
-        address: ``HOST:PORT`` of a running head, or ``"auto"`` for the one running on this machine
-            (found in its session file); None starts a head, ``num_nodes`` node processes
-            and ``store_shards`` redis-server shards on ``host``, stopped by ``shutdown()`` or at exit.
-        num_nodes: node processes of the embedded cluster.
-        store_shards: lineage-store shards of the embedded cluster.
-        token: the cluster token (default: ``ACTORRT_TOKEN``, else the local session file).
-        host: the address this driver (and an embedded cluster) binds.
-        timeout: seconds to wait for the nodes to come up.
-        ft: lineage logging of the embedded cluster: ``"lineage_stash"`` (flushes off the critical
-            path), ``"write_first"`` (the baseline: the spec is acked by the store before the task
-            runs) or ``"none"``. A cluster joined by address keeps its own.
-        store_delay_ms: simulated lineage-store latency added to every ack.
-        max_forwards: the paper's f: how often an uncommitted task may be forwarded (None: unlimited).
-        stash_limit: while a process's stash holds more specs than this (the store is slow or
-            down), its submitters wait.
-        store_url: an external lineage store for the embedded cluster instead of its own shards:
-            ``redis://[:password@]host:port[,host:port...]`` (independent servers, sharded by the
-            client) or ``redis+cluster://[:password@]host:port[,...]`` (a Redis Cluster).
-        checkpoint_dir: where actors of the embedded cluster write checkpoints (default: in its
-            session directory); every node must reach it.
-        inline_max_bytes: an argument that serializes to more bytes than this is not written into
-            its task's spec: it travels beside the task, and its sender keeps it for replays.
-        pinned_budget_bytes: what each process keeps in memory for other actors' replays (the
-            arguments of tasks it sent, until their receivers checkpoint); past it, on local disk.
-        heartbeat_timeout: seconds without heartbeats before the embedded cluster declares a node
-            dead (a hung node; a crash is seen at once). A node that resumes after it is fenced off.
-        runtime_env: code for the nodes to run that they cannot import: ``{"py_modules": [module or
-            name, ...]}`` sends those modules by value with the classes and functions that use them.
-            Not needed for the embedded cluster, whose processes run in this driver's working
-            directory with its ``sys.path``.
-        metrics_port: the embedded cluster's head serves Prometheus metrics of its nodes and actors
-            (stream operators' rates, backlog and latencies among them) at
-            ``http://host:metrics_port/metrics``; None (the default) serves none.
-
-    Returns:
-        ``{"address": head address, "nodes": [...]}``.
-    """
-    with _lock:
-        if context.is_initialized():
-            raise ActorRTError("actorrt is already initialized; call actorrt.shutdown() first")
-        driver_code.send_modules(runtime_env)
-        if address is None:
-            if not isinstance(num_nodes, int) or num_nodes < 1:
-                raise ValueError(f"num_nodes must be an int >= 1, not {num_nodes!r}")
-            ft_options = FaultToleranceOptions(ft, store_delay_ms, max_forwards, stash_limit,
-                                               str(Path(checkpoint_dir).absolute()) if checkpoint_dir else "",
-                                               inline_max_bytes, pinned_budget_bytes)
-            options = HeadOptions(host=host, nodes=num_nodes, store_shards=store_shards, fault_tolerance=ft_options,
-                                  store_url=store_url or "", heartbeat_timeout=heartbeat_timeout,
-                                  metrics_port=metrics_port)
-            session_dir = Path(tempfile.mkdtemp(prefix="actorrt-"))
-            try:
-                head = start_head(session_dir, options, code_paths=driver_code.search_paths())
-            except BaseException:
-                shutil.rmtree(session_dir, ignore_errors=True)
-                raise
-            driver = Driver(head.session.head_address, head.session.token, host, head)
-            wait_for = num_nodes
-        else:
-            address = session.resolve(address)
-            driver = Driver(address, session.token_for(address, token), host, None)
-            head, wait_for = None, 1
-        try:
-            driver.start(wait_for, timeout)
-        except BaseException:
-            if head is not None:
-                head.process.kill()
-                head.wait_stopped()
-            raise
-        context.set_current(driver)
-        tracebacks.hide_frames_under(ActorRTError, _PACKAGE_DIR)
-        if head is not None:  # a SIGTERM stops the embedded cluster and removes its session directory
-            signals.clean_up_before(signal.SIGTERM, _shutdown_unless_busy)
-        return {"address": driver.head_address, "nodes": driver.nodes()}
-
-
-def _shutdown_unless_busy() -> None:
-    if _lock.acquire(blocking=False):  # not if the signal came in the middle of init() or shutdown()
-        _lock.release()
-        shutdown()
-
-
-def shutdown() -> None:
-    """Stop what ``init()`` started (an embedded cluster) and disconnect. Safe to call twice."""
-    with _lock:
-        if not context.is_initialized():
-            return
-        driver = _driver()
-        context.set_current(None)
-        driver.shutdown()
-        signals.forget(signal.SIGTERM)  # as it was before init()
-
-
-def is_initialized() -> bool:
-    """Whether ``init()`` ran in this process (and ``shutdown()`` did not since)."""
-    return context.is_initialized()
 
 
 def remote(target: Any = None, /, **options: Any) -> Any:
@@ -299,7 +160,7 @@ def get_actor(name: str) -> ActorHandle:
     """
     if not isinstance(name, str):
         raise TypeError(f"get_actor() takes the actor's name, a str, not {type(name).__name__}")
-    found = _driver().get_actor(name)
+    found = current_driver().get_actor(name)
     return ActorHandle(found.actor_id, found.class_name, tuple(found.methods), found.slot)
 
 
@@ -328,7 +189,7 @@ def checkpoint(handles: Sequence[ActorHandle], *, timeout: float | None = None) 
         ActorDiedError: some actor is lost beyond recovery.
         ActorRTError: called inside an actor.
     """
-    driver = _driver()
+    driver = current_driver()
     values.check_timeout(timeout)
     targets = []
     for h in [handles] if isinstance(handles, ActorHandle) else handles:
@@ -369,7 +230,7 @@ def rollbacks() -> int:
     compares it before and after a step: a change means every actor went back to the last global
     checkpoint, and the loop must resume from there (tasks in flight then raise RolledBackError,
     but tasks submitted after it run on the restored state)."""
-    return _driver().rollbacks()
+    return current_driver().rollbacks()
 
 
 @_public
@@ -377,27 +238,17 @@ def kill_node(node: int) -> int:
     """SIGKILL node process ``node`` (fail-stop); returns once the cluster has noticed. Returns its pid."""
     if isinstance(node, bool) or not isinstance(node, int):
         raise TypeError(f"kill_node() takes a node slot number (see actorrt.nodes()), not {node!r}")
-    return _driver().kill_node(node)
+    return current_driver().kill_node(node)
 
 
 @_public
 def nodes() -> list[dict[str, Any]]:
     """The node slots: ``node``, ``epoch``, ``state``, ``address``, ``pid``, ``hostname``, ``host_id`` (who
     shares memory with whom), ``managed``."""
-    return _driver().nodes()
+    return current_driver().nodes()
 
 
 @_public
 def stats() -> dict[str, Any]:
     """Nodes with their actors and queue sizes, the store shards, and this driver's counters."""
-    return _driver().stats()
-
-
-def _driver() -> Driver:
-    rt = context.current()
-    if not isinstance(rt, Driver):
-        raise ActorRTError("this call is only available in a driver, not inside an actor")
-    return rt
-
-
-atexit.register(shutdown)
+    return current_driver().stats()

@@ -5,7 +5,8 @@ Run as ``python -m actorrt.cluster.head [HEAD OPTIONS] --session-dir D`` with th
 node processes (its *managed* slots), writes the session file, and publishes a ``ClusterView`` to
 every subscriber whenever membership changes. A managed node that dies is detected at once (its
 process exits and its stream closes) and its slot restarts with a new epoch. Its RPCs are served
-by ``HeadServicer`` (``head_service.py``).
+by ``HeadServicer`` (``head_service.py``); its store shards are kept by ``StoreShards``
+(``store_shards.py``), and the drivers its view names by ``ConnectedDrivers`` (``connected_drivers.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import os
 import signal
 import sys
 import time
-from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -26,16 +26,17 @@ import uvloop
 from grpc import aio
 
 from actorrt.cluster import session
+from actorrt.cluster.connected_drivers import ConnectedDrivers
 from actorrt.cluster.daemon import daemon_setup, node_environment
 from actorrt.cluster.deadlocks import DeadlockDetector
 from actorrt.cluster.head_options import HeadOptions, head_options
 from actorrt.cluster.head_service import HeadServicer
 from actorrt.cluster.metrics_endpoint import serve_metrics
 from actorrt.cluster.session import TOKEN_ENV, Session
+from actorrt.cluster.store_shards import StoreShards
 from actorrt.cluster.warm_nodes import WarmNodes
 from actorrt.net.server import InvalidRequestError, start_server
 from actorrt.rpc import head_pb2, node_pb2
-from actorrt.store.redis_server import RedisShard
 from actorrt.util.background import BackgroundTasks
 from actorrt.util.processes import spawn
 
@@ -45,8 +46,6 @@ log = logging.getLogger("actorrt.head")
 # cannot start, e.g. a broken environment, must not be relaunched in a tight loop). A node that
 # fails after registering is restarted at once.
 MAX_RESTART_DELAY_S = 30.0
-# Addresses of disconnected drivers the view names (a bound: an address is rarely asked for long after).
-DEPARTED_DRIVERS_KEPT = 1000
 # A heartbeat grants its node a lease this fraction of the heartbeat timeout long: the lease runs
 # out well before the head could declare the node dead (a margin for a slow head, and clock rates).
 LEASE_FRACTION = 0.5
@@ -77,19 +76,16 @@ class Head:
         self.mode = ft.mode
         self.address = ""
         self.slots: dict[int, Slot] = {}
-        self.shards: list[RedisShard] = []
-        self.shard_restarts: list[int] = []
         self.rollbacks = 0
-        self.store_password = session.new_token()
         self.revision = 0
         self._subscribers: set[asyncio.Queue[head_pb2.ClusterView]] = set()
-        self.drivers: dict[str, int] = {}  # driver address -> its open subscriptions
-        self.departed_drivers: deque[str] = deque(maxlen=DEPARTED_DRIVERS_KEPT)
+        self.drivers = ConnectedDrivers(self.publish)
         self._stopping = False
         self._warm: WarmNodes | None = None  # node processes kept warm for restarts
         self._metrics: Any = None  # the Prometheus endpoint's HTTP server, if asked for
         self.stopped = asyncio.Event()
         self._background = BackgroundTasks("head")
+        self.store = StoreShards(self._background.spawn, self.publish, lambda: self._stopping)
         self.deadlocks = DeadlockDetector()  # cycles of awaits among the nodes' actors
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -100,13 +96,7 @@ class Head:
             self.token,
         )
         if not self.options.store_url:
-            self.shards = list(await asyncio.gather(*(
-                RedisShard.start(self.session_dir / session.STORE_DIR.format(i), self.store_password, self.options.host)
-                for i in range(self.options.store_shards)
-            )))
-            self.shard_restarts = [0] * self.options.store_shards
-            for i in range(self.options.store_shards):
-                self._background.spawn(self._supervise_shard(i))
+            await self.store.start(self.session_dir, self.options.host, self.options.store_shards)
         for slot in range(self.options.nodes):
             self.slots[slot] = Slot(head_pb2.NodeInfo(slot=slot, epoch=0, managed=True))
             await self._launch(slot)
@@ -127,7 +117,7 @@ class Head:
                                           lambda: asyncio.run_coroutine_threadsafe(stats(), loop).result(5.0))
             log.info("Prometheus metrics on http://%s:%d/metrics", self.options.host, self._metrics.server_port)
         session.write(Session(self.address, self.token, os.getpid(), str(self.session_dir)))
-        store = "an external lineage store" if self.options.store_url else f"{len(self.shards)} store shards"
+        store = "an external lineage store" if self.options.store_url else f"{len(self.store.shards)} store shards"
         log.info("head serving on %s with %d nodes and %s", self.address, self.options.nodes, store)
         return server
 
@@ -148,7 +138,7 @@ class Head:
                     await asyncio.wait_for(s.process.wait(), 3.0)
                 except TimeoutError:
                     s.process.kill()
-        await asyncio.gather(*(shard.stop() for shard in self.shards))
+        await self.store.stop()
         session.remove(self.session_dir)
         self.stopped.set()
 
@@ -252,25 +242,6 @@ class Head:
             other.detection_ms = 0.0
             self._background.spawn(self._launch(other.info.slot))
 
-    async def _supervise_shard(self, i: int) -> None:
-        """Restart a store shard that dies, on its address and from its append-only file: every
-        write it acked is there again. Flushers retry meanwhile (tasks go on, up to the stash bound)."""
-        while True:
-            shard = self.shards[i]
-            code = await shard.process.wait()
-            if self._stopping:
-                return
-            log.warning("store shard %d (%s) exited with %s; restarting it from its append-only file",
-                        i, shard.address, code)
-            try:
-                self.shards[i] = await RedisShard.start(shard.directory, shard.password, shard.host, port=shard.port)
-            except Exception as exc:  # noqa: BLE001 - whatever it is, the shard must come back
-                log.exception("store shard %d could not restart: %s; retrying", i, exc)
-                await asyncio.sleep(1.0)
-                continue
-            self.shard_restarts[i] += 1
-            self.publish()
-
     async def _check_heartbeats(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
@@ -299,13 +270,12 @@ class Head:
         return head_pb2.ClusterView(
             revision=self.revision,
             nodes=[s.info for _, s in sorted(self.slots.items())],
-            store_shards=[head_pb2.StoreShard(address=shard.address, pid=shard.process.pid, restarts=restarts)
-                          for shard, restarts in zip(self.shards, self.shard_restarts, strict=True)],
-            store_password=self.store_password,
+            store_shards=self.store.in_view(),
+            store_password=self.store.password,
             fault_tolerance=self.options.fault_tolerance.to_proto(),
             store_url=self.options.store_url,
-            drivers=sorted(self.drivers),
-            departed_drivers=self.departed_drivers,
+            drivers=sorted(self.drivers.connected),
+            departed_drivers=self.drivers.departed,
             rollbacks=self.rollbacks,
         )
 
@@ -370,19 +340,6 @@ class Head:
         s.stats = beat.stats
         self.deadlocks.observe(beat.slot, beat.awaits, beat.confirmed, s.last_heartbeat)
         return True
-
-    def driver_joined(self, address: str) -> None:
-        self.drivers[address] = self.drivers.get(address, 0) + 1
-        if address in self.departed_drivers:  # reconnected (or a new driver on a reused address)
-            self.departed_drivers.remove(address)
-        self.publish()
-
-    def driver_left(self, address: str) -> None:
-        self.drivers[address] -= 1
-        if not self.drivers[address]:
-            del self.drivers[address]
-            self.departed_drivers.append(address)
-            self.publish()
 
     def member_lost(self, slot: int, epoch: int) -> None:
         """A node's heartbeat stream closed: it failed, or is failing."""

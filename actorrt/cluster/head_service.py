@@ -44,7 +44,7 @@ class HeadServicer:
                         queue.put_nowait(head_pb2.HeadUpdate(lease=grant))
                 elif beat.address and not driver:
                     driver = beat.address
-                    self.head.driver_joined(driver)
+                    self.head.drivers.joined(driver)
 
         reader = asyncio.ensure_future(read())
         try:
@@ -60,7 +60,7 @@ class HeadServicer:
             reader.cancel()
             self.head.unsubscribe(queue)
             if driver:
-                self.head.driver_left(driver)
+                self.head.drivers.left(driver)
             if member is not None:
                 self.head.member_lost(*member)
 

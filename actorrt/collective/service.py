@@ -9,6 +9,10 @@ member of the host is done, the result is complete: every process keeps it in it
 as an object, until every member's checkpoint covers the call (a replayed member fetches it from
 there instead of running the call again), and its members get read-only arrays over the segment.
 Within a host nothing is copied twice and nothing crosses a socket but descriptors.
+
+This module decides and tells; the bytes (writing parts, pulling other hosts' inputs and results)
+are ``parts.py``'s, the results kept for replays ``kept_results.py``'s, and where the members are
+``members.py``'s.
 """
 
 from __future__ import annotations
@@ -22,25 +26,19 @@ from typing import Any
 
 import numpy as np
 
-from actorrt.collective import ops
+from actorrt.collective import members, ops
 from actorrt.collective.exchange import Exchange
-from actorrt.collective.group import EXTRAS_PREFIX, GroupMember, result_id
-from actorrt.collective.memory import InputBuffers, PeerInputs, ResultParts
+from actorrt.collective.group import GroupMember, result_id
+from actorrt.collective.kept_results import KeptResults
+from actorrt.collective.memory import InputBuffers
 from actorrt.collective.ops import Op
-from actorrt.core import context
+from actorrt.collective.parts import PartWriter, off_loop
 from actorrt.core.worker import Worker
 from actorrt.objects.shared import key_of
-from actorrt.objects.transfer import pull, pull_range
 from actorrt.rpc import collective_pb2 as cpb
 from actorrt.rpc import common_pb2 as pb
-from actorrt.rpc import head_pb2
 
 log = logging.getLogger(__name__)
-
-CHANNEL = "actorrt.collective"
-# Parts of a result written on the event loop up to this size; larger ones in a thread (numpy
-# lets go of the GIL), so the node keeps serving while it copies and adds.
-INLINE_BYTES = 1 << 20
 
 
 class CollectiveError(RuntimeError):
@@ -53,16 +51,14 @@ class CollectiveService:
         self.worker = worker
         self.host = worker.shared.host
         self.inputs = InputBuffers(self.host, worker.address, worker.shared.data_address)
-        self.peers = PeerInputs(self.inputs)
-        self.results = ResultParts(worker.shared.arena)
         self.exchanges: dict[tuple[bytes, int], Exchange] = {}
         self._finished: dict[tuple[bytes, int], asyncio.Future] = {}
-        self._arrays: dict[tuple[bytes, int, int], np.ndarray] = {}  # what local members passed
-        self._prefetched: set[tuple[bytes, int]] = set()  # (group, rank) whose replay asked for results
         self._pulling: set[tuple[bytes, int]] = set()  # results of another host's processes being copied here
-        self._alive = self._alive_addresses()
+        self._alive = members.alive_addresses(worker)
         self.counts: Counter[str] = Counter()  # "computed", "fetched", "pulled_bytes": what tests and stats read
-        worker.channels.register(CHANNEL, self._on_message)
+        self.parts = PartWriter(worker, self.inputs, self.counts)
+        self.kept = KeptResults(worker)
+        worker.channels.register(members.CHANNEL, self._on_message)
         worker.traffic.transfers.also_serve(self.inputs.served)  # other hosts' members pull slices of inputs
         worker.membership.on_change(self._on_view)
 
@@ -72,7 +68,7 @@ class CollectiveService:
         """Run call ``member.calls`` of the group for this member; what it returns to it."""
         seq = member.calls
         self._went_past(member)
-        self._prefetch_if_replaying(member)
+        self.kept.prefetch_if_replaying(member)
         held = self.worker.objects.held(result_id(member.gid, seq))
         if held is not None and held.WhichOneof("kind") == "value":  # another member here finished it
             return self._returned(member, op, self._arrays_of(held))
@@ -80,21 +76,21 @@ class CollectiveService:
         contribution = cpb.Contribution(op=str(op), size=member.size, host=self.host)
         if array is not None:
             contribution.dtype, contribution.shape[:] = array.dtype.str, array.shape
-            self._arrays[(member.gid, seq, member.rank)] = array
+            self.parts.arrays[(member.gid, seq, member.rank)] = array
             if op.has_result:
-                contribution.input.CopyFrom(await self._off_loop(array.nbytes, self.inputs.write, member.gid,
-                                                                 member.rank, seq, array))
-        if op.has_result and array is not None and self._leads_host(member, op, seq):
-            contribution.result.CopyFrom(self._new_result(op, array.nbytes, member.size))
+                contribution.input.CopyFrom(await off_loop(array.nbytes, self.inputs.write, member.gid,
+                                                           member.rank, seq, array))
+        if op.has_result and array is not None and members.leads_host(self.worker, member, op, seq):
+            contribution.result.CopyFrom(self.parts.new_result(op, array.nbytes, member.size))
         ex.local[member.rank] = contribution
         ex.contribute(member.rank, contribution, self.worker.address)
-        for address in self._addresses(member):
+        for address in members.addresses(self.worker, member):
             self._tell(ex, address)
         self._progress(ex)
         try:
             arrays = await finished
         finally:
-            self._arrays.pop((member.gid, seq, member.rank), None)
+            self.parts.arrays.pop((member.gid, seq, member.rank), None)
         return self._returned(member, op, arrays)
 
     def _returned(self, member: GroupMember, op: Op, arrays: list[np.ndarray] | None) -> Any:
@@ -116,24 +112,6 @@ class CollectiveService:
             finished = self._finished[key] = asyncio.get_running_loop().create_future()
         return ex, finished
 
-    def _leads_host(self, member: GroupMember, op: Op, seq: int) -> bool:
-        """Whether this member gives its host's result segment: the host's first member from the
-        call's leader on, in turn, as this process's view places the members. If the view is out
-        of date, a host may get two (the first counts) or none (made once every member came)."""
-        for rank in [(op.leader(seq, member.size) + i) % member.size for i in range(member.size)]:
-            info = self.worker.membership.serving(member.slots[rank])
-            if rank == member.rank or (info is not None and info.host_id == self.host):
-                return rank == member.rank
-        return False
-
-    def _new_result(self, op: Op, nbytes: int, size: int) -> pb.SharedObject:
-        """A segment for the host's result, given by one of its members (held until the end)."""
-        sizes = [nbytes] * size if op.kind == "allgather" else [nbytes]
-        shared = self.worker.shared
-        result = shared.placed(shared.reserve(sizes, populate=False), sizes)
-        shared.hold(result)
-        return result
-
     # ---- deciding ---------------------------------------------------------------------------
 
     def _progress(self, ex: Exchange) -> None:
@@ -145,8 +123,8 @@ class CollectiveService:
             return
         if ex.cannot_finish():
             self._fail(ex, CollectiveError(
-                f"call #{ex.seq} of collective group {self._name(ex.gid)!r} cannot be replayed: ranks "
-                f"{sorted(ex.missing)} went past it and no process holds its result any more"))
+                f"call #{ex.seq} of collective group {members.group_name(self.worker, ex.gid)!r} cannot be "
+                f"replayed: ranks {sorted(ex.missing)} went past it and no process holds its result any more"))
             return
         if ex.result() is None and ex.op().has_result:
             self._lead_late(ex)
@@ -166,16 +144,16 @@ class CollectiveService:
             return
         leader = ex.contributions[ex.leader()]
         nbytes = int(np.prod(leader.shape, dtype=np.int64)) * np.dtype(leader.dtype).itemsize
-        ex.local[rank].result.CopyFrom(self._new_result(ex.op(), nbytes, ex.size))
+        ex.local[rank].result.CopyFrom(self.parts.new_result(ex.op(), nbytes, ex.size))
         ex.contribute(rank, ex.local[rank], self.worker.address)
-        member = self._local_member(ex.gid, rank)
-        for address in self._addresses(member) if member is not None else []:
+        member = members.local_member(self.worker, ex.gid, rank)
+        for address in members.addresses(self.worker, member) if member is not None else []:
             self._tell(ex, address)
 
     async def _write_part(self, ex: Exchange, rank: int, result: pb.SharedObject) -> None:
         op, key = ex.op(), key_of(result)
         try:
-            await self._part(ex, op, rank, result)
+            await self.parts.write(ex, op, rank, result)
         except OSError as exc:  # a process whose input it reads is gone: its member contributes again
             log.info("collective call #%d: an input is gone (%s); waiting for it again", ex.seq, exc)
             return
@@ -187,66 +165,11 @@ class CollectiveService:
         ex.on_done(rank, result)  # here at once: nothing may write the part again once it counts
         self.counts["computed"] += 1
         done = cpb.CollectiveMessage(group_id=ex.gid, seq=ex.seq, rank=rank, done=cpb.Done(result=result))
-        member = self._local_member(ex.gid, rank)
-        for address in self._addresses(member) if member is not None else []:
+        member = members.local_member(self.worker, ex.gid, rank)
+        for address in members.addresses(self.worker, member) if member is not None else []:
             if address != self.worker.address:
-                self.worker.channels.send(address, CHANNEL, done.SerializeToString())
+                self.worker.channels.send(address, members.CHANNEL, done.SerializeToString())
         self._progress(ex)
-
-    async def _part(self, ex: Exchange, op: Op, rank: int, result: pb.SharedObject) -> None:
-        """Write member ``rank``'s part of its host's result: a slice of the elements for a
-        reduction (of all inputs, in rank order), its own block and some of another host's
-        members' for a gather, the whole for a broadcast (by the source, or the host's leader)."""
-        ranks = ex.host_ranks()
-        leader = ex.contributions[ex.leader()]
-        dtype = np.dtype(leader.dtype) if leader.dtype else None
-        if op.kind in ("allreduce", "reduce_scatter"):
-            count = int(np.prod(leader.shape, dtype=np.int64))
-            start, end = ops.element_slices(count, dtype.itemsize, len(ranks))[ranks.index(rank)]
-            if start < end:
-                inputs = await self._input_slices(ex, start * dtype.itemsize, (end - start) * dtype.itemsize)
-                out = self.results.part(result, 0, start * dtype.itemsize, (end - start) * dtype.itemsize)
-                await self._off_loop(len(out), ops.reduce_into, np.frombuffer(out, dtype),
-                                     [np.frombuffer(i, dtype) for i in inputs], op.reduce)
-        elif op.kind == "allgather":
-            others = [r for r in range(ex.size) if r not in ranks]
-            blocks = [rank] + [r for i, r in enumerate(others) if ranks[i % len(ranks)] == rank]
-            for block in blocks:
-                await self._copy_input(ex, block, self.results.part(result, block, 0, result.lengths[block]))
-        elif op.kind == "broadcast" and rank == ex.result_rank():
-            await self._copy_input(ex, op.src_rank, self.results.part(result, 0, 0, result.lengths[0]))
-
-    async def _input_slices(self, ex: Exchange, start: int, nbytes: int) -> list[memoryview]:
-        """Bytes ``start`` to ``start + nbytes`` of every member's input, in rank order: views of
-        this host's, copies of the others' (pulled at once, each over its own connection)."""
-        slices: list[memoryview] = []
-        pulls = []
-        for rank in range(ex.size):
-            c = ex.contributions[rank]
-            if c.host == self.host:
-                slices.append(self.peers.view(c.input)[start:start + nbytes])
-            else:
-                slices.append(memoryview(bytearray(nbytes)))
-                pulls.append(pull_range(c.input, start, slices[-1], self.worker.token))
-        if pulls:
-            await asyncio.gather(*pulls)
-            self.counts["pulled_bytes"] += nbytes * len(pulls)
-        return slices
-
-    async def _copy_input(self, ex: Exchange, rank: int, out: memoryview) -> None:
-        """Member ``rank``'s whole input into ``out``: from the array it passed, if here; from its
-        buffer, on this host; pulled from its process, on another."""
-        c = ex.contributions[rank]
-        array = self._arrays.get((ex.gid, ex.seq, rank))
-        if not out.nbytes:
-            return
-        if c.host != self.host:
-            await pull_range(c.input, 0, out, self.worker.token)
-            self.counts["pulled_bytes"] += out.nbytes
-        elif array is not None:
-            await self._off_loop(out.nbytes, np.copyto, np.ndarray(array.shape, array.dtype, buffer=out), array)
-        else:
-            await self._off_loop(out.nbytes, out.__setitem__, slice(None), self.peers.view(c.input))
 
     def _complete(self, ex: Exchange) -> None:
         op = ex.op()
@@ -274,9 +197,9 @@ class CollectiveService:
             future.set_result(arrays)
 
     def _take(self, ex: Exchange, value: pb.ObjectValue) -> list[np.ndarray] | None:
-        """The result's arrays, mapped here (and, when members are replayed, kept: ``_keep``);
+        """The result's arrays, mapped here (and, when members are replayed, kept: ``KeptResults.keep``);
         None if its segment is gone (its leader died before this process opened it)."""
-        if self.worker.ft.logs_lineage and not self._keep(ex.gid, ex.seq, value):
+        if self.worker.ft.logs_lineage and not self.kept.keep(ex.gid, ex.seq, value):
             return None
         try:
             return self._arrays_of(value)
@@ -290,31 +213,13 @@ class CollectiveService:
         leader = ex.result_rank()
         source = ex.sources.get(leader, "")
         ex.forget(leader)
-        member = self._any_member(ex.gid)
-        if member is not None and self._rank_lost(member.slots[leader], source, {source} - self._alive):
+        member = members.any_member(self.worker, ex.gid)
+        if member is not None and members.rank_lost(self.worker, member.slots[leader], source, {source} - self._alive):
             self._fail(ex, CollectiveError(
                 f"call #{ex.seq} of collective group {member.name!r} cannot complete: its leader, rank {leader}, "
                 f"was lost with its node and the result with it (ft={self.worker.ft.mode.value!r})"))
             return
         self._progress(ex)
-
-    def _keep(self, gid: bytes, seq: int, value: pb.ObjectValue) -> bool:
-        """Put the result of call ``seq`` in this process's object store (which holds its
-        segment), pinned until every member's checkpoint covers the call; False if the segment
-        cannot be opened here."""
-        shared = value.value.shared if value.value.HasField("shared") else None
-        if shared is not None and not self.worker.shared.hold(shared):
-            return False
-        objects, oid = self.worker.objects, value.object_id
-        if oid not in objects:
-            objects.expect(oid)
-            objects.put(value)
-        if shared is not None:
-            self.worker.shared.unhold(shared)  # the store holds it now
-        member = self._any_member(gid)
-        for actor in member.members if member is not None else []:
-            self.worker.retention.pin(oid, actor, gid, seq + 1)
-        return True
 
     def _fail(self, ex: Exchange, error: Exception) -> None:
         ex.error = str(error)
@@ -347,11 +252,11 @@ class CollectiveService:
                 lent = self.worker.shared.lend(contribution.result, address)
                 if lent is not None:
                     message.contribution.result.CopyFrom(lent)
-            self.worker.channels.send(address, CHANNEL, message.SerializeToString())
+            self.worker.channels.send(address, members.CHANNEL, message.SerializeToString())
             result = ex.result()
             if result is not None and ex.done.get(rank) == key_of(result):
                 done = cpb.CollectiveMessage(group_id=ex.gid, seq=ex.seq, rank=rank, done=cpb.Done(result=result))
-                self.worker.channels.send(address, CHANNEL, done.SerializeToString())
+                self.worker.channels.send(address, members.CHANNEL, done.SerializeToString())
 
     def _on_message(self, peer: str, payload: bytes) -> None:
         try:
@@ -373,13 +278,13 @@ class CollectiveService:
             ex.missing.add(message.rank)
             self._progress(ex)
         elif kind == "replaying":
-            self._send_kept(peer, message.group_id, message.seq)
+            self.kept.send_kept(peer, message.group_id, message.seq)
 
     def _on_contribution(self, peer: str, message: cpb.CollectiveMessage, ex: Exchange | None) -> None:
         c = message.contribution
         lent = c.HasField("result") and c.result.pid == c.result.creator_pid and c.result.creator_pid != os.getpid()
         if ex is None:
-            if self._answer_late(peer, message):
+            if self.kept.answer_late(peer, message):
                 if lent:
                     self.worker.shared.received(c.result)
                 return
@@ -391,32 +296,6 @@ class CollectiveService:
         if ex.local and peer not in ex.told:
             self._tell(ex, peer)
         self._progress(ex)
-
-    def _answer_late(self, peer: str, message: cpb.CollectiveMessage) -> bool:
-        """A contribution to a call this process finished: the result, if it is kept here; that it
-        is missing, if its members went past it; else False (the call is still to come here)."""
-        held = self.worker.objects.held(result_id(message.group_id, message.seq))
-        if held is not None and held.WhichOneof("kind") == "value":
-            reply = cpb.CollectiveMessage(group_id=message.group_id, seq=message.seq)
-            reply.complete.CopyFrom(self._lent_value(held, peer))
-            self.worker.channels.send(peer, CHANNEL, reply.SerializeToString())
-            return True
-        past = [m for m in self._local_members(message.group_id) if m.calls > message.seq]
-        for m in past:
-            reply = cpb.CollectiveMessage(group_id=message.group_id, seq=message.seq, rank=m.rank, missing=True)
-            self.worker.channels.send(peer, CHANNEL, reply.SerializeToString())
-        return bool(past)
-
-    def _lent_value(self, value: pb.ObjectValue, address: str) -> pb.ObjectValue:
-        if not value.value.HasField("shared"):
-            return value  # spilled: its bytes travel
-        lent = self.worker.shared.lend(value.value.shared, address)
-        if lent is None:
-            return self.worker.shared.materialize(value)
-        out = pb.ObjectValue()
-        out.CopyFrom(value)
-        out.value.shared.CopyFrom(lent)
-        return out
 
     def _on_complete(self, message: cpb.CollectiveMessage, ex: Exchange | None) -> None:
         """A result another process keeps: the call's outcome here, or one a replaying member
@@ -437,7 +316,7 @@ class CollectiveService:
     def _wants(self, key: tuple[bytes, int], ex: Exchange | None) -> bool:
         if ex is not None:
             return not ex.finished
-        return result_id(*key) not in self.worker.objects and self._will_reach(*key)
+        return result_id(*key) not in self.worker.objects and self.kept.will_reach(*key)
 
     def _take_complete(self, key: tuple[bytes, int], value: pb.ObjectValue) -> None:
         ex = self.exchanges.get(key)
@@ -445,83 +324,21 @@ class CollectiveService:
             self.counts["fetched"] += 1
             self._finish(ex, value)
         elif ex is None and self._wants(key, ex):
-            if self._keep(*key, value):
+            if self.kept.keep(*key, value):
                 self.counts["fetched"] += 1
 
     async def _pull_complete(self, key: tuple[bytes, int], value: pb.ObjectValue) -> None:
-        remote = value.value.shared
         try:
-            local = await pull(remote, self.worker.shared, self.worker.token)
+            copy = await self.parts.pull_result(value)
         except OSError as exc:  # its holder died meanwhile: another holder, or the exchange, gives it
             log.info("collective call #%d: could not copy its result from another host (%s)", key[1], exc)
             return
         finally:
             self._pulling.discard(key)
-            self.worker.shared.received(remote)
-        copy = pb.ObjectValue()
-        copy.CopyFrom(value)
-        copy.value.shared.CopyFrom(local)
         self._take_complete(key, copy)
-        self.worker.shared.settle_unheld(local)  # not kept (the call finished meanwhile): back to the pool
-
-    def _prefetch_if_replaying(self, member: GroupMember) -> None:
-        """A replayed member asks the others, once, for every result they keep from its next call
-        on: its calls then take them from here, without a round trip each."""
-        task = context.running_task.get(None)
-        if task is None or not task.replayed or (member.gid, member.rank) in self._prefetched:
-            return
-        self._prefetched.add((member.gid, member.rank))
-        ask = cpb.CollectiveMessage(group_id=member.gid, seq=member.calls, rank=member.rank, replaying=True)
-        for address in self._addresses(member):
-            if address != self.worker.address:
-                self.worker.channels.send(address, CHANNEL, ask.SerializeToString())
-
-    def _send_kept(self, peer: str, gid: bytes, start: int) -> None:
-        """Every result of the group this process keeps from call ``start`` on (up to the calls its
-        members made), to a replaying member's process."""
-        for seq in range(start, max((m.calls for m in self._local_members(gid)), default=start)):
-            held = self.worker.objects.held(result_id(gid, seq))
-            if held is not None and held.WhichOneof("kind") == "value":
-                reply = cpb.CollectiveMessage(group_id=gid, seq=seq)
-                reply.complete.CopyFrom(self._lent_value(held, peer))
-                self.worker.channels.send(peer, CHANNEL, reply.SerializeToString())
-
-    def _will_reach(self, gid: bytes, seq: int) -> bool:
-        members = self._local_members(gid)
-        return bool(members) and any(m.calls <= seq for m in members)
+        self.worker.shared.settle_unheld(copy.value.shared)  # not kept (the call finished meanwhile): back to the pool
 
     # ---- members and processes --------------------------------------------------------------
-
-    def _local_members(self, gid: bytes) -> list[GroupMember]:
-        host = self.worker.host
-        found = []
-        for actor in host.actors.values() if host is not None else []:
-            for name, extra in actor.context.extras.items():
-                if name.startswith(EXTRAS_PREFIX) and isinstance(extra, GroupMember) and extra.gid == gid:
-                    found.append(extra)
-        return found
-
-    def _name(self, gid: bytes) -> str:
-        member = self._any_member(gid)
-        return member.name if member is not None else gid.hex()[:12]
-
-    def _local_member(self, gid: bytes, rank: int) -> GroupMember | None:
-        return next((m for m in self._local_members(gid) if m.rank == rank), None)
-
-    def _any_member(self, gid: bytes) -> GroupMember | None:
-        found = self._local_members(gid)
-        return found[0] if found else None
-
-    def _addresses(self, member: GroupMember) -> list[str]:
-        """The processes serving the group's members now (this one included), each once."""
-        out: list[str] = []
-        for slot in member.slots:
-            info = self.worker.membership.serving(slot)
-            if info is not None and info.state == head_pb2.ALIVE and info.address and info.address not in out:
-                out.append(info.address)
-        if self.worker.address not in out:
-            out.append(self.worker.address)
-        return out
 
     def _went_past(self, member: GroupMember) -> None:
         """Calls of the group before this member's next one that wait for it here: it made them
@@ -530,15 +347,12 @@ class CollectiveService:
             if gid == member.gid and seq < member.calls and member.rank not in ex.local and not ex.finished:
                 reply = cpb.CollectiveMessage(group_id=gid, seq=seq, rank=member.rank, missing=True)
                 for address in set(ex.sources.values()) - {self.worker.address}:
-                    self.worker.channels.send(address, CHANNEL, reply.SerializeToString())
+                    self.worker.channels.send(address, members.CHANNEL, reply.SerializeToString())
                 if not ex.local:
                     self._release(ex)
 
-    def _alive_addresses(self) -> set[str]:
-        return {n.address for n in self.worker.membership.alive_nodes() if n.address}
-
     def _on_view(self) -> None:
-        alive = self._alive_addresses()
+        alive = members.alive_addresses(self.worker)
         gone, self._alive = self._alive - alive, alive
         if not gone:
             return
@@ -546,31 +360,20 @@ class CollectiveService:
             for address in gone:
                 ex.drop_from(address)
                 ex.told.discard(address)
-            member = self._any_member(ex.gid)
+            member = members.any_member(self.worker, ex.gid)
             if member is None or ex.finished:
                 continue
             lost = [r for r, slot in enumerate(member.slots) if r not in ex.local and r not in ex.done
-                    and self._rank_lost(slot, ex.sources.get(r), gone)]
+                    and members.rank_lost(self.worker, slot, ex.sources.get(r), gone)]
             if lost:
                 self._fail(ex, CollectiveError(
                     f"call #{ex.seq} of collective group {member.name!r} cannot complete: rank(s) {lost} were lost "
                     f"with their node and are not rebuilt (ft={self.worker.ft.mode.value!r})"))
                 continue
-            for address in self._addresses(member):  # a process that finished the call answers with its result
+            # A process that finished the call answers with its result.
+            for address in members.addresses(self.worker, member):
                 self._tell(ex, address)
             self._progress(ex)
-
-    def _rank_lost(self, slot: int, source: str | None, gone: set[str]) -> bool:
-        """Whether a member on ``slot`` died for good: its slot has no future, or nothing rebuilds
-        it (``ft="none"``; under global rollback every process starts again instead)."""
-        ft = self.worker.ft
-        if ft.rolls_back:
-            return False
-        if not self.worker.membership.accepts(slot):
-            return True
-        info = self.worker.membership.serving(slot)
-        died = source in gone or info is None or info.state != head_pb2.ALIVE
-        return died and not ft.logs_lineage
 
     # ---- values -----------------------------------------------------------------------------
 
@@ -579,11 +382,6 @@ class CollectiveService:
         buffers = self.worker.shared.read(value.value.shared) if value.value.HasField("shared") \
             else [memoryview(b) for b in value.value.buffers]
         return [np.frombuffer(b, np.dtype(dtype)).reshape(shape) for b in buffers]
-
-    async def _off_loop(self, nbytes: int, fn: Any, *args: Any) -> Any:
-        if nbytes <= INLINE_BYTES:
-            return fn(*args)
-        return await asyncio.to_thread(fn, *args)
 
 
 _services: dict[int, CollectiveService] = {}

@@ -1,0 +1,34 @@
+"""The drivers a head knows: those connected now, and those that left.
+
+A driver is connected while it has a subscription open to the head. The view names the connected
+ones, and the most recent that disconnected: the objects those owned are gone, also for a process
+that never saw them connected (a node restarted since).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+# Addresses of disconnected drivers the view names (a bound: an address is rarely asked for long after).
+DEPARTED_DRIVERS_KEPT = 1000
+
+
+class ConnectedDrivers:
+    def __init__(self, changed: Callable[[], None]) -> None:
+        self.connected: dict[str, int] = {}  # driver address -> its open subscriptions
+        self.departed: deque[str] = deque(maxlen=DEPARTED_DRIVERS_KEPT)
+        self._changed = changed  # the view changed
+
+    def joined(self, address: str) -> None:
+        self.connected[address] = self.connected.get(address, 0) + 1
+        if address in self.departed:  # reconnected (or a new driver on a reused address)
+            self.departed.remove(address)
+        self._changed()
+
+    def left(self, address: str) -> None:
+        self.connected[address] -= 1
+        if not self.connected[address]:
+            del self.connected[address]
+            self.departed.append(address)
+            self._changed()

@@ -1,0 +1,172 @@
+"""Joining a cluster and leaving it: ``actorrt.init``, which starts an embedded cluster when given
+no address, and ``actorrt.shutdown``, which stops what ``init`` started (also on SIGTERM and at
+exit).
+
+``init`` makes this process a driver: ``current_driver`` is how the public functions that only a
+driver may call (``actorrt.nodes``, ``actorrt.checkpoint``, ...) find it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import shutil
+import signal
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from actorrt.cluster import driver_code, session
+from actorrt.cluster.driver import Driver
+from actorrt.cluster.head_options import HEARTBEAT_TIMEOUT_S, HeadOptions
+from actorrt.cluster.launch import start_head
+from actorrt.core import context
+from actorrt.exceptions import ActorRTError
+from actorrt.lineage.options import (
+    DEFAULT_INLINE_MAX_BYTES,
+    DEFAULT_PINNED_BUDGET_BYTES,
+    DEFAULT_STASH_LIMIT,
+    FaultToleranceOptions,
+)
+from actorrt.util import signals, tracebacks
+
+_lock = threading.Lock()
+_PACKAGE_DIR = str(Path(__file__).resolve().parent) + os.sep
+# Errors leave init() as if raised where the user called it (see util/tracebacks), as they leave
+# the functions of ``actorrt.api``.
+_public = functools.partial(tracebacks.at_call_site, ActorRTError)
+
+
+@_public
+def init(
+    address: str | None = None,
+    *,
+    num_nodes: int = 2,
+    store_shards: int = 2,
+    token: str | None = None,
+    host: str = "127.0.0.1",
+    timeout: float = 60.0,
+    ft: str = "lineage_stash",
+    store_delay_ms: float = 0.0,
+    max_forwards: int | None = None,
+    stash_limit: int = DEFAULT_STASH_LIMIT,
+    store_url: str | None = None,
+    checkpoint_dir: str | Path | None = None,
+    inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
+    pinned_budget_bytes: int = DEFAULT_PINNED_BUDGET_BYTES,
+    heartbeat_timeout: float = HEARTBEAT_TIMEOUT_S,
+    runtime_env: dict[str, Any] | None = None,
+    metrics_port: int | None = None,
+) -> dict[str, Any]:
+    """Start an embedded cluster, or connect to a running one.
+
+    Args:
+        address: ``HOST:PORT`` of a running head, or ``"auto"`` for the one running on this machine
+            (found in its session file); None starts a head, ``num_nodes`` node processes
+            and ``store_shards`` redis-server shards on ``host``, stopped by ``shutdown()`` or at exit.
+        num_nodes: node processes of the embedded cluster.
+        store_shards: lineage-store shards of the embedded cluster.
+        token: the cluster token (default: ``ACTORRT_TOKEN``, else the local session file).
+        host: the address this driver (and an embedded cluster) binds.
+        timeout: seconds to wait for the nodes to come up.
+        ft: lineage logging of the embedded cluster: ``"lineage_stash"`` (flushes off the critical
+            path), ``"write_first"`` (the baseline: the spec is acked by the store before the task
+            runs) or ``"none"``. A cluster joined by address keeps its own.
+        store_delay_ms: simulated lineage-store latency added to every ack.
+        max_forwards: the paper's f: how often an uncommitted task may be forwarded (None: unlimited).
+        stash_limit: while a process's stash holds more specs than this (the store is slow or
+            down), its submitters wait.
+        store_url: an external lineage store for the embedded cluster instead of its own shards:
+            ``redis://[:password@]host:port[,host:port...]`` (independent servers, sharded by the
+            client) or ``redis+cluster://[:password@]host:port[,...]`` (a Redis Cluster).
+        checkpoint_dir: where actors of the embedded cluster write checkpoints (default: in its
+            session directory); every node must reach it.
+        inline_max_bytes: an argument that serializes to more bytes than this is not written into
+            its task's spec: it travels beside the task, and its sender keeps it for replays.
+        pinned_budget_bytes: what each process keeps in memory for other actors' replays (the
+            arguments of tasks it sent, until their receivers checkpoint); past it, on local disk.
+        heartbeat_timeout: seconds without heartbeats before the embedded cluster declares a node
+            dead (a hung node; a crash is seen at once). A node that resumes after it is fenced off.
+        runtime_env: code for the nodes to run that they cannot import: ``{"py_modules": [module or
+            name, ...]}`` sends those modules by value with the classes and functions that use them.
+            Not needed for the embedded cluster, whose processes run in this driver's working
+            directory with its ``sys.path``.
+        metrics_port: the embedded cluster's head serves Prometheus metrics of its nodes and actors
+            (stream operators' rates, backlog and latencies among them) at
+            ``http://host:metrics_port/metrics``; None (the default) serves none.
+
+    Returns:
+        ``{"address": head address, "nodes": [...]}``.
+    """
+    with _lock:
+        if context.is_initialized():
+            raise ActorRTError("actorrt is already initialized; call actorrt.shutdown() first")
+        driver_code.send_modules(runtime_env)
+        if address is None:
+            if not isinstance(num_nodes, int) or num_nodes < 1:
+                raise ValueError(f"num_nodes must be an int >= 1, not {num_nodes!r}")
+            ft_options = FaultToleranceOptions(ft, store_delay_ms, max_forwards, stash_limit,
+                                               str(Path(checkpoint_dir).absolute()) if checkpoint_dir else "",
+                                               inline_max_bytes, pinned_budget_bytes)
+            options = HeadOptions(host=host, nodes=num_nodes, store_shards=store_shards, fault_tolerance=ft_options,
+                                  store_url=store_url or "", heartbeat_timeout=heartbeat_timeout,
+                                  metrics_port=metrics_port)
+            session_dir = Path(tempfile.mkdtemp(prefix="actorrt-"))
+            try:
+                head = start_head(session_dir, options, code_paths=driver_code.search_paths())
+            except BaseException:
+                shutil.rmtree(session_dir, ignore_errors=True)
+                raise
+            driver = Driver(head.session.head_address, head.session.token, host, head)
+            wait_for = num_nodes
+        else:
+            address = session.resolve(address)
+            driver = Driver(address, session.token_for(address, token), host, None)
+            head, wait_for = None, 1
+        try:
+            driver.start(wait_for, timeout)
+        except BaseException:
+            if head is not None:
+                head.process.kill()
+                head.wait_stopped()
+            raise
+        context.set_current(driver)
+        tracebacks.hide_frames_under(ActorRTError, _PACKAGE_DIR)
+        if head is not None:  # a SIGTERM stops the embedded cluster and removes its session directory
+            signals.clean_up_before(signal.SIGTERM, _shutdown_unless_busy)
+        return {"address": driver.head_address, "nodes": driver.nodes()}
+
+
+def _shutdown_unless_busy() -> None:
+    if _lock.acquire(blocking=False):  # not if the signal came in the middle of init() or shutdown()
+        _lock.release()
+        shutdown()
+
+
+def shutdown() -> None:
+    """Stop what ``init()`` started (an embedded cluster) and disconnect. Safe to call twice."""
+    with _lock:
+        if not context.is_initialized():
+            return
+        driver = current_driver()
+        context.set_current(None)
+        driver.shutdown()
+        signals.forget(signal.SIGTERM)  # as it was before init()
+
+
+def is_initialized() -> bool:
+    """Whether ``init()`` ran in this process (and ``shutdown()`` did not since)."""
+    return context.is_initialized()
+
+
+def current_driver() -> Driver:
+    """This process's driver; an error inside an actor, where the driver-only functions do not apply."""
+    rt = context.current()
+    if not isinstance(rt, Driver):
+        raise ActorRTError("this call is only available in a driver, not inside an actor")
+    return rt
+
+
+atexit.register(shutdown)
