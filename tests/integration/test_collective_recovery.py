@@ -123,9 +123,9 @@ def test_members_checkpoint_when_what_is_kept_for_them_grows_and_replay_from_the
         members = start_group()
         run(members, range(CALLS * 2))
         # (A checkpoint is written in the background, and what it covers goes once it is announced.)
-        kept = eventually(lambda: [n["objects_kept"]["pinned_bytes"] for n in actorrt.stats()["nodes"]],
-                          lambda kept: all(k <= 3 * SIZE * 8 for k in kept), timeout=20,
-                          what="the members' checkpoints to let kept results go (not the 20 calls' 4.8 MB)")
+        eventually(lambda: [n["objects_kept"]["pinned_bytes"] for n in actorrt.stats()["nodes"]],
+                   lambda kept: all(k <= 3 * SIZE * 8 for k in kept), timeout=20,
+                   what="the members' checkpoints to let kept results go (not the 20 calls' 4.8 MB)")
         actorrt.kill_node(1)
         run(members, range(CALLS * 2, CALLS * 3))
         states = actorrt.get([m.state_bytes.remote() for m in members])
