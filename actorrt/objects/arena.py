@@ -17,7 +17,7 @@ it read-only through ``/proc/<pid>/fd/<fd>``. Why these choices:
   default ``ft``) holds its segment out of the pool for many calls, so each call would otherwise
   fault in a fresh one (at 100 MB, ~70 ms against ~10 ms for the copy). When a segment is kept
   (``keep``) and none of its size is idle, the arena makes a spare of that size in a background
-  thread, pre-faulted, and pools it, while kept and pooled segments stay within the pinned budget.
+  thread, pre-faulted, and pools it, while kept segments and spares stay within the pinned budget.
   The segments of a size grow, off the writers' path, to as many as are kept between two
   checkpoints of the receivers plus one; from then on kept ones come back as fast as calls take
   them, and no call faults in pages. A writer that finds no idle segment but a spare of its size
@@ -142,8 +142,9 @@ class Arena:
     def keep(self, segment: Segment, budget_bytes: int) -> None:
         """``segment``'s object is kept for replays: it stays out of the pool until the receivers'
         checkpoints let it go. If no segment of its size is idle, have a spare made, pre-faulted,
-        in the background, for the next writer of the size, while kept, pooled and spare bytes
-        stay within ``budget_bytes`` (and pooled ones within the pool's bound)."""
+        in the background, for the next writer of the size, while kept segments and spares under
+        way stay within ``budget_bytes``; pooled, it pushes out the least recently pooled ones
+        past the pool's bound (idle segments of sizes no longer written)."""
         with self._lock:
             if segment.kept or not segment.in_use or self.closed:
                 return
@@ -151,9 +152,10 @@ class Arena:
             size = segment.size
             self._kept[size] = self._kept.get(size, 0) + 1
             self._kept_bytes += size
-            room = min(budget_bytes - self._kept_bytes, self.pool_bytes) - self._pooled_bytes - self._making_bytes
-            if self._pool.get(size) or self._making.get(size) or room < size:
-                return  # the next writer of the size has one, or the budget has no room for it
+            if self._pool.get(size) or self._making.get(size) or size > self.pool_bytes:
+                return  # the next writer of the size has one, or none could be pooled
+            if self._kept_bytes + self._making_bytes + size > budget_bytes:
+                return  # kept objects and their spares stay within the budget
             self._making[size] = self._making.get(size, 0) + 1
             self._making_bytes += size
             if self._maker is None:
