@@ -244,7 +244,7 @@ def _table(result: dict[str, Any]) -> None:
                 fresh = f"{t['fresh']:.1f}" if "fresh" in t else ""
                 print(f"{path_name:<14}{s:>6}{system:>23}{t['first'] * 1e3:>7.1f}ms{t['best'] * 1e3:>7.1f}ms"
                       f"{t['median'] * 1e3:>7.1f}ms{_gbps(s, t['median']):>15.2f}{fresh:>7}{vs_none:>8}{vs_ray:>7}")
-    print("targets (ratios of medians):")
+    print("targets (against Ray: ratios of the medians):")
     for (path_name, s), minimum in TARGETS.items():
         if s not in result["sizes_mb"] or "ray" not in result:
             continue
@@ -255,8 +255,8 @@ def _table(result: dict[str, Any]) -> None:
     path_name, s, minimum = TARGET_VS_MEMCPY
     if s in result["sizes_mb"]:
         for system in [k for k in systems if k != "ray"]:
-            ratio = result["memcpy"][str(s)] / result[system][path_name][str(s)]["median"]
-            print(f"  {system} {path_name} {s} MB vs memcpy: {ratio:.2f} (target >= {minimum}) "
+            ratio = result["memcpy"][str(s)] / result[system][path_name][str(s)]["best"]  # both a best
+            print(f"  {system} {path_name} {s} MB vs memcpy (best): {ratio:.2f} (target >= {minimum}) "
                   f"{'met' if ratio >= minimum else 'MISSED'}")
             rate = _gbps(100, result[system]["across hosts"]["100"]["median"])
             print(f"  {system} across hosts 100 MB: {rate:.2f} GB/s (target >= {TARGET_ACROSS_HOSTS_GBPS}) "
