@@ -87,8 +87,7 @@ class Arena:
         self._pooled_bytes = 0
         self._in_use: dict[int, Segment] = {}  # fd -> segment
         self.in_use_bytes = 0
-        self._kept: dict[int, int] = {}  # size -> segments in use whose objects are kept for replays
-        self._kept_bytes = 0
+        self._kept_bytes = 0  # of segments in use whose objects are kept for replays
         self._making: dict[int, int] = {}  # size -> spares under way
         self._making_bytes = 0
         self._maker: ThreadPoolExecutor | None = None  # one thread: spares fault in pages one at a time
@@ -150,7 +149,6 @@ class Arena:
                 return
             segment.kept = True
             size = segment.size
-            self._kept[size] = self._kept.get(size, 0) + 1
             self._kept_bytes += size
             if self._pool.get(size) or self._making.get(size) or size > self.pool_bytes:
                 return  # the next writer of the size has one, or none could be pooled
@@ -200,7 +198,6 @@ class Arena:
         self.in_use_bytes -= segment.size
         if segment.kept:
             segment.kept = False
-            self._kept[segment.size] -= 1
             self._kept_bytes -= segment.size
 
     def _pool_locked(self, segment: Segment) -> list[Segment]:
