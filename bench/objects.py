@@ -106,14 +106,12 @@ def measure(remote: Any, get: Any, wait: Any, sizes: list[int], repeat: int, war
     calls = warmup + repeat
     for size in sizes:
         array = np.ones(size * MB // 8)
-        times, made = [], []
-        for _ in range(calls):
-            before = fresh() if fresh else 0
-            times.append(_timed(lambda array=array: get(a.ends.remote(array))))
-            made.append(fresh() - before if fresh else 0)
+        times = [_timed(lambda array=array: get(a.ends.remote(array))) for _ in range(warmup)]
+        before = fresh() if fresh else 0  # read between the calls, it would give spares time to be made
+        times += [_timed(lambda array=array: get(a.ends.remote(array))) for _ in range(repeat)]
         out["driver->actor"][size] = _summary(times, warmup)
         if fresh:
-            out["driver->actor"][size]["fresh"] = sum(made[warmup:]) / repeat
+            out["driver->actor"][size]["fresh"] = (fresh() - before) / repeat
         del array
 
         def fetch(size: int = size) -> float:
