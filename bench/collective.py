@@ -9,8 +9,10 @@ figure is the median over ``--calls`` calls after a warm-up. Modes:
 - ``lineage_stash``: each call is one logged event of each member (flushed off the critical path),
   and its result is kept until the members' checkpoints cover it: the members checkpoint every
   ``--checkpoint-every`` calls, as a training job does, which lets the kept results go back to
-  their process's pool. The warm-up is one such interval: in the first one each call makes a new
-  segment for its result (at 100 MB, ~150 ms more: the kernel zeroes and maps fresh pages);
+  their process's pool. The warm-up is one such interval. With ``--checkpoint-every 0`` the
+  members never checkpoint but when what is kept for them passes a quarter of the pinned budget
+  (a memory-pressure checkpoint): kept results take pooled segments, pre-faulted beside the calls
+  while they are kept (``objects/arena.py``), not fresh ones;
 - ``lineage_stash +5 ms``: the same with every lineage-store ack 5 ms late (``store_delay_ms``):
   the lineage stash keeps the store off the critical path, so this costs nothing per call;
 - ``write_first`` / ``+5 ms``: each call's event is acked by the lineage store before the call
@@ -22,7 +24,7 @@ each calling ``dist.all_reduce`` on a tensor of the same size, timed the same wa
 
 Writes ``bench/results/collective-<time>.json`` and ``.png``, and prints a table with the targets.
 
-Run: ``python bench/collective.py [--sizes 1,10,100] [--calls 10] [--quick]``.
+Run: ``python bench/collective.py [--sizes 1,10,100] [--calls 10] [--checkpoint-every 5] [--quick]``.
 """
 
 from __future__ import annotations
@@ -77,15 +79,16 @@ def _actorrt(mode: str, sizes: list[int], calls: int, checkpoint_every: int,
         for size in sizes:
             # Warm-up: one checkpoint interval, after which kept results come back to the pool
             # at each checkpoint (a job's steady state: no new segment per call).
+            checkpoints = ft != "none" and checkpoint_every > 0
             actorrt.get([m.calls.remote(size * MB, max(2, checkpoint_every)) for m in members])
-            if ft != "none":
+            if checkpoints:
                 actorrt.checkpoint(members)
             per_call: list[float] = []
             while len(per_call) < calls:
-                batch = min(checkpoint_every, calls - len(per_call))
+                batch = min(checkpoint_every or calls, calls - len(per_call))
                 times = actorrt.get([m.calls.remote(size * MB, batch) for m in members])
                 per_call += [max(t) for t in zip(*times, strict=True)]  # the slowest member's
-                if ft != "none":
+                if checkpoints:
                     actorrt.checkpoint(members)  # what a training job does: kept results go
             out[size] = float(np.median(per_call))
             bar(1)
@@ -159,7 +162,8 @@ def _plot(results: dict[str, dict[int, float]], path: Path) -> None:
 @click.command()
 @click.option("--sizes", default="1,10,100", show_default=True, help="array sizes in MB, comma-separated")
 @click.option("--calls", default=10, show_default=True, help="timed calls per size (after 2 warm-up calls)")
-@click.option("--checkpoint-every", default=5, show_default=True, help="calls between the members' checkpoints")
+@click.option("--checkpoint-every", default=5, show_default=True,
+              help="calls between the members' checkpoints (0: none but memory-pressure ones)")
 @click.option("--modes", default=",".join(MODES), show_default=True, help="actorrt modes, comma-separated")
 @click.option("--gloo/--no-gloo", "with_gloo", default=True, show_default=True)
 @click.option("--quick", is_flag=True, help="1 and 10 MB, 5 calls")
@@ -182,7 +186,9 @@ def main(sizes: str, calls: int, checkpoint_every: int, modes: str, with_gloo: b
         for mode in mode_list:
             results[mode] = _actorrt(mode, size_list, calls, checkpoint_every, bar)
 
-    click.echo(f"allreduce, {MEMBERS} members on 2 nodes, float32, median of {calls} calls; {os.cpu_count()} cores")
+    every = f"checkpoints every {checkpoint_every} calls" if checkpoint_every else "memory-pressure checkpoints only"
+    click.echo(f"allreduce, {MEMBERS} members on 2 nodes, float32, median of {calls} calls, {every}; "
+               f"{os.cpu_count()} cores")
     click.echo(f"{'':<21}" + "".join(f"{f'{size} MB':>10}" for size in size_list)
                + ("".join(f"{f'{size} MB / gloo':>17}" for size in size_list) if "gloo" in results else ""))
     for name, by_size in results.items():

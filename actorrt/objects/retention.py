@@ -8,7 +8,9 @@ that checkpoints says which counters its checkpoint covers, and the pins up to t
 is freed once it has no pin and no live ``ObjectRef`` in this process points at it.
 
 Pinned bytes have a budget: past it, the oldest pinned objects are spilled to a local directory
-and read back from there when a replay asks for them.
+and read back from there when a replay asks for them. Within it, a pinned object's shared segment
+gets a pre-faulted spare (``objects/arena.py``), so that keeping objects costs later calls no page
+faults.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ class Retention:
             if size is not None:
                 self._in_memory[object_id] = size
                 self._in_memory_bytes += size
+                self._objects.kept_for_replays(object_id, self.budget_bytes)
                 self._spill_past_budget()
 
     def release(self, receiver: bytes, covered: Mapping[bytes, int]) -> None:

@@ -158,6 +158,15 @@ class SharedObjects:
                 region.holds -= 1
                 self._settle(key_of(shared), region)
 
+    def kept(self, shared: pb.SharedObject, budget_bytes: int) -> None:
+        """The value of ``shared`` is kept for replays (pinned): a segment made here gets a spare
+        (``Arena.keep``); one passed on is closed when let go, never pooled, so it needs none."""
+        with self._lock:
+            region = self._regions.get(key_of(shared))
+            if region is None or not region.created_here or region.forwarded:
+                return
+        self.arena.keep(region.segment, budget_bytes)
+
     def lend(self, shared: pb.SharedObject, address: str) -> pb.SharedObject | None:
         """``shared`` is about to be sent to ``address``: the descriptor to send. A segment made
         here is leased to it; one made elsewhere is passed on (its creator is told first). None

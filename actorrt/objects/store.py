@@ -106,6 +106,14 @@ class ObjectStore:
             return None
         return wire_size(fut.result())
 
+    def kept_for_replays(self, object_id: bytes, budget_bytes: int) -> None:
+        """The value held for ``object_id`` stays until receivers' checkpoints: its shared segment
+        gets a spare, within ``budget_bytes`` (``Arena.keep``)."""
+        value = self.held(object_id)
+        shared = shared_part(value) if value is not None else None
+        if shared is not None and self.shared is not None:
+            self.shared.kept(shared, budget_bytes)
+
     def spill(self, object_id: bytes, path: Path) -> int:
         """Move a value held in memory to ``path``; returns its size (0 if there was none to move).
         The file is written off the event loop; readers get the value from memory until then."""

@@ -225,17 +225,25 @@ def test_a_replay_gets_its_large_inputs_again(cluster_with, ft):
         assert actorrt.get(holder.total.remote(), timeout=120) == float(sum(a.sum() for a in arrays))
 
 
-def test_memory_kept_for_replays_stays_bounded_without_checkpoints(cluster_with):
+@pytest.mark.parametrize("passed", ["argument", "ref"])
+def test_memory_kept_for_replays_stays_bounded_without_checkpoints(cluster_with, passed):
     """A driver passing large arrays to an actor that never checkpoints: what it keeps for the
-    actor's replay passes a quarter of the budget, so it asks the actor to checkpoint."""
+    actor's replay passes a quarter of the budget, so it asks the actor to checkpoint. The kept
+    arrays' segments come back to its pool then, and spares are made beside them: no call but the
+    first faults in a segment of its own, and none is written while its array is kept."""
     with cluster_with(num_nodes=1, store_shards=1, pinned_budget_bytes=64 * MB):
         holder = Holder.options(node=0).remote()
         peak = 0
+        before = _driver_shared()
         for i in range(30):
-            ref = actorrt.put(np.full(4 * MB // 8, float(i)))
+            array = np.full(4 * MB // 8, float(i))
+            ref = actorrt.put(array) if passed == "ref" else array
             assert actorrt.get(holder.absorb.remote(ref), timeout=60) == i + 1
-            del ref
+            del ref, array
             peak = max(peak, actorrt.stats()["driver"]["objects_kept"]["pinned_bytes"])
+        shared = _driver_shared()
+        assert shared["created"] - before["created"] <= 2, shared  # a spare was there, or under way
+        assert shared["reused"] - before["reused"] >= 28, shared
         kept = actorrt.stats()["driver"]["objects_kept"]
         assert kept["pressure_checkpoints"] >= 1
         shown = _status_rows()  # `actorrt status` shows each node's shared memory, kept, spilled and freed
