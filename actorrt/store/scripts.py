@@ -74,16 +74,17 @@ redis.call('HSET', KEYS[2], 'seq', ARGV[1], 'path', ARGV[3])
 return 0
 """
 
-# Deletes the records of ARGV[1..n] that the receiver index KEYS[1] lists (KEYS[2..n+1] are their
-# records, in the index's group), leaving tombstones; ARGV[n+1], ARGV[n+2]: tombstone version, TTL.
+# Deletes the records of ARGV[1..n] (KEYS[2..n+1], in the group of the receiver index KEYS[1]) and
+# their index entries, leaving tombstones; ARGV[n+1], ARGV[n+2]: tombstone version, TTL. A tombstone
+# goes where no record is yet too: a write of the task still on its way (queued behind a group
+# commit when the checkpoint that covers it was taken) must land on it, not bring the record back.
 FORGET = """
 local n = #KEYS - 1
 for i = 1, n do
-  if redis.call('SREM', KEYS[1], ARGV[i]) == 1 then
-    redis.call('DEL', KEYS[i + 1])
-    redis.call('HSET', KEYS[i + 1], 'v', ARGV[n + 1])
-    redis.call('EXPIRE', KEYS[i + 1], ARGV[n + 2])
-  end
+  redis.call('SREM', KEYS[1], ARGV[i])
+  redis.call('DEL', KEYS[i + 1])
+  redis.call('HSET', KEYS[i + 1], 'v', ARGV[n + 1])
+  redis.call('EXPIRE', KEYS[i + 1], ARGV[n + 2])
 end
 return 0
 """

@@ -111,6 +111,19 @@ async def test_collected_records_leave_the_index_and_late_writes_are_acked_not_r
     assert set(await store.sent_to(receiver)) == {s.task_id for s in specs[30:]}
 
 
+async def test_a_task_collected_before_its_first_write_lands_is_not_brought_back_by_it(store):
+    """A checkpoint can cover a task whose write still waits behind the group commit: the
+    collection leaves a tombstone for it all the same, and the late write lands on it."""
+    receiver = ids.actor_id(b"creator", 1)
+    specs = [pb.TaskSpec(task_id=ids.task_id(receiver, b"s", i), receiver=receiver, task_counter=i)
+             for i in range(1, 11)]
+    await store.write(whole(specs[:5]))  # the receiver's index is there; tasks 6-10 are not written yet
+    await store.forget(receiver, [s.task_id for s in specs])
+    acks = dict(await store.write(whole(specs[5:])))
+    assert all(acks[s.task_id] == TOMBSTONE_VERSION for s in specs[5:])
+    assert not await store.sent_to(receiver) and await store.read([s.task_id for s in specs]) == {}
+
+
 async def test_the_store_keeps_the_newest_version_and_acks_what_it_holds(store):
     await store.write(whole([spec(1, version=1, method="reordered")]))
     # An older version is rejected: the ack names the version held, so the writer learns it lost.
