@@ -11,8 +11,9 @@ The lineage carried per hop is then bounded by the store's latency over a hop's,
 
 A task's version changes only at its receiver, while it waits and while it runs (its execution
 order, ``actorrt.record``): once it ran and that version is committed, no holder can have a newer
-one. Tasks of a channel run in counter order, and a receiver's replay runs only committed tasks,
-so a prefix that ran and is committed is all committed. Pure bookkeeping, no I/O.
+one. Tasks of a channel run in counter order, and a replayed task runs as the store has it (unless
+its log runs out and it records afresh: that new version must be committed first), so a prefix
+that ran and is committed is all committed. Pure bookkeeping, no I/O.
 """
 
 from __future__ import annotations

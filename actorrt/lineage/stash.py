@@ -105,8 +105,7 @@ class Stash:
         task_id, version = spec.task_id, spec.version
         entry = self._entries.get(task_id)
         if entry is None:
-            if self._gone.get(task_id, -1) >= version or (
-                    self._upto and spec.task_counter <= self._upto.get((spec.receiver, spec.sender), -1)):
+            if self._gone.get(task_id, -1) >= version or (self._upto and self.marked(spec)):
                 return False
             entry = self._entries[task_id] = _Entry(spec)
             self._by_channel.setdefault(entry.channel, {})[entry.counter] = task_id
@@ -158,6 +157,10 @@ class Stash:
         if version > entry.committed:
             entry.committed = version
         return self._try_evict(entry) if entry.committed >= entry.version else []
+
+    def marked(self, spec: pb.TaskSpec) -> bool:
+        """Whether a commit mark of ``spec``'s channel covers it (committed at its final version)."""
+        return spec.task_counter <= self._upto.get((spec.receiver, spec.sender), -1)
 
     def committed_upto(self, receiver: bytes, sender: bytes, counter: int) -> list[bytes]:
         """The receiver says every task ``sender`` sent it up to ``counter`` is committed at its

@@ -193,6 +193,8 @@ class LineageStash(LoggedLineage):
         store has it."""
         self._stash(spec, source)
         committed = self.stash.committed_version(spec.task_id)
+        if committed < 0 and self.stash.marked(spec):  # a re-send of a task a mark covers
+            committed = spec.version
         if committed >= 0:
             self._notify(source, [(spec.task_id, committed)])
         elif (told := self._to_tell.get(spec.task_id)) is not None:
@@ -215,12 +217,13 @@ class LineageStash(LoggedLineage):
             self._notify(source, committed)
 
     def on_executed(self, spec: pb.TaskSpec, replayed: bool) -> None:
-        """``spec`` ran here: its version is final once the store holds it (a replayed one's is)."""
-        if replayed:
-            version = -1
+        """``spec`` ran here: its version is final once the store holds it. A replayed task ran as
+        the store has it, unless its log ran out and it recorded afresh: that version is stashed."""
+        stashed = self.stash.get(spec.task_id)
+        if stashed is not None:
+            version = stashed.version
         else:
-            stashed = self.stash.get(spec.task_id)
-            version = stashed.version if stashed is not None else self.stash.committed_version(spec.task_id)
+            version = -1 if replayed else self.stash.committed_version(spec.task_id)
         self.marks.ran((spec.receiver, spec.sender), spec.task_counter, spec.task_id, version)
         # Usually its write is still on its way, and its ack looks at the marks; one that came
         # first (a long task) has the marks looked at once per loop turn, however many ran in it.
