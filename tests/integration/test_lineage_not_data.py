@@ -287,8 +287,12 @@ def test_a_task_is_written_once_by_its_receiver_and_its_sender_hears_it_is_commi
         producer = Producer.options(node=0, nondeterministic=False).remote()
         acc = Accumulator.options(node=1, nondeterministic=False).remote()
         refs = [acc.add.remote(i) for i in range(40)]
-        assert actorrt.get(producer.feed.remote(acc, 5)) == 5
         actorrt.get(refs)
+        # Until the driver hears them committed, the lineage of its next task (the feed, which
+        # passes acc's handle) holds them, and the process it goes to writes them too, as every
+        # holder of forwarded lineage does (docs/design.md): wait, so only the receiver writes.
+        eventually(_stash_sizes, lambda sizes: sizes == [0] * len(sizes), 20)
+        assert actorrt.get(producer.feed.remote(acc, 5)) == 5
         assert actorrt.get(acc.state.remote()) == (sum(range(40)) + float(sum(range(5))), 45)
         eventually(_stash_sizes, lambda sizes: sizes == [0] * len(sizes), 20)
         sent_to_acc = [ids.producer_task(r.object_id) for r in refs]
