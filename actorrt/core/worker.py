@@ -221,7 +221,7 @@ class Worker:
             return set()
         receivers, senders, counters = zip(*marks, strict=True)
         notice = node_pb2.Committed(receivers=receivers, senders=senders, counters=counters)
-        nodes = {n.address for n in self.membership.view.nodes if n.state == head_pb2.ALIVE} - {self.address, ""}
+        nodes = {n.address for n in self.membership.alive_nodes()} - {self.address, ""}
         for address in nodes:
             self.router.send_soon(address, COMMITTED, notice, MARK_DELAY_S)
         return nodes

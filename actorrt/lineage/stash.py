@@ -50,10 +50,6 @@ class _Entry:
         self.version: int = spec.version
         self.deps: tuple[bytes, ...] = tuple(d for d in spec.dependencies if d)
 
-    @property
-    def is_committed(self) -> bool:
-        return self.committed >= self.version
-
 
 class Stash:
     def __init__(self, max_forwards: int | None = None) -> None:
