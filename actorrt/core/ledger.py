@@ -23,8 +23,9 @@ log = logging.getLogger(__name__)
 
 # Results of an actor's tasks are kept until its checkpoint covers them: its replay may await any
 # of them again. A driver (or a node process outside any task) is never replayed, nor is anyone
-# where lineage is not logged: such a sender re-sends only tasks it has no result for, so of its
-# results the last 16 are kept, more while they fit in 256 KB.
+# where lineage is not logged: such a sender re-sends only tasks it has no result for, and says
+# with each call up to which counter it has them all (``TaskSpec.answered_upto``). Of the rest of
+# its results the last 16 are kept, more while they fit in 256 KB.
 RESULTS_KEPT_PER_PROCESS = 16
 RESULT_BYTES_KEPT_PER_PROCESS = 256 * 1024
 # Digests of the calls run per sender (8 bytes each), to tell a faithful re-send from a diverged one.
@@ -66,6 +67,8 @@ class SenderLedger:
     def ran(self, spec: pb.TaskSpec) -> None:
         """``spec`` runs now."""
         self.last_counter[spec.sender] = spec.task_counter
+        if spec.answered_upto and (not spec.parent_id or not self._senders_replay):
+            self.drop_results(spec.sender, spec.answered_upto)  # before it runs: its result may reuse their memory
         if self._senders_replay:
             calls = self._calls.setdefault(spec.sender, OrderedDict())
             calls[spec.task_counter] = call_digest(spec)
@@ -79,14 +82,13 @@ class SenderLedger:
         if replaced is not None:
             self._let_go(replaced)
         value = self._held(value)
-        kept[spec.task_counter] = (value, wire_size(value))
-        size = self._kept_bytes.get(spec.sender, 0) + kept[spec.task_counter][1] - replaced_size
+        size = wire_size(value)
+        kept[spec.task_counter] = (value, size)
+        self._kept_bytes[spec.sender] = self._kept_bytes.get(spec.sender, 0) + size - replaced_size
         if not spec.parent_id or not self._senders_replay:  # a process, or nothing logged: never replayed
-            while len(kept) > RESULTS_KEPT_PER_PROCESS and size > RESULT_BYTES_KEPT_PER_PROCESS:
-                dropped, dropped_size = kept.popitem(last=False)[1]
-                self._let_go(dropped)
-                size -= dropped_size
-        self._kept_bytes[spec.sender] = size
+            sender = spec.sender
+            while len(kept) > RESULTS_KEPT_PER_PROCESS and self._kept_bytes[sender] > RESULT_BYTES_KEPT_PER_PROCESS:
+                self._drop_oldest(sender, kept)
 
     def _held(self, value: pb.ObjectValue) -> pb.ObjectValue:
         shared = shared_part(value)
@@ -108,12 +110,16 @@ class SenderLedger:
         return list(calls), b"".join(calls.values())
 
     def drop_results(self, sender: bytes, upto: int) -> None:
-        """``sender``'s checkpoint covers its tasks up to counter ``upto``: it never awaits them again."""
+        """``sender`` never awaits its tasks up to counter ``upto`` again (its checkpoint covers them,
+        or it has their results)."""
         kept = self.results.get(sender)
         while kept and next(iter(kept)) <= upto:
-            dropped, dropped_size = kept.popitem(last=False)[1]
-            self._let_go(dropped)
-            self._kept_bytes[sender] -= dropped_size
+            self._drop_oldest(sender, kept)
+
+    def _drop_oldest(self, sender: bytes, kept: OrderedDict[int, tuple[pb.ObjectValue, int]]) -> None:
+        dropped, dropped_size = kept.popitem(last=False)[1]
+        self._let_go(dropped)
+        self._kept_bytes[sender] -= dropped_size
 
     def answer(self, spec: pb.TaskSpec) -> pb.ObjectValue:
         """The answer to a re-sent ``spec``: its kept result; an error if the call differs from

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from actorrt.core import failures
+from actorrt.core.answered_calls import AnsweredCalls
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.serialization import runtime_error
 from actorrt.lineage import ids
@@ -50,7 +51,13 @@ class Outbox:
         # snapshot and be answered before its sender's: the call is in flight across the checkpoint
         # (Chandy-Lamport's channel state), and the sender's checkpoint must hold it to send again.
         self.uncovered: dict[bytes, dict[bytes, _Inflight]] = {}
+        self.answered = AnsweredCalls()
         self.sends_skipped = 0
+
+    def _answered(self, spec: pb.TaskSpec) -> None:
+        """``spec`` has its result or failed: room in its window, and never sent again."""
+        self._w.windows.answered(spec.task_id)
+        self.answered.answered(spec)
 
     def reroute(self) -> None:
         """After a new cluster view: tasks sent to a node incarnation that died go again to the
@@ -63,7 +70,7 @@ class Outbox:
                 continue
             if w.ft.rolls_back and t.address:  # it ran, or would have, on a process that is gone
                 del self.inflight[tid]
-                w.windows.answered(tid)
+                self._answered(t.spec)
                 w.objects.put(failures.rolled_back(ids.object_id(tid), t.slot))
             elif t.spec.function and w.membership.alive_nodes():  # it kept nothing there: run it again
                 if info is None or info.state != head_pb2.ALIVE:
@@ -73,7 +80,7 @@ class Outbox:
                 self.resend(t)
             elif not w.membership.accepts(t.slot):
                 del self.inflight[tid]
-                w.windows.answered(tid)
+                self._answered(t.spec)
                 w.objects.put(self._died(ids.object_id(tid), t.slot))
             else:
                 t.address = ""  # the head is restarting the slot
@@ -88,9 +95,9 @@ class Outbox:
 
     def fail_all(self, reason: str, kind: int) -> None:
         """Fail every task still waiting for a result."""
-        for tid in self.inflight:
+        for tid, task in self.inflight.items():
             self._w.objects.put(pb.ObjectValue(object_id=ids.object_id(tid), error=runtime_error(kind, reason)))
-            self._w.windows.answered(tid)
+            self._answered(task.spec)
         self.inflight.clear()
 
     def _died(self, object_id: bytes, slot: int) -> pb.ObjectValue:
@@ -113,12 +120,12 @@ class Outbox:
         if self._w.cluster_lost:
             self._w.objects.put(failures.cluster_lost(object_id, self._w.cluster_lost))
             self.drop_large_args(large)
-            self._w.windows.answered(spec.task_id)
+            self._answered(spec)
             return
         if not self._w.membership.accepts(slot):
             self._w.objects.put(self._died(object_id, slot))
             self.drop_large_args(large)
-            self._w.windows.answered(spec.task_id)
+            self._answered(spec)
             return
         task = _Inflight(spec, slot, "", refs, large, push_large)
         if deferred:
@@ -194,6 +201,9 @@ class Outbox:
         """(Re)send ``task`` to the node serving its slot now, with its uncommitted lineage."""
         info = self._w.membership.serving(task.slot)
         task.address = info.address
+        spec = task.spec
+        if not spec.parent_id or not self._w.ft.logs_lineage:  # a sender never replayed: see AnsweredCalls
+            spec.answered_upto = self.answered.upto(spec.sender, spec.receiver)
         lineage = self._w.ft.on_submit(task.spec, info.address)  # SubmitTask
         if info.address == self._w.address:
             self._w.assign(task.spec)  # same process, same stash: no lineage to send
@@ -225,7 +235,7 @@ class Outbox:
         task = self.inflight.pop(ids.producer_task(value.object_id), None)
         if task is None:
             return
-        self._w.windows.answered(task.spec.task_id)
+        self._answered(task.spec)
         if value.error.kind == pb.REPLAY_DIVERGED and self._w.host is not None:
             self._w.host.replay_diverged(task.spec, value.error)
         if self._w.ft.rolls_back and self._sent_by_actor_here(task.spec):

@@ -226,6 +226,21 @@ def test_nothing_is_kept_for_replays_where_nothing_is_replayed(cluster_with):
         assert kept <= 17 * (ELEMENTS * 8 + 1024), kept  # the window, not all 24 large results
 
 
+@pytest.mark.parametrize("ft", ["lineage_stash", "none"])
+def test_a_drivers_large_results_are_let_go_once_it_has_them(cluster_with, ft):
+    """A driver never re-sends a call it has the result of: each call says so, and the actor keeps
+    only the results the driver may still ask for, not its last sixteen."""
+    with cluster_with(num_nodes=1, store_shards=1, ft=ft):
+        producer = Producer.remote()
+        for i in range(20):
+            assert actorrt.get(producer.make_array.remote(i))[0] == i
+        stats = actorrt.stats()
+        kept = next(a["results_kept_bytes"] for n in stats["nodes"] for a in n["actors"] if a["class"] == "Producer")
+        assert kept <= ELEMENTS * 8 + 1024, kept  # the last one: its result came after its call left
+        pending = [producer.make_array.remote(i) for i in range(3)]
+        assert [a[0] for a in actorrt.get(pending)] == [0, 1, 2]
+
+
 def test_a_replayed_task_whose_argument_was_a_task_error_fails_again_and_the_actor_goes_on(cluster_with):
     with cluster_with(num_nodes=2, store_shards=1):
         producer = Producer.options(node=0).remote()
