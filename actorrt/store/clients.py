@@ -26,6 +26,7 @@ from redis.crc import key_slot
 from redis.exceptions import RedisClusterException
 
 from actorrt.exceptions import ClusterError, StaleIncarnationError
+from actorrt.store.script_connection import ScriptConnection
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,9 @@ class _Store:
 
     description = ""
 
+    def __init__(self) -> None:
+        self._registered: dict[tuple[int, str], object] = {}  # (client id, source) -> redis-py Script
+
     def _groups(self, keys: Sequence[bytes]) -> list[tuple[Client, list[bytes]]]:
         raise NotImplementedError
 
@@ -82,6 +86,18 @@ class _Store:
         """Run ``fn(client, keys_of_one_group)`` for every group holding some of ``keys``, groups in
         parallel (one pipelined round trip each when ``fn`` uses a pipeline or one script call)."""
         return await self._gather(fn(client, ks) for client, ks in self._groups(keys))
+
+    async def run_script(self, source: str, keys: list[bytes], args: list) -> object:
+        """Run the Lua script ``source`` over ``keys`` (all in one group) and ``args``."""
+
+        async def call(client: Client, _: list[bytes]) -> object:
+            script = self._registered.get((id(client), source))
+            if script is None:
+                script = self._registered[(id(client), source)] = client.register_script(source)
+            return await script(keys=keys, args=args)
+
+        (result,) = await self.per_shard(keys[:1], call)
+        return result
 
     async def _gather(self, coros) -> list:
         try:
@@ -102,8 +118,10 @@ class ShardedStore(_Store):
     def __init__(self, addresses: Sequence[str], password: str | None = None, retries: int = 3) -> None:
         if not addresses:
             raise ValueError("the lineage store needs at least one shard address")
+        super().__init__()
         self.addresses = list(addresses)
         self.description = ", ".join(self.addresses)
+        self._scripts = [ScriptConnection(address, password) for address in self.addresses]
         self._clients = []
         for address in self.addresses:
             host, _, port = address.rpartition(":")
@@ -113,6 +131,15 @@ class ShardedStore(_Store):
 
     def shard_of(self, key: bytes) -> int:
         return key_slot(key) % len(self._clients)
+
+    async def run_script(self, source: str, keys: list[bytes], args: list) -> object:
+        # The hot path (every flush): a lean connection of its own rather than redis-py's.
+        try:
+            return await self._scripts[self.shard_of(keys[0])].run_script(source, keys, args)
+        except aioredis.AuthenticationError as exc:
+            raise ClusterError(f"the lineage store refused the password: {exc}") from exc
+        except OSError as exc:  # ConnectionError among them
+            raise ClusterError(f"lineage store unreachable ({self.description}): {exc}") from exc
 
     def _groups(self, keys: Sequence[bytes]) -> list[tuple[Client, list[bytes]]]:
         groups: dict[int, list[bytes]] = {}
@@ -129,6 +156,8 @@ class ShardedStore(_Store):
     async def aclose(self) -> None:
         for client in self._clients:
             await client.aclose()
+        for connection in self._scripts:
+            await connection.aclose()
 
 
 class ClusterStore(_Store):
@@ -137,6 +166,7 @@ class ClusterStore(_Store):
     def __init__(self, seeds: Sequence[str], password: str | None = None, retries: int = 3) -> None:
         if not seeds:
             raise ValueError("a Redis Cluster store needs at least one seed address")
+        super().__init__()
         self.description = f"Redis Cluster via {', '.join(seeds)}"
         nodes = [ClusterNode(host, int(port)) for host, _, port in (s.rpartition(":") for s in seeds)]
         self._client = RedisCluster(startup_nodes=nodes, password=password, socket_connect_timeout=2.0,

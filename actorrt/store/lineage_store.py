@@ -169,12 +169,8 @@ class LineageStore:
     async def _fenced_call(self, source: str, keys: list[bytes], args: list) -> list:
         """Run a script that starts with the fence check, as this writer, in its group."""
         await self._lease.held()
-
-        async def call(client: Client, _: list[bytes]):
-            return await self._script(client, source)(keys=keys, args=args)
-
         try:
-            (result,) = await self.store.per_shard(keys[:1], call)  # every key is in this group
+            result = await self.store.run_script(source, keys, args)  # every key is in this group
         except ResponseError as exc:
             if str(exc).startswith("FENCED"):
                 why = f"the lineage store refused a write of node slot {self._writer} (epoch {self._epoch}): {exc}"
