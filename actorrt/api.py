@@ -7,7 +7,6 @@ and makes one call into it. Joining a cluster and leaving it (``init``, ``shutdo
 
 from __future__ import annotations
 
-import functools
 import pickle
 from collections.abc import Sequence
 from typing import Any
@@ -18,11 +17,7 @@ from actorrt.core.task_spec import KILL_METHOD
 from actorrt.exceptions import ActorRTError
 from actorrt.functions import FunctionOptions, RemoteFunction, check_function_options
 from actorrt.handles import ActorClass, ActorHandle, ActorOptions, check_options
-from actorrt.lifecycle import current_driver
-from actorrt.util import tracebacks
-
-# Errors leave the public functions as if raised where the user called them (see util/tracebacks).
-_public = functools.partial(tracebacks.at_call_site, ActorRTError)
+from actorrt.lifecycle import current_driver, public
 
 
 def remote(target: Any = None, /, **options: Any) -> Any:
@@ -49,7 +44,7 @@ def remote(target: Any = None, /, **options: Any) -> Any:
     raise TypeError(f"@actorrt.remote takes a class or a function, not a {type(target).__name__}")
 
 
-@_public
+@public
 def get(refs: ObjectRef | Sequence[ObjectRef], *, timeout: float | None = None) -> Any:
     """The value of a ref, or the values of a list of refs, waiting for them.
 
@@ -71,7 +66,7 @@ def get(refs: ObjectRef | Sequence[ObjectRef], *, timeout: float | None = None) 
     return context.current().get(refs, timeout)
 
 
-@_public
+@public
 def wait(refs: Sequence[ObjectRef], *, num_returns: int = 1,
          timeout: float | None = None) -> tuple[list[ObjectRef], list[ObjectRef]]:
     """Wait until ``num_returns`` of ``refs`` are ready (hold a value or an error), or ``timeout``.
@@ -93,7 +88,7 @@ def wait(refs: Sequence[ObjectRef], *, num_returns: int = 1,
     return context.current().wait(refs, num_returns, timeout)
 
 
-@_public
+@public
 def put(value: Any) -> ObjectRef:
     """Store ``value`` in this process and return a ref to it, as if a task had returned it.
 
@@ -150,7 +145,7 @@ def kill(actor: ActorHandle) -> None:
     rt.free_actor_names(actor.actor_id)
 
 
-@_public
+@public
 def get_actor(name: str) -> ActorHandle:
     """The handle of the actor created with ``options(name=name)``, from any driver of the cluster.
 
@@ -164,7 +159,7 @@ def get_actor(name: str) -> ActorHandle:
     return ActorHandle(found.actor_id, found.class_name, tuple(found.methods), found.slot)
 
 
-@_public
+@public
 def checkpoint(handles: Sequence[ActorHandle], *, timeout: float | None = None) -> dict[str, Any]:
     """Checkpoint ``handles`` together: a global checkpoint.
 
@@ -224,7 +219,7 @@ async def commit_lineage() -> int:
     return await worker.ft.commit_lineage(sender.current_task)
 
 
-@_public
+@public
 def rollbacks() -> int:
     """With ``ft="checkpoint"``: how many global rollbacks the cluster has made. A driver loop
     compares it before and after a step: a change means every actor went back to the last global
@@ -233,7 +228,7 @@ def rollbacks() -> int:
     return current_driver().rollbacks()
 
 
-@_public
+@public
 def kill_node(node: int) -> int:
     """SIGKILL node process ``node`` (fail-stop); returns once the cluster has noticed. Returns its pid."""
     if isinstance(node, bool) or not isinstance(node, int):
@@ -241,14 +236,14 @@ def kill_node(node: int) -> int:
     return current_driver().kill_node(node)
 
 
-@_public
+@public
 def nodes() -> list[dict[str, Any]]:
     """The node slots: ``node``, ``epoch``, ``state``, ``address``, ``pid``, ``hostname``, ``host_id`` (who
     shares memory with whom), ``managed``."""
     return current_driver().nodes()
 
 
-@_public
+@public
 def stats() -> dict[str, Any]:
     """Nodes with their actors and queue sizes, the store shards, and this driver's counters."""
     return current_driver().stats()

@@ -34,12 +34,12 @@ from actorrt.util import signals, tracebacks
 
 _lock = threading.Lock()
 _PACKAGE_DIR = str(Path(__file__).resolve().parent) + os.sep
-# Errors leave init() as if raised where the user called it (see util/tracebacks), as they leave
-# the functions of ``actorrt.api``.
-_public = functools.partial(tracebacks.at_call_site, ActorRTError)
+# Errors leave init() and the functions of ``actorrt.api`` as if raised where the user called them
+# (see util/tracebacks).
+public = functools.partial(tracebacks.at_call_site, ActorRTError)
 
 
-@_public
+@public
 def init(
     address: str | None = None,
     *,

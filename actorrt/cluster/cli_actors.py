@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from actorrt.cluster.cli_common import live_head_target, print_table, session_dir_option, token_option, with_head
+from actorrt.cluster.cli_common import (
+    head_address_option,
+    live_head_target,
+    print_table,
+    session_dir_option,
+    token_option,
+    with_head,
+)
 from actorrt.cluster.driver import Driver
 from actorrt.cluster.head_client import HeadClient
 from actorrt.core.task_spec import KILL_METHOD
@@ -20,7 +27,7 @@ def list_group() -> None:
 
 
 @list_group.command(name="actors")
-@click.option("--address", default=None, metavar="HOST:PORT", help="Head address (default: the session file's).")
+@head_address_option
 @token_option
 @session_dir_option
 def list_actors(address: str | None, token: str | None, session_dir: Path | None) -> None:
@@ -50,7 +57,7 @@ def list_actors(address: str | None, token: str | None, session_dir: Path | None
 
 @click.command()
 @click.argument("name")
-@click.option("--address", default=None, metavar="HOST:PORT", help="Head address (default: the session file's).")
+@head_address_option
 @token_option
 @session_dir_option
 @click.option("--host", default="127.0.0.1", show_default=True,

@@ -23,6 +23,7 @@ from actorrt.cluster import session
 from actorrt.cluster.cli_common import (
     POLL_S,
     TOKEN_HELP,
+    head_address_option,
     head_target,
     poll_view,
     session_dir_option,
@@ -156,7 +157,7 @@ def _log_tail(path: Path, chars: int = 2000) -> str:
 
 
 @click.command()
-@click.option("--address", default=None, metavar="HOST:PORT", help="Head address (default: the session file's).")
+@head_address_option
 @token_option
 @session_dir_option
 @click.option("--timeout", default=STOP_TIMEOUT_S, show_default=True, type=click.FloatRange(min=0),

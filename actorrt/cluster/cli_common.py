@@ -34,6 +34,8 @@ TOKEN_HELP = (
     "a command line is visible to other users."
 )
 token_option = click.option("--token", default=None, help=TOKEN_HELP)
+head_address_option = click.option("--address", default=None, metavar="HOST:PORT",
+                                   help="Head address (default: the session file's).")
 
 
 def with_head(address: str, token: str, fn: Callable[[HeadClient], Awaitable[T]]) -> T:

@@ -6,14 +6,21 @@ from pathlib import Path
 
 import click
 
-from actorrt.cluster.cli_common import live_head_target, print_table, session_dir_option, token_option, with_head
+from actorrt.cluster.cli_common import (
+    head_address_option,
+    live_head_target,
+    print_table,
+    session_dir_option,
+    token_option,
+    with_head,
+)
 from actorrt.lineage import ids
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.store.clients import without_password
 
 
 @click.command()
-@click.option("--address", default=None, metavar="HOST:PORT", help="Head address (default: the session file's).")
+@head_address_option
 @token_option
 @session_dir_option
 def status(address: str | None, token: str | None, session_dir: Path | None) -> None:
