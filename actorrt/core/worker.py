@@ -317,15 +317,21 @@ class Worker:
 
     # ---- values -------------------------------------------------------------------------------
 
-    def release(self, object_id: bytes, retrieved: bool) -> None:
-        """An owned ref was garbage-collected (any thread); ``retrieved``: someone asked for its value."""
+    def release(self, object_id: bytes, retrieved: bool, owned: bool) -> None:
+        """A ref that is owned or was polled was garbage-collected (any thread); ``retrieved``:
+        someone asked for its value."""
         if not self.loop.is_closed():
             try:
-                self.call_soon(self._unreferenced, object_id, retrieved)
+                self.call_soon(self._unreferenced, object_id, retrieved, owned)
             except RuntimeError:  # the loop closed meanwhile
                 pass
 
-    def _unreferenced(self, object_id: bytes, retrieved: bool) -> None:
+    def _unreferenced(self, object_id: bytes, retrieved: bool, owned: bool) -> None:
+        poll = self.polls.pop(object_id, None)
+        if poll is not None:  # the value a wait kept for a later get (its arrays map a segment): none can come now
+            poll.cancel()
+        if not owned:
+            return
         value = None if retrieved else self.objects.held(object_id)
         if value is not None and value.WhichOneof("kind") == "error":
             self.report_unretrieved(value.error)
