@@ -168,7 +168,7 @@ class Worker:
             if self.router is not None and address != self.address:
                 self.router.forget(address)
             if self.shared is not None:
-                self.shared.forget_holder(address)
+                self.shared.holder_lost(address, dead=True)
         self.outbox.reroute()
         self.fetches.reroute()
         self.membership.notify()
@@ -287,8 +287,8 @@ class Worker:
                 self.host.cancel(message.cancel)
             elif kind == "release":
                 self.traffic.on_release(peer, message.release)
-            elif kind == "forwarded":
-                self.traffic.on_forwarded(message.forwarded)
+            elif kind == "passed":
+                self.traffic.on_passed(message.passed)
             elif kind == "channel":
                 self.channels.deliver(peer, message.channel)
 
