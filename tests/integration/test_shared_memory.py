@@ -292,3 +292,21 @@ def test_a_waited_for_value_is_let_go_with_its_ref(cluster_with):
         gc.collect()
         eventually(lambda: _driver_shared()["held_from_others"] == 0, timeout=10,
                    what="the driver to let go of a borrowed value it waited for")
+
+
+@pytest.mark.parametrize("ft", ["none", "lineage_stash"])
+def test_an_actors_result_passed_on_to_another_actor_comes_back_to_its_pool(cluster_with, ft):
+    """``b.absorb.remote(a.make.remote(...))``: the driver owns the result and passes it on to the
+    other actor's node beside its task. Once both let go, the maker's node writes its next result
+    into the same segment (a segment passed on used to be closed, and every call faulted in a
+    fresh one)."""
+    with cluster_with(num_nodes=2, store_shards=1, ft=ft):
+        maker, sink = Maker.options(node=0).remote(), Holder.options(node=1).remote()
+        n = 4 * MB // 8
+        for i in range(12):
+            assert actorrt.get(sink.absorb.remote(maker.make.remote(n, 1.0)), timeout=60) == i + 1
+            if ft == "lineage_stash" and i % 3 == 2:  # the driver keeps the arguments for the sink's replay until then
+                actorrt.checkpoint([sink], timeout=60)
+        made = actorrt.stats()["nodes"][0]["shared_memory"]
+        assert made["created"] <= 4 and made["reused"] >= 8, made
+        assert actorrt.get(sink.absorbed_total.remote(), timeout=60) == 12.0 * n
