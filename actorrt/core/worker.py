@@ -123,8 +123,8 @@ class Worker:
         self._loop_thread = threading.get_ident()
         self.shared = self.objects.shared = SharedObjects(host_identity(), address,
                                                           lambda *notice: self.traffic.notify(*notice))
-        self.traffic = SharedTraffic(self.shared, self.token, self.send, self.call_soon, self.spawn, self.fetches,
-                                     self.outbox.on_result)
+        self.traffic = SharedTraffic(self.shared, self.token, self.send, self.loop.call_soon_threadsafe, self.spawn,
+                                     self.fetches, self.outbox.on_result)
         self.router = Router(address, self.token, self.on_batch, self._on_peer_lost,
                              lambda: self.membership.revision, self.lease, (os.getpid(), self.shared.host))
 

@@ -19,8 +19,9 @@ notice (other streams): a count may be below zero for a while.
 
 Why no segment is pooled while a lease is out (its release has not reached the creator). A
 process holds one region per use of a segment at a time and gives back all of its leases at once
-when it goes; a passer's notice leaves while its region lives, so its stream to the creator
-carries the notice before the release of the lease by which it holds the segment. Start from a
+when it goes; its notices leave in the order it made them, whatever the thread (``Notify``), and
+a passer's notice is made while its region lives, so its stream to the creator carries the
+notice before the release of the lease by which it holds the segment. Start from a
 lease that is out. If it is not counted yet, its passer's notice is on the way, so the lease the
 passer holds by (received before) is out too. If it is counted at X and X's count is not above
 zero, some lease of X's was given back but not counted: X received it, in an earlier region,
@@ -55,8 +56,9 @@ from actorrt.rpc import node_pb2 as pb_node
 log = logging.getLogger(__name__)
 
 RegionKey = tuple[int, int, int]  # (creator pid, segment inode, generation)
-# Notices to a segment's creator, sent on the peer stream: ``(creator address, kind, key, count,
-# holder)``; "release" gives ``count`` leases back, "passed" lends one to ``holder``.
+# Notices to a segment's creator, sent on the peer stream in the order they are made (under the
+# lock): ``(creator address, kind, key, count, holder)``; "release" gives ``count`` leases back,
+# "passed" lends one to ``holder``.
 Notify = Callable[[str, str, RegionKey, int, str], None]
 
 
@@ -194,7 +196,7 @@ class SharedObjects:
         its creator's (counted here, or told to its creator first). None if this process has it
         no more (the caller sends the bytes, or nothing)."""
         key = key_of(shared)
-        with self._lock:  # no release of this region's can be sent before the notice
+        with self._lock:  # no release of this region's can be made before the notice
             region = self._regions.get(key)
             if region is None:
                 return None
@@ -220,8 +222,8 @@ class SharedObjects:
             region = self._regions.get(key)
             if region is not None:
                 region.received += 1
-                return
-        self._notify(shared.creator, "release", key, 1, "")
+            else:
+                self._notify(shared.creator, "release", key, 1, "")
 
     def settle_unheld(self, shared: pb.SharedObject) -> None:
         """``shared`` was made here for a keeper that did not take it: free it if nothing holds it."""
@@ -248,8 +250,8 @@ class SharedObjects:
                 region.lease(holder, 1)  # busier, or back to zero after a release that came first
 
     def holder_lost(self, address: str, dead: bool) -> None:
-        """The stream from ``address`` ended, with whatever notices were queued on it: no segment
-        in use now is pooled again. If ``address`` is dead, what it held is free."""
+        """The stream from ``address`` ended, or it was declared dead: notices it queued may be
+        lost, so no segment in use now is pooled again. If it is dead, what it held is free."""
         with self._lock:
             for key, region in list(self._regions.items()):
                 if region.created_here:

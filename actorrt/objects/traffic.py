@@ -25,13 +25,13 @@ log = logging.getLogger(__name__)
 
 class SharedTraffic:
     def __init__(self, shared: SharedObjects, token: str, send: Callable[[str, int, Any], None],
-                 call_soon: Callable[..., None], spawn: Callable[[Coroutine[Any, Any, Any]], Any], fetches: Fetches,
+                 schedule: Callable[..., None], spawn: Callable[[Coroutine[Any, Any, Any]], Any], fetches: Fetches,
                  on_result: Callable[[pb.ObjectValue], None]) -> None:
         self.shared = shared
         self.transfers = TransferServer(shared, token)
         self._token = token
         self._send = send
-        self._call_soon = call_soon
+        self._schedule = schedule  # the loop's queue (call_soon_threadsafe), from any thread
         self._spawn = spawn
         self._fetches = fetches
         self._on_result = on_result
@@ -50,11 +50,12 @@ class SharedTraffic:
         return out
 
     def notify(self, address: str, kind: str, key: RegionKey, count: int, holder: str) -> None:
-        """Tell a segment's creator that this process let it go, or passes it on (any thread; on
-        the loop's, at once, so a notice goes before what this process sends next)."""
+        """Tell a segment's creator that this process let it go, or passes it on. From any
+        thread, always through the loop's queue: notices leave in the order they were made (a
+        pass before the release of the lease it was passed under)."""
         region = pb.SharedRegion(creator_pid=key[0], inode=key[1], generation=key[2], count=count, holder=holder)
         try:
-            self._call_soon(self._send, address, RELEASE if kind == "release" else PASSED, region)
+            self._schedule(self._send, address, RELEASE if kind == "release" else PASSED, region)
         except RuntimeError:  # the loop is closed: the process is going away, and its holds with it
             pass
 
