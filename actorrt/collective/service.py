@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import pickle
 from collections import Counter
 from typing import Any
@@ -282,7 +281,7 @@ class CollectiveService:
 
     def _on_contribution(self, peer: str, message: cpb.CollectiveMessage, ex: Exchange | None) -> None:
         c = message.contribution
-        lent = c.HasField("result") and c.result.pid == c.result.creator_pid and c.result.creator_pid != os.getpid()
+        lent = c.HasField("result") and self.worker.shared.lent_with(c.result)
         if ex is None:
             if self.kept.answer_late(peer, message):
                 if lent:

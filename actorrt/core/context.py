@@ -69,11 +69,11 @@ def is_initialized() -> bool:
     return _current is not None
 
 
-def release(object_id: bytes, retrieved: bool) -> None:
-    """Free an owned object whose last ref went away (called from ``ObjectRef.__del__``);
-    ``retrieved``: its value was asked for (else an error it holds is reported)."""
+def release(object_id: bytes, retrieved: bool, owned: bool) -> None:
+    """A ref that is owned, or whose value a wait kept, went away (called from ``ObjectRef.__del__``):
+    what is kept for it goes; ``retrieved``: its value was asked for (else an error it holds is reported)."""
     if _current is not None:
-        _current.worker.release(object_id, retrieved)
+        _current.worker.release(object_id, retrieved, owned)
 
 
 def current_task_id() -> bytes:

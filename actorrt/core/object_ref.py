@@ -18,7 +18,7 @@ class ObjectRef:
     one, and its owner keeps the value for the rest of the session.
     """
 
-    __slots__ = ("object_id", "owner_address", "producer", "_owned", "_retrieved")
+    __slots__ = ("object_id", "owner_address", "producer", "_owned", "_retrieved", "_polled")
 
     def __init__(self, object_id: bytes, owner_address: str, producer: bytes = b"", owned: bool = False) -> None:
         self.object_id = object_id
@@ -26,6 +26,7 @@ class ObjectRef:
         self.producer = producer  # the actor whose task makes it: who an await of it waits for
         self._owned = owned  # this process holds the value and may free it when the ref goes
         self._retrieved = False  # a get or an await asked for the value (else its error is reported when dropped)
+        self._polled = False  # a wait (or a get that timed out) keeps its value, or its fetch, for a later get
 
     @classmethod
     def from_proto(cls, proto: pb.ObjectRefProto) -> ObjectRef:
@@ -43,8 +44,8 @@ class ObjectRef:
         return context.current().worker.get_async(self).__await__()
 
     def __del__(self) -> None:
-        if self._owned:
-            context.release(self.object_id, self._retrieved)
+        if self._owned or self._polled:
+            context.release(self.object_id, self._retrieved, self._owned)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ObjectRef) and other.object_id == self.object_id

@@ -5,7 +5,8 @@
 timeout of 0 means "what is here now": each ref gets one step of the loop to resolve, which a
 value this process holds (or has fetched) needs, and nothing more. A fetch that a timeout
 interrupts goes on, and what ``wait`` found ready is kept, for the next ``get`` or ``wait`` of
-the ref: polling a ref another process owns fetches it once.
+the ref: polling a ref another process owns fetches it once. What is kept goes with the ref (its
+arrays would hold their shared segment after the object is freed).
 
 ``put`` stores a value in this process and returns a ref it owns, as a task's result would be:
 passed to many tasks, the value is sent once to each process that needs it, and kept for the
@@ -87,6 +88,7 @@ def _value_task(worker: Worker, ref: ObjectRef) -> asyncio.Task:
 
 def _keep(worker: Worker, ref: ObjectRef, task: asyncio.Task) -> None:
     worker.polls[ref.object_id] = task
+    ref._polled = True  # dropped when the ref goes (``Worker.release``)
     # An error is an answer here: the get that takes it up raises it (and if none does, the
     # failure was the caller's to ignore, as after a get that raised another ref's error first).
     task.add_done_callback(lambda t: t.cancelled() or t.exception())

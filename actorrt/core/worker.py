@@ -123,8 +123,8 @@ class Worker:
         self._loop_thread = threading.get_ident()
         self.shared = self.objects.shared = SharedObjects(host_identity(), address,
                                                           lambda *notice: self.traffic.notify(*notice))
-        self.traffic = SharedTraffic(self.shared, self.token, self.send, self.call_soon, self.spawn, self.fetches,
-                                     self.outbox.on_result)
+        self.traffic = SharedTraffic(self.shared, self.token, self.send, self.loop.call_soon_threadsafe, self.spawn,
+                                     self.fetches, self.outbox.on_result)
         self.router = Router(address, self.token, self.on_batch, self._on_peer_lost,
                              lambda: self.membership.revision, self.lease, (os.getpid(), self.shared.host))
 
@@ -168,7 +168,7 @@ class Worker:
             if self.router is not None and address != self.address:
                 self.router.forget(address)
             if self.shared is not None:
-                self.shared.forget_holder(address)
+                self.shared.holder_lost(address, dead=True)
         self.outbox.reroute()
         self.fetches.reroute()
         self.membership.notify()
@@ -287,8 +287,8 @@ class Worker:
                 self.host.cancel(message.cancel)
             elif kind == "release":
                 self.traffic.on_release(peer, message.release)
-            elif kind == "forwarded":
-                self.traffic.on_forwarded(message.forwarded)
+            elif kind == "passed":
+                self.traffic.on_passed(message.passed)
             elif kind == "channel":
                 self.channels.deliver(peer, message.channel)
 
@@ -317,15 +317,21 @@ class Worker:
 
     # ---- values -------------------------------------------------------------------------------
 
-    def release(self, object_id: bytes, retrieved: bool) -> None:
-        """An owned ref was garbage-collected (any thread); ``retrieved``: someone asked for its value."""
+    def release(self, object_id: bytes, retrieved: bool, owned: bool) -> None:
+        """A ref that is owned or was polled was garbage-collected (any thread); ``retrieved``:
+        someone asked for its value."""
         if not self.loop.is_closed():
             try:
-                self.call_soon(self._unreferenced, object_id, retrieved)
+                self.call_soon(self._unreferenced, object_id, retrieved, owned)
             except RuntimeError:  # the loop closed meanwhile
                 pass
 
-    def _unreferenced(self, object_id: bytes, retrieved: bool) -> None:
+    def _unreferenced(self, object_id: bytes, retrieved: bool, owned: bool) -> None:
+        poll = self.polls.pop(object_id, None)
+        if poll is not None:  # the value a wait kept for a later get (its arrays map a segment): none can come now
+            poll.cancel()
+        if not owned:
+            return
         value = None if retrieved else self.objects.held(object_id)
         if value is not None and value.WhichOneof("kind") == "error":
             self.report_unretrieved(value.error)

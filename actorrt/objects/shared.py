@@ -3,20 +3,37 @@
 A value whose out-of-band buffers are large is written once into a segment of this process's
 arena (``objects/arena.py``); only its descriptor (``pb.SharedObject``: the host, the process and
 fd to open it through, which use of the segment) travels in messages. Every process that keeps
-such a value (its object store, kept results) or reads it (a live mapping) *holds* the segment:
+such a value (its object store, kept results) or reads it (a live mapping) *holds* the segment; a
+process that keeps a value it did not create opens the segment at once and keeps the fd, so the
+object survives its creator (a node that died still answers through its owner).
 
-- The creator lends it with each message that carries the descriptor (a *lease*, counted per
-  address), and takes a segment back into its pool only once nothing here holds it and every
-  lease came back (``release`` from the holder, with how many of its messages it returns; at once
-  for a message it did not keep) or its holder is dead. So no reader ever sees a segment reused
-  under its views, whatever the order of messages, and a lost message or a holder that hangs only
-  delays reuse.
-- A process that keeps a value it did not create opens the segment at once and keeps the fd: the
-  object survives its creator (a node that died still answers through its owner).
-- A process that passes on a descriptor it did not create tells the creator first (``forwarded``,
-  ordered before its own release on the same stream): such a segment is never reused, only
-  closed, and the kernel frees it with its last holder. The new descriptor names the passer as
-  the process to open it through.
+Leases. Every message that carries a descriptor to another process lends the receiver one lease
+of the segment's creator, which the creator counts per address. The receiver gives its leases
+back (``release``, with how many) once it holds the segment no more, at once for a message it
+did not keep. The creator pools a segment again once nothing of its own holds it and no count is
+above zero. It counts the leases it sends itself at once; a holder P that passes a descriptor on
+to X tells the creator first (``passed``, naming X), on P's stream to it, then sends it, and the
+creator counts that lease to X when the notice comes. X opens the segment through P (which holds
+it meanwhile) and gives the lease back to the creator like any. X's release may come before P's
+notice (other streams): a count may be below zero for a while.
+
+Why no segment is pooled while a lease is out (its release has not reached the creator). A
+process holds one region per use of a segment at a time and gives back all of its leases at once
+when it goes; its notices leave in the order it made them, whatever the thread (``Notify``), and
+a passer's notice is made while its region lives, so its stream to the creator carries the
+notice before the release of the lease by which it holds the segment. Start from a
+lease that is out. If it is not counted yet, its passer's notice is on the way, so the lease the
+passer holds by (received before) is out too. If it is counted at X and X's count is not above
+zero, some lease of X's was given back but not counted: X received it, in an earlier region,
+before this one, and its passer's lease (received before that) is out. Each step reaches a lease
+that is out and was received earlier: the steps end, at a count above zero.
+
+Failures. That argument needs every notice to arrive. Whatever was queued on a stream that ends
+may be lost: when the stream to a process of this host ends, no segment busy then is pooled
+again, only closed (the kernel frees it with its last holder); a holder that died gives its
+leases back. A lost release only delays reuse. A creator that died reuses nothing: holders keep
+their fds and tell nobody. A process of another host pulls the bytes instead of mapping them,
+and gives the lease back once it has them.
 
 Reads map a segment read-only, so arrays come back read-only and zero-copy (as in Ray); a mapping
 lives as long as some array or buffer made from it.
@@ -39,8 +56,10 @@ from actorrt.rpc import node_pb2 as pb_node
 log = logging.getLogger(__name__)
 
 RegionKey = tuple[int, int, int]  # (creator pid, segment inode, generation)
-# Notices to a segment's creator: ``(creator address, kind, key, count)``, sent on the peer stream.
-Notify = Callable[[str, str, RegionKey, int], None]
+# Notices to a segment's creator, sent on the peer stream in the order they are made (under the
+# lock): ``(creator address, kind, key, count, holder)``; "release" gives ``count`` leases back,
+# "passed" lends one to ``holder``.
+Notify = Callable[[str, str, RegionKey, int, str], None]
 
 
 def key_of(shared: pb.SharedObject) -> RegionKey:
@@ -60,16 +79,21 @@ class Region:
     segment: Segment | None = None  # created here: the arena's
     holds: int = 0  # keepers here (store entries, kept results)
     mapping: weakref.ref | None = None  # a read mapping alive here
-    leases: dict[str, int] = field(default_factory=dict)  # created here: messages lent, per address
-    received: int = 0  # held from another process: the creator's lends to give back when let go
-    forwarded: bool = False  # created here: someone passed it on, so it is closed, never reused
+    # Created here: leases out, per address (below zero while a release beats its passer's notice).
+    leases: dict[str, int] = field(default_factory=dict)
+    received: int = 0  # held from another process: the creator's leases to give back when let go
+    reusable: bool = True  # created here: False once a notice about it may have been lost
 
     @property
     def created_here(self) -> bool:
         return self.segment is not None
 
+    def lease(self, address: str, count: int) -> None:
+        self.leases[address] = self.leases.get(address, 0) + count
+
     def busy(self) -> bool:
-        return self.holds > 0 or (self.mapping is not None and self.mapping() is not None) or bool(self.leases)
+        return (self.holds > 0 or (self.mapping is not None and self.mapping() is not None)
+                or any(n > 0 for n in self.leases.values()))
 
 
 class SharedObjects:
@@ -160,41 +184,46 @@ class SharedObjects:
 
     def kept(self, shared: pb.SharedObject, budget_bytes: int) -> None:
         """The value of ``shared`` is kept for replays (pinned): a segment made here gets a spare
-        (``Arena.keep``); one passed on is closed when let go, never pooled, so it needs none."""
+        (``Arena.keep``)."""
         with self._lock:
             region = self._regions.get(key_of(shared))
-            if region is None or not region.created_here or region.forwarded:
+            if region is None or not region.created_here:
                 return
         self.arena.keep(region.segment, budget_bytes)
 
     def lend(self, shared: pb.SharedObject, address: str) -> pb.SharedObject | None:
-        """``shared`` is about to be sent to ``address``: the descriptor to send. A segment made
-        here is leased to it; one made elsewhere is passed on (its creator is told first). None
-        if this process has it no more (the caller sends the bytes, or nothing)."""
+        """``shared`` is about to be sent to ``address``: the descriptor to send, with a lease of
+        its creator's (counted here, or told to its creator first). None if this process has it
+        no more (the caller sends the bytes, or nothing)."""
         key = key_of(shared)
-        with self._lock:
+        with self._lock:  # no release of this region's can be made before the notice
             region = self._regions.get(key)
             if region is None:
                 return None
             if region.created_here:
-                region.leases[address] = region.leases.get(address, 0) + 1
-                return region.shared
-        if shared.creator != address:
-            self._notify(shared.creator, "forwarded", key, 0)
-        return region.shared
+                region.lease(address, 1)
+            elif address != shared.creator:  # the creator's own holds count there at once
+                self._notify(shared.creator, "passed", key, 1, address)
+            return region.shared
+
+    def lent_with(self, shared: pb.SharedObject) -> bool:
+        """Whether a message from another process carrying ``shared`` came with a lease to give
+        back: any descriptor of a segment made elsewhere."""
+        return shared.creator != self.address
 
     def received(self, shared: pb.SharedObject) -> None:
-        """A message carrying ``shared`` was handled (its value kept here, or not). The lease its
-        creator lent with it goes back when the last holder here lets go, or now if none holds it."""
-        if shared.pid != shared.creator_pid or shared.creator_pid == self.pid:
-            return  # passed on by a holder (no lease came with it), or made here
+        """A message carrying ``shared`` was handled (its value kept here, or not, or not to be
+        had). The lease that came with it goes back when the last holder here lets go, or now if
+        none holds it."""
+        if not self.lent_with(shared):
+            return
         key = key_of(shared)
         with self._lock:
             region = self._regions.get(key)
             if region is not None:
                 region.received += 1
-                return
-        self._notify(shared.creator, "release", key, 1)
+            else:
+                self._notify(shared.creator, "release", key, 1, "")
 
     def settle_unheld(self, shared: pb.SharedObject) -> None:
         """``shared`` was made here for a keeper that did not take it: free it if nothing holds it."""
@@ -205,43 +234,45 @@ class SharedObjects:
                 self._settle(key, region)
 
     def on_release(self, address: str, key: RegionKey, count: int) -> None:
-        """``address`` gives back ``count`` of the leases of a segment made here."""
-        with self._lock:
-            region = self._regions.get(key)
-            if region is not None and region.created_here and address in region.leases:
-                left = region.leases[address] - count
-                if left > 0:
-                    region.leases[address] = left
-                else:
-                    del region.leases[address]
-                self._settle(key, region)
-
-    def on_forwarded(self, key: RegionKey) -> None:
+        """``address`` gives back ``count`` of the leases of a segment made here (late ones, for
+        a use that is over, find no region)."""
         with self._lock:
             region = self._regions.get(key)
             if region is not None and region.created_here:
-                region.forwarded = True
+                region.lease(address, -count)
+                self._settle(key, region)
 
-    def forget_holder(self, address: str) -> None:
-        """``address`` is dead: what it held of this process's segments is free."""
+    def on_passed(self, key: RegionKey, holder: str) -> None:
+        """A holder passed a segment made here on to ``holder``: a lease to it."""
+        with self._lock:
+            region = self._regions.get(key)
+            if region is not None and region.created_here:
+                region.lease(holder, 1)  # busier, or back to zero after a release that came first
+
+    def holder_lost(self, address: str, dead: bool) -> None:
+        """The stream from ``address`` ended, or it was declared dead: notices it queued may be
+        lost, so no segment in use now is pooled again. If it is dead, what it held is free."""
         with self._lock:
             for key, region in list(self._regions.items()):
-                if region.leases.pop(address, None) is not None:
-                    self._settle(key, region)
+                if region.created_here:
+                    region.reusable = False
+                    if dead:
+                        region.leases.pop(address, None)
+                        self._settle(key, region)
 
     def _settle(self, key: RegionKey, region: Region) -> None:
         if region.busy():
             return
         del self._regions[key]
         if region.created_here:
-            if region.forwarded:
-                self.arena.discard(region.segment)
-            else:
+            if region.reusable:
                 self.arena.recycle(region.segment)
+            else:
+                self.arena.discard(region.segment)
         else:
             os.close(region.fd)
             if region.received:
-                self._notify(region.shared.creator, "release", key, region.received)
+                self._notify(region.shared.creator, "release", key, region.received, "")
 
     # ---- reading ------------------------------------------------------------------------------
 
@@ -316,7 +347,7 @@ class SharedObjects:
             held = [r for r in self._regions.values() if not r.created_here]
             return pb_node.SharedMemory(**self.arena.stats(), held_from_others=len(held),
                                         written_bytes=self.written_bytes, read_bytes=self.read_bytes,
-                                        lent=sum(sum(r.leases.values()) for r in self._regions.values()))
+                                        lent=sum(n for r in self._regions.values() for n in r.leases.values() if n > 0))
 
     def close(self) -> None:
         with self._lock:

@@ -1,9 +1,10 @@
 """Values whose buffers are in shared memory, as they leave for peers and arrive from them.
 
 Out: the descriptor is lent to the peer (``objects/shared.py``). In: a value of this host is kept
-like any, then the lease that came with it is accounted for; one of another host has its bytes
-pulled first (``objects/transfer.py``). Peers tell their pid and host identity with every batch:
-a holder of this process's segments that is known dead gives them back.
+like any, then the lease that came with it is accounted for (given back at once if its segment
+cannot be opened); one of another host has its bytes pulled first (``objects/transfer.py``).
+Peers tell their pid and host identity with every batch: when the stream of one of this host
+ends, notices it sent may be lost with it, and if it died, it holds nothing any more.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from actorrt.net.peer_streams import FORWARDED, RELEASE
+from actorrt.net.peer_streams import PASSED, RELEASE
 from actorrt.objects.fetches import Fetches
 from actorrt.objects.shared import RegionKey, SharedObjects
 from actorrt.objects.transfer import TransferError, TransferServer, pull
@@ -24,13 +25,13 @@ log = logging.getLogger(__name__)
 
 class SharedTraffic:
     def __init__(self, shared: SharedObjects, token: str, send: Callable[[str, int, Any], None],
-                 call_soon: Callable[..., None], spawn: Callable[[Coroutine[Any, Any, Any]], Any], fetches: Fetches,
+                 schedule: Callable[..., None], spawn: Callable[[Coroutine[Any, Any, Any]], Any], fetches: Fetches,
                  on_result: Callable[[pb.ObjectValue], None]) -> None:
         self.shared = shared
         self.transfers = TransferServer(shared, token)
         self._token = token
         self._send = send
-        self._call_soon = call_soon
+        self._schedule = schedule  # the loop's queue (call_soon_threadsafe), from any thread
         self._spawn = spawn
         self._fetches = fetches
         self._on_result = on_result
@@ -48,11 +49,13 @@ class SharedTraffic:
             out.CopyFrom(self.shared.materialize(value))
         return out
 
-    def notify(self, address: str, kind: str, key: RegionKey, count: int) -> None:
-        """Tell a segment's creator that this process let it go, or passed it on (any thread)."""
-        region = pb.SharedRegion(creator_pid=key[0], inode=key[1], generation=key[2], count=count)
+    def notify(self, address: str, kind: str, key: RegionKey, count: int, holder: str) -> None:
+        """Tell a segment's creator that this process let it go, or passes it on. From any
+        thread, always through the loop's queue: notices leave in the order they were made (a
+        pass before the release of the lease it was passed under)."""
+        region = pb.SharedRegion(creator_pid=key[0], inode=key[1], generation=key[2], count=count, holder=holder)
         try:
-            self._call_soon(self._send, address, RELEASE if kind == "release" else FORWARDED, region)
+            self._schedule(self._send, address, RELEASE if kind == "release" else PASSED, region)
         except RuntimeError:  # the loop is closed: the process is going away, and its holds with it
             pass
 
@@ -62,14 +65,14 @@ class SharedTraffic:
 
     def peer_lost(self, address: str) -> None:
         peer = self._peers.get(address)
-        if peer is not None and peer[0] == self.shared.host and not process_alive(peer[1]):
-            self.shared.forget_holder(address)  # a holder of this process's segments died
+        if peer is not None and peer[0] == self.shared.host:  # it may have passed this process's segments on
+            self.shared.holder_lost(address, dead=not process_alive(peer[1]))
 
     def on_release(self, peer: str, region: pb.SharedRegion) -> None:
         self.shared.on_release(peer, (region.creator_pid, region.inode, region.generation), region.count)
 
-    def on_forwarded(self, region: pb.SharedRegion) -> None:
-        self.shared.on_forwarded((region.creator_pid, region.inode, region.generation))
+    def on_passed(self, region: pb.SharedRegion) -> None:
+        self.shared.on_passed((region.creator_pid, region.inode, region.generation), region.holder)
 
     def arrived(self, kind: str, value: pb.ObjectValue) -> None:
         """A ``result``, ``object`` or ``push`` whose buffers are in shared memory."""
@@ -80,6 +83,7 @@ class SharedTraffic:
             self._spawn(self._pull(kind, value))
             return
         if not self.shared.hold(shared):  # its process died before this one opened it: as if it never came
+            self.shared.received(shared)
             self._not_arrived(kind, value, f"its process {shared.pid} is gone")
             return
         self._take(kind, value)

@@ -83,16 +83,18 @@ class SharedPull(_message.Message):
     def __init__(self, token: _Optional[str] = ..., shared: _Optional[_Union[SharedObject, _Mapping]] = ..., start: _Optional[int] = ..., length: _Optional[int] = ...) -> None: ...
 
 class SharedRegion(_message.Message):
-    __slots__ = ("creator_pid", "inode", "generation", "count")
+    __slots__ = ("creator_pid", "inode", "generation", "count", "holder")
     CREATOR_PID_FIELD_NUMBER: _ClassVar[int]
     INODE_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
     creator_pid: int
     inode: int
     generation: int
     count: int
-    def __init__(self, creator_pid: _Optional[int] = ..., inode: _Optional[int] = ..., generation: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+    holder: str
+    def __init__(self, creator_pid: _Optional[int] = ..., inode: _Optional[int] = ..., generation: _Optional[int] = ..., count: _Optional[int] = ..., holder: _Optional[str] = ...) -> None: ...
 
 class RemoteError(_message.Message):
     __slots__ = ("kind", "type_name", "message", "traceback", "actor_id", "cause", "where")

@@ -6,6 +6,7 @@ which processes hold each one, so the tests count them from outside the runtime.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -256,3 +257,56 @@ def test_memory_kept_for_replays_stays_bounded_without_checkpoints(cluster_with,
         assert actorrt.get(holder.absorbed_total.remote(), timeout=60) == expected
         actorrt.kill_node(0)
         assert actorrt.get(holder.absorbed_total.remote(), timeout=120) == expected
+
+
+@actorrt.remote
+class Maker:
+    def make(self, n, fill):
+        return np.full(n, fill, dtype=np.float64)
+
+    def make_elsewhere(self, other, n, fill):
+        """A ref another actor's node owns: the driver borrows it."""
+        return [other.make.remote(n, fill)]
+
+
+def test_a_waited_for_value_is_let_go_with_its_ref(cluster_with):
+    """``wait`` keeps what it found ready for a later ``get`` of the ref: an actor's result mapped
+    here. Once the ref is gone, so is that, and with it the driver's hold on the segment (it held
+    every segment it had waited for, and the actor's node kept them all in use)."""
+    with cluster_with(num_nodes=2, store_shards=1, ft="none"):
+        maker, other = Maker.options(node=0).remote(), Maker.options(node=1).remote()
+        n = 2 * MB // 8
+        for i in range(5):
+            ref = maker.make.remote(n, float(i))  # owned by the driver
+            assert actorrt.wait([ref], timeout=60)[0] == [ref]
+            del ref
+            gc.collect()
+        eventually(lambda: _driver_shared()["held_from_others"] == 0, timeout=10,
+                   what="the driver to let go of the segments it waited for")
+        eventually(lambda: actorrt.stats()["nodes"][0]["shared_memory"]["in_use"] <= 1, timeout=10,
+                   what="the maker's node to have its segments back")
+        [borrowed] = actorrt.get(maker.make_elsewhere.remote(other, n, 7.0), timeout=60)
+        assert actorrt.wait([borrowed], timeout=60)[0] == [borrowed]
+        assert _driver_shared()["held_from_others"] == 1
+        del borrowed
+        gc.collect()
+        eventually(lambda: _driver_shared()["held_from_others"] == 0, timeout=10,
+                   what="the driver to let go of a borrowed value it waited for")
+
+
+@pytest.mark.parametrize("ft", ["none", "lineage_stash"])
+def test_an_actors_result_passed_on_to_another_actor_comes_back_to_its_pool(cluster_with, ft):
+    """``b.absorb.remote(a.make.remote(...))``: the driver owns the result and passes it on to the
+    other actor's node beside its task. Once both let go, the maker's node writes its next result
+    into the same segment (a segment passed on used to be closed, and every call faulted in a
+    fresh one)."""
+    with cluster_with(num_nodes=2, store_shards=1, ft=ft):
+        maker, sink = Maker.options(node=0).remote(), Holder.options(node=1).remote()
+        n = 4 * MB // 8
+        for i in range(12):
+            assert actorrt.get(sink.absorb.remote(maker.make.remote(n, 1.0)), timeout=60) == i + 1
+            if ft == "lineage_stash" and i % 3 == 2:  # the driver keeps the arguments for the sink's replay until then
+                actorrt.checkpoint([sink], timeout=60)
+        made = actorrt.stats()["nodes"][0]["shared_memory"]
+        assert made["created"] <= 4 and made["reused"] >= 8, made
+        assert actorrt.get(sink.absorbed_total.remote(), timeout=60) == 12.0 * n

@@ -5,6 +5,7 @@ argument again, so the task fetches it from there.)"""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -64,4 +65,20 @@ def test_a_value_whose_process_is_alive_is_taken():
     value = pb.ObjectValue(object_id=b"p" * 24, value=pb.SerializedObject(data=b"x", shared=placed))
     traffic.arrived("push", value)
     assert fetches.calls == [("on_push", b"p" * 24, "value")]
+    shared.close()
+
+
+def test_a_value_that_could_not_be_opened_gives_its_lease_back_at_once():
+    """Its creator may be alive (the value was passed on by a holder that died since): it counts
+    the lease until it hears back."""
+    notices = []
+    shared = SharedObjects(host_identity(), "receiver:1", lambda *notice: notices.append(notice))
+    traffic = SharedTraffic(shared, "token", lambda *a: None, lambda fn, *a: fn(*a), lambda coro: coro.close(),
+                            RecordingFetches(), lambda value: None)
+    passer = dead_pid()
+    value = pb.ObjectValue(object_id=b"q" * 24, value=pb.SerializedObject(data=b"x", shared=pb.SharedObject(
+        host=shared.host, pid=passer, fd=7, inode=1, generation=3, creator="creator:1", creator_pid=os.getpid(),
+        offsets=[0], lengths=[16])))
+    traffic.arrived("push", value)
+    assert notices == [("creator:1", "release", (os.getpid(), 1, 3), 1, "")]
     shared.close()
