@@ -6,8 +6,16 @@ from pathlib import Path
 
 import click
 
-from actorrt.cluster.cli_common import live_head_target, print_table, session_dir_option, token_option, with_head
+from actorrt.cluster.cli_common import (
+    live_head_target,
+    print_table,
+    session_dir_option,
+    tls_options,
+    token_option,
+    with_head,
+)
 from actorrt.lineage import ids
+from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.store.clients import without_password
 
@@ -16,10 +24,11 @@ from actorrt.store.clients import without_password
 @click.option("--address", default=None, metavar="HOST:PORT", help="Head address (default: the session file's).")
 @token_option
 @session_dir_option
-def status(address: str | None, token: str | None, session_dir: Path | None) -> None:
+@tls_options
+def status(address: str | None, token: str | None, session_dir: Path | None, tls: TlsFiles | None) -> None:
     """Show the head, its node slots and its store shards."""
     address, token, local = live_head_target(address, token, session_dir)
-    reply = with_head(address, token, lambda c: c.cluster_stats())
+    reply = with_head(address, token, lambda c: c.cluster_stats(), tls)
     actors = {s.slot: sum(a.actor_id != ids.FUNCTIONS for a in s.actors) for s in reply.nodes}
     memory = {s.slot: _memory_cells(s) for s in reply.nodes}
     view = reply.view
