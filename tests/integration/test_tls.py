@@ -27,7 +27,7 @@ from actorrt.cluster import session
 from actorrt.cluster.certs import make_certs
 from actorrt.core import context
 from actorrt.net.auth import metadata
-from actorrt.net.tls import ENV_NAMES
+from actorrt.net.tls import ENV_NAMES, TlsFiles
 from actorrt.rpc import common_pb2, head_pb2, head_pb2_grpc, node_pb2, node_pb2_grpc
 
 MB = 1 << 20
@@ -78,6 +78,11 @@ def _flags(d: Path, cert: str = "cert.pem", key: str = "key.pem", ca: str = "ca.
     return ["--tls-cert", str(d / cert), "--tls-key", str(d / key), "--tls-ca", str(d / ca)]
 
 
+def _tls_env(d: Path, ca: Path | None = None) -> dict[str, str]:
+    """The variables that give a process the certificate and key in ``d``, and its CA (or ``ca``)."""
+    return TlsFiles(d / "cert.pem", d / "key.pem", ca or d / "ca.pem").env()
+
+
 def _clean_env(**extra: str) -> dict[str, str]:
     """This environment without any TLS settings or token (each test gives its own)."""
     env = {k: v for k, v in os.environ.items() if k not in ENV_NAMES.values() and k != session.TOKEN_ENV}
@@ -105,7 +110,7 @@ def tls_cluster(certs, tmp_path_factory):
                          env=_clean_env(ACTORRT_HOST_ID=OTHER_HOST))
         assert added.returncode == 0, added.stdout + added.stderr
         with pytest.MonkeyPatch.context() as env:
-            for name, value in zip(ENV_NAMES.values(), _flags(d)[1::2], strict=True):
+            for name, value in _tls_env(d).items():
                 env.setenv(name, value)
             env.setenv(session.TOKEN_ENV, found.token)
             actorrt.init(address=found.head_address, timeout=30)
@@ -267,7 +272,7 @@ EMBEDDED = textwrap.dedent("""
 
 def test_an_embedded_cluster_takes_tls_from_the_environment(certs, tmp_path):
     d = certs[0]
-    env = _clean_env(**dict(zip(ENV_NAMES.values(), _flags(d)[1::2], strict=True)))
+    env = _clean_env(**_tls_env(d))
     ran = subprocess.run([sys.executable, "-c", EMBEDDED], capture_output=True, text=True, timeout=120, env=env)
     assert "PLAINTEXT_REFUSED UNAVAILABLE" in ran.stdout and "EMBEDDED_OK" in ran.stdout, ran.stdout + ran.stderr
 
@@ -326,8 +331,7 @@ DRIVER = textwrap.dedent("""
                                            ("another CA", "is not signed by")])
 def test_a_driver_with_partial_or_bad_tls_variables_fails_before_connecting(certs, case, expected):
     d, other = certs
-    env = {"partial": {"ACTORRT_TLS_CERT": str(d / "cert.pem")},
-           "another CA": dict(zip(ENV_NAMES.values(), _flags(d)[1:4:2] + [str(other / "ca.pem")], strict=True))}[case]
+    env = {"partial": {"ACTORRT_TLS_CERT": str(d / "cert.pem")}, "another CA": _tls_env(d, ca=other / "ca.pem")}[case]
     ran = subprocess.run([sys.executable, "-c", DRIVER], capture_output=True, text=True, timeout=60,
                          env=_clean_env(**env))
     refusals = [line for line in ran.stdout.splitlines() if line.startswith("REFUSED")]
