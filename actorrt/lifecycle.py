@@ -30,6 +30,7 @@ from actorrt.lineage.options import (
     DEFAULT_STASH_LIMIT,
     FaultToleranceOptions,
 )
+from actorrt.net.tls import TlsFiles
 from actorrt.util import signals, tracebacks
 
 _lock = threading.Lock()
@@ -68,7 +69,9 @@ def init(
             and ``store_shards`` redis-server shards on ``host``, stopped by ``shutdown()`` or at exit.
         num_nodes: node processes of the embedded cluster.
         store_shards: lineage-store shards of the embedded cluster.
-        token: the cluster token (default: ``ACTORRT_TOKEN``, else the local session file).
+        token: the cluster token (default: ``ACTORRT_TOKEN``, else the local session file). With
+            ``ACTORRT_TLS_CERT``, ``ACTORRT_TLS_KEY`` and ``ACTORRT_TLS_CA`` set, this driver (and an
+            embedded cluster) speaks mutual TLS with those files; the certificate must name ``host``.
         host: the address this driver (and an embedded cluster) binds.
         timeout: seconds to wait for the nodes to come up.
         ft: lineage logging of the embedded cluster: ``"lineage_stash"`` (flushes off the critical
@@ -104,6 +107,9 @@ def init(
         if context.is_initialized():
             raise ActorRTError("actorrt is already initialized; call actorrt.shutdown() first")
         driver_code.send_modules(runtime_env)
+        tls = TlsFiles.from_env()
+        if tls is not None:
+            tls.check_names(host)  # before an embedded head starts on it
         if address is None:
             if not isinstance(num_nodes, int) or num_nodes < 1:
                 raise ValueError(f"num_nodes must be an int >= 1, not {num_nodes!r}")
@@ -115,15 +121,15 @@ def init(
                                   metrics_port=metrics_port)
             session_dir = Path(tempfile.mkdtemp(prefix="actorrt-"))
             try:
-                head = start_head(session_dir, options, code_paths=driver_code.search_paths())
+                head = start_head(session_dir, options, code_paths=driver_code.search_paths(), tls=tls)
             except BaseException:
                 shutil.rmtree(session_dir, ignore_errors=True)
                 raise
-            driver = Driver(head.session.head_address, head.session.token, host, head)
+            driver = Driver(head.session.head_address, head.session.token, host, head, tls)
             wait_for = num_nodes
         else:
             address = session.resolve(address)
-            driver = Driver(address, session.token_for(address, token), host, None)
+            driver = Driver(address, session.token_for(address, token), host, None, tls)
             head, wait_for = None, 1
         try:
             driver.start(wait_for, timeout)

@@ -15,7 +15,9 @@ touching the data at both ends and no more, as a task that maps its input would)
   machine's copy speed in the same run, which every ratio below is read against.
 
 actorrt runs each of ``--modes``: ``lineage_stash`` (the default ``ft``, what users run: each
-argument is kept for the receiver's replay until its checkpoint) and ``none``. With Ray installed
+argument is kept for the receiver's replay until its checkpoint) and ``none``; with ``--tls``, each
+mode a second time with mutual TLS between all processes (a throwaway CA), and the table ends with
+what TLS costs the bytes across hosts (the paths within a host move no bytes through sockets). With Ray installed
 (``pip install ray==2.60.0``) in this Python, or in the one ``--ray-python`` names (run as a
 subprocess), the same paths run on Ray actors in the same run.
 
@@ -27,7 +29,7 @@ mode. Writes ``bench/results/objects.json`` and ``objects.png``, and prints a ta
 targets.
 
 Run: ``python bench/objects.py [--sizes 1,10,100,1000] [--repeat 5] [--warmup 5] [--modes lineage_stash,none]
-[--no-ray | --ray-python PATH] [--quick]``.
+[--no-ray | --ray-python PATH] [--quick] [--tls]``.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from typing import Any
 import click
 import numpy as np
 from run_meta import commit
+from tls_env import tls_environment
 
 MB = 1 << 20
 RESULTS = Path(__file__).parent / "results"
@@ -207,7 +210,8 @@ def _plot(result: dict[str, Any], path: Path) -> None:
 
     sizes = result["sizes_mb"]
     fig, ax = plt.subplots(figsize=(8, 5))
-    styles = {"actorrt lineage_stash": "-", "actorrt none": ":", "ray": "--"}
+    styles = {"actorrt lineage_stash": "-", "actorrt none": ":", "ray": "--",
+              "actorrt lineage_stash+tls": (0, (5, 1)), "actorrt none+tls": (0, (1, 3))}
     for system, style in styles.items():
         for path_name, colour in zip(PATHS, ("tab:blue", "tab:orange", "tab:red", "tab:green"), strict=True):
             times = result.get(system, {}).get(path_name)
@@ -259,6 +263,12 @@ def _table(result: dict[str, Any]) -> None:
             rate = _gbps(100, result[system]["across hosts"]["100"]["median"])
             print(f"  {system} across hosts 100 MB: {rate:.2f} GB/s (target >= {TARGET_ACROSS_HOSTS_GBPS}) "
                   f"{'met' if rate >= TARGET_ACROSS_HOSTS_GBPS else 'MISSED'}")
+    for system in [k for k in systems if k.endswith("+tls")]:
+        plain = result[system.removesuffix("+tls")]["across hosts"]
+        for s in result["sizes_mb"]:
+            t, p = result[system]["across hosts"][str(s)], plain[str(s)]
+            print(f"TLS cost, {system.removesuffix('+tls')} across hosts {s} MB: {_gbps(s, p['median']):.2f} GB/s "
+                  f"plaintext, {_gbps(s, t['median']):.2f} GB/s TLS ({t['median'] / p['median']:.2f}x the time)")
 
 
 @click.command()
@@ -271,8 +281,9 @@ def _table(result: dict[str, Any]) -> None:
               show_default=True, help="A Python with Ray, run as a subprocess when this one has none.")
 @click.option("--ray-only", is_flag=True, hidden=True, help="Print Ray's figures as JSON (the subprocess).")
 @click.option("--quick", is_flag=True, help="1, 10 and 100 MB, 3 warm-up and 3 timed calls.")
+@click.option("--tls", is_flag=True, help="Run each mode again with mutual TLS between all processes.")
 def main(sizes: str, repeat: int, warmup: int, modes: str, with_ray: bool, ray_python: str, ray_only: bool,
-         quick: bool) -> None:
+         quick: bool, tls: bool) -> None:
     size_list = [1, 10, 100] if quick else [int(s) for s in sizes.split(",")]
     repeat, warmup = (3, 3) if quick else (repeat, warmup)
     if ray_only:
@@ -287,6 +298,10 @@ def main(sizes: str, repeat: int, warmup: int, modes: str, with_ray: bool, ray_p
     for mode in [m.strip() for m in modes.split(",") if m.strip()]:
         times = run_actorrt(mode, size_list, repeat, warmup)
         result[f"actorrt {mode}"] = {k: {str(s): t for s, t in v.items()} for k, v in times.items()}
+        if tls:
+            with tls_environment():
+                times = run_actorrt(mode, size_list, repeat, warmup)
+            result[f"actorrt {mode}+tls"] = {k: {str(s): t for s, t in v.items()} for k, v in times.items()}
     ray = ray_results(size_list, repeat, warmup, ray_python) if with_ray else None
     if ray is not None:
         result["ray"] = {k: {str(s): t for s, t in v.items()} for k, v in ray.items()}

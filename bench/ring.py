@@ -10,13 +10,15 @@ actor's list of round times at the end with one method call.
 
 ``--peer ray`` runs the same ring on Ray actors in the same run (Ray on one machine has no node
 processes: every Ray actor is its own worker process) and prints actorrt / Ray per percentile.
+``--tls`` runs the ring a second time with mutual TLS between every process (a throwaway CA) and
+prints TLS / plaintext per percentile.
 
 ``--sweep`` (or lists for ``--ft``, ``--store-delay-ms``, ``--max-forwards``, ``--receivers both``)
 runs one ring per lineage-logging configuration in one invocation, each on a fresh cluster, and
 plots p50/p99 per hop against the added store latency (the paper's Figures 10a-c) with the
 target ratios, which only mean something within one run: the machine is noisy.
 
-Run: ``python bench/ring.py [--actors 8] [--nodes 2] [--rounds 400] [--warmup 50] [--peer ray]``,
+Run: ``python bench/ring.py [--actors 8] [--nodes 2] [--rounds 400] [--warmup 50] [--peer ray] [--tls]``,
 ``python bench/ring.py --sweep [--slow-rounds 60]``.
 """
 
@@ -46,6 +48,7 @@ from ring_sweep import (
     parse_list,
     parse_mode,
 )
+from tls_env import tls_environment
 
 # Targets on the 2-core machine (8 actors, 2 nodes).
 TARGET_P50_MS = 0.35
@@ -77,16 +80,16 @@ def _plot(results: list[dict[str, Any]], params: dict[str, Any], path: Path) -> 
     plt.close(fig)
 
 
-def _table(results: list[dict[str, Any]], ratios: dict[str, float] | None) -> str:
+def _table(results: list[dict[str, Any]], ratios: dict[str, dict[str, float]]) -> str:
     cols = [f"p{p}" for p in PERCENTILES] + ["mean"]
-    lines = [f"{'system':<8} " + " ".join(f"{c + ' ms':>9}" for c in cols) + f" {'hops/s':>9} {'samples':>8}"]
+    lines = [f"{'system':<11} " + " ".join(f"{c + ' ms':>9}" for c in cols) + f" {'hops/s':>9} {'samples':>8}"]
     for r in results:
         p = r["per_hop_ms"]
-        lines.append(f"{r['system']:<8} " + " ".join(f"{p[c]:>9.3f}" for c in cols)
+        lines.append(f"{r['system']:<11} " + " ".join(f"{p[c]:>9.3f}" for c in cols)
                      + f" {r['throughput_hops_per_s']:>9.0f} {r['samples']:>8}")
-    if ratios:
-        lines.append(f"{'ratio':<8} " + " ".join(f"{ratios.get(c, float('nan')):>8.3f}x" for c in cols)
-                     + "   (actorrt / ray)")
+    for label, ratio in (ratios or {}).items():
+        lines.append(f"{'ratio':<11} " + " ".join(f"{ratio.get(c, float('nan')):>8.3f}x" for c in cols)
+                     + f"   ({label})")
     return "\n".join(lines)
 
 
@@ -128,10 +131,12 @@ def _table(results: list[dict[str, Any]], ratios: dict[str, float] | None) -> st
 @click.option("--timeout", default=120.0, show_default=True, help="seconds one ring may take")
 @click.option("--hold", default=0.0, show_default=True,
               help="seconds to wait after start-up before the ring runs (to attach py-spy to the nodes)")
+@click.option("--tls", is_flag=True,
+              help="also run the ring with mutual TLS between all processes (single configuration only)")
 def main(actors: int, nodes: int, rounds: int | None, warmup: int | None, slow_rounds: int | None,
          out_dir: str, peer: str | None, ft_text: str | None, receivers: str | None, deterministic: bool,
          delay_text: str | None, forwards_text: str | None, sweep: bool, repeat: int, timeout: float,
-         hold: float) -> None:
+         hold: float, tls: bool) -> None:
     """Per-hop latency of a ring of actors with P tokens in flight (actorrt, optionally vs Ray), for
     one lineage-logging configuration or a sweep of them."""
     rounds = rounds if rounds is not None else (SWEEP_ROUNDS if sweep else 300)
@@ -157,20 +162,26 @@ def main(actors: int, nodes: int, rounds: int | None, warmup: int | None, slow_r
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if len(configs) > 1 or repeat > 1:
-        if peer:
-            raise click.BadParameter("--peer ray runs with a single configuration, not a sweep")
+        if peer or tls:
+            raise click.BadParameter("--peer ray and --tls run with a single configuration, not a sweep")
         main_sweep(configs, actors, nodes, rounds, warmup, slow_rounds, slow_warmup, repeat, timeout, now,
                     machine, out)
         return
     c = configs[0]
     params = {"actors": actors, "nodes": nodes, "rounds": rounds, "warmup": warmup, "peer": peer,
               "ft": c["ft"], "nondeterministic": c["nondeterministic"], "store_delay_ms": c["store_delay_ms"],
-              "max_forwards": c["max_forwards"],
+              "max_forwards": c["max_forwards"], "tls": tls,
               "mode": "fire-and-forget", "payload": "(origin:int, round:int)",
               "per_hop": "round-trip time measured in the origin actor / actors"}
 
-    results = [run_actorrt(actors, nodes, rounds, warmup, timeout, hold, c["ft"], c["nondeterministic"],
-                           c["store_delay_ms"], c["max_forwards"])]
+    def ring() -> dict[str, Any]:
+        return run_actorrt(actors, nodes, rounds, warmup, timeout, hold, c["ft"], c["nondeterministic"],
+                           c["store_delay_ms"], c["max_forwards"])
+
+    results = [ring()]
+    if tls:
+        with tls_environment():
+            results.append({**ring(), "system": "actorrt+tls"})
     peer_note = None
     if peer == "ray":
         ok, info = ray_available()
@@ -185,10 +196,16 @@ def main(actors: int, nodes: int, rounds: int | None, warmup: int | None, slow_r
             click.echo(peer_note, err=True)
 
     machine["calibration_loop_s_after"] = calibrate()
-    ratios = None
-    if len(results) == 2:
-        a, r = results[0]["per_hop_ms"], results[1]["per_hop_ms"]
-        ratios = {k: a[k] / r[k] for k in a if k in ("p50", "p90", "p99", "mean")}
+    by_system = {r["system"]: r["per_hop_ms"] for r in results}
+
+    def ratio(over: str, under: str) -> dict[str, float] | None:
+        if over not in by_system or under not in by_system:
+            return None
+        a, b = by_system[over], by_system[under]
+        return {k: a[k] / b[k] for k in a if k in ("p50", "p90", "p99", "mean")}
+
+    ratios = ratio("actorrt", "ray")
+    tls_ratios = ratio("actorrt+tls", "actorrt")
     act = results[0]["per_hop_ms"]
     targets = {
         "p50_ms_max": TARGET_P50_MS, "p50_ms": act["p50"], "p50_over_target": act["p50"] / TARGET_P50_MS,
@@ -202,14 +219,15 @@ def main(actors: int, nodes: int, rounds: int | None, warmup: int | None, slow_r
     stem = f"ring-{now:%Y%m%d-%H%M%S}"
     doc = {"benchmark": "ring", "date": now.isoformat(timespec="seconds"), "machine": machine,
            "params": params, "results": results, "ratio_actorrt_over_ray": ratios,
-           "targets": targets, "note": peer_note}
+           "ratio_tls_over_plaintext": tls_ratios, "targets": targets, "note": peer_note}
     (out / f"{stem}.json").write_text(json.dumps(doc, indent=1))
     _plot(results, params, out / f"{stem}.png")
 
     click.echo(f"ring: {actors} actors, {nodes} nodes, {rounds} rounds (+{warmup} warm-up) per token, "
                f"{machine['cores']} cores (calibration loop {machine['calibration_loop_s_before']:.2f} s before, "
                f"{machine['calibration_loop_s_after']:.2f} s after); {config_label(c)}")
-    click.echo(_table(results, ratios))
+    shown = {label: r for label, r in (("actorrt / ray", ratios), ("tls / plaintext", tls_ratios)) if r}
+    click.echo(_table(results, shown))
     verdict = "met" if targets["p50_met"] else "NOT met"
     line = f"target p50 <= {TARGET_P50_MS} ms: {verdict} ({act['p50'] / TARGET_P50_MS:.2f}x the target)"
     if ratios:

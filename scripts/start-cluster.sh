@@ -13,6 +13,8 @@
 #   ACTORRT_TOKEN       the cluster token (for HEAD_ADDRESS on another machine: it is in the
 #                       head's session file)
 #   ACTORRT_SESSION_DIR session directory [~/.actorrt]
+#   ACTORRT_TLS_CERT, ACTORRT_TLS_KEY, ACTORRT_TLS_CA
+#                       mutual TLS between all processes: all three or none (README, Security)
 #   PYTHON              run the CLI as "$PYTHON -m actorrt" (default: `actorrt` from PATH)
 # Extra arguments are passed to `actorrt start`.
 set -euo pipefail

@@ -7,6 +7,8 @@
 #   HEAD_ADDRESS        the head's HOST:PORT (default: the one in this machine's session file)
 #   ACTORRT_TOKEN       the cluster token (default: the session file's)
 #   ACTORRT_SESSION_DIR session directory [~/.actorrt]
+#   ACTORRT_TLS_CERT, ACTORRT_TLS_KEY, ACTORRT_TLS_CA
+#                       the TLS files, for a cluster that runs in mutual TLS
 #   PYTHON              run the CLI as "$PYTHON -m actorrt" (default: `actorrt` from PATH)
 # Extra arguments are passed to `actorrt stop`.
 set -euo pipefail

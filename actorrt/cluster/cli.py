@@ -1,12 +1,13 @@
 """The ``actorrt`` command: start a head or add a node, show a cluster's status, stop it.
 
 ``actorrt start --head`` on one machine, ``actorrt start --address HOST:PORT`` on each other
-machine, ``actorrt status``, ``actorrt list actors``, ``actorrt kill NAME``, ``actorrt stop``.
+machine, ``actorrt status``, ``actorrt list actors``, ``actorrt kill NAME``, ``actorrt stop``;
+``actorrt tls-certs`` makes the certificates of a cluster that runs in mutual TLS.
 Every actorrt exception becomes a one-line error and exit code 1; usage errors exit 2.
 
 The verbs live beside this module, by what they act on: ``cli_cluster.py`` (start, stop),
-``cli_status.py`` (status), ``cli_actors.py`` (list actors, kill); ``cli_common.py`` holds what
-they share.
+``cli_status.py`` (status), ``cli_actors.py`` (list actors, kill), ``cli_tls.py`` (tls-certs);
+``cli_common.py`` holds what they share.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import click
 from actorrt.cluster.cli_actors import kill, list_group
 from actorrt.cluster.cli_cluster import start, stop
 from actorrt.cluster.cli_status import status
+from actorrt.cluster.cli_tls import tls_certs
 from actorrt.exceptions import ActorRTError
 
 
@@ -36,7 +38,7 @@ def cli() -> None:
     """Start, inspect and stop actorrt clusters."""
 
 
-for command in (start, status, stop, list_group, kill):
+for command in (start, status, stop, list_group, kill, tls_certs):
     cli.add_command(command)
 
 

@@ -11,6 +11,7 @@ from actorrt.cluster.cli_common import (
     live_head_target,
     print_table,
     session_dir_option,
+    tls_options,
     token_option,
     with_head,
 )
@@ -18,6 +19,7 @@ from actorrt.cluster.driver import Driver
 from actorrt.cluster.head_client import HeadClient
 from actorrt.core.task_spec import KILL_METHOD
 from actorrt.exceptions import ActorDiedError, ClusterError, GetTimeoutError
+from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2
 
 
@@ -30,7 +32,8 @@ def list_group() -> None:
 @head_address_option
 @token_option
 @session_dir_option
-def list_actors(address: str | None, token: str | None, session_dir: Path | None) -> None:
+@tls_options
+def list_actors(address: str | None, token: str | None, session_dir: Path | None, tls: TlsFiles | None) -> None:
     """The named actors: name, class, node slot, actor id, and state.
 
     STATE is alive; dead (its constructor raised: `actorrt kill NAME` frees the name); starting
@@ -42,7 +45,7 @@ def list_actors(address: str | None, token: str | None, session_dir: Path | None
     async def both(client: HeadClient) -> tuple[list[head_pb2.NamedActor], head_pb2.ClusterStatsReply]:
         return await client.list_actors(), await client.cluster_stats()
 
-    actors, stats = with_head(address, token, both)
+    actors, stats = with_head(address, token, both, tls)
     reported = {a.actor_id: "dead" if a.dead else "alive" for n in stats.nodes for a in n.actors}
     alive = {n.slot for n in stats.view.nodes if n.state == head_pb2.ALIVE}
 
@@ -65,20 +68,21 @@ def list_actors(address: str | None, token: str | None, session_dir: Path | None
                    "this machine's address when the cluster runs on other machines.")
 @click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds to wait for the actor to run the kill (after the tasks queued before it).")
+@tls_options
 def kill(name: str, address: str | None, token: str | None, session_dir: Path | None, host: str,
-         timeout: float) -> None:
+         timeout: float, tls: TlsFiles | None) -> None:
     """Kill the actor named NAME as actorrt.kill does, and free its name at once.
 
     The actor runs the tasks queued for it before the kill, then fails every later call with
     ActorDiedError; a replay keeps it killed. Waits until it has run the kill.
     """
     address, token, _ = live_head_target(address, token, session_dir)
-    found = with_head(address, token, lambda c: c.get_actor(name))
+    found = with_head(address, token, lambda c: c.get_actor(name), tls)
     if found is None:
-        known = with_head(address, token, lambda c: c.list_actors())
+        known = with_head(address, token, lambda c: c.list_actors(), tls)
         raise ClusterError(f"no actor is named {name!r} in the cluster at {address} (named actors: "
                            f"{', '.join(a.name for a in known) or 'none'}; `actorrt list actors` shows them)")
-    driver = Driver(address, token, host, None)  # a driver of its own, to send the kill as any driver does
+    driver = Driver(address, token, host, None, tls)  # a driver of its own, to send the kill as any driver does
     driver.start(0, 10.0)
     try:
         done = driver.worker.submitter.submit_task(found.actor_id, found.slot, KILL_METHOD, (), {})

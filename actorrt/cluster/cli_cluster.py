@@ -27,6 +27,7 @@ from actorrt.cluster.cli_common import (
     head_target,
     poll_view,
     session_dir_option,
+    tls_options,
     token_option,
     with_head,
 )
@@ -35,6 +36,7 @@ from actorrt.cluster.head_options import OPTION_NAMES, HeadOptions, head_options
 from actorrt.cluster.launch import start_head
 from actorrt.cluster.session import SESSION_FILE, TOKEN_ENV
 from actorrt.exceptions import ActorRTError, ClusterError
+from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2
 from actorrt.util.processes import process_alive
 
@@ -50,32 +52,38 @@ STOP_TIMEOUT_S = 15.0
               help=TOKEN_HELP + f" With --head: the token it requires (default: ${TOKEN_ENV}, else a new one).")
 @click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(min=0),
               help="Seconds to wait for the nodes to come up.")
+@tls_options
 @click.pass_context
 def start(ctx: click.Context, as_head: bool, address: str | None, head: HeadOptions, session_dir: Path | None,
-          token: str | None, timeout: float) -> None:
+          token: str | None, timeout: float, tls: TlsFiles | None) -> None:
     """Start a head (--head) or add a node to a running head (--address HOST:PORT).
 
     Both run in the background and outlive this command. A head writes the session file (address,
     token, pid) into the session directory; `actorrt stop` stops it. A node added with --address is
     not restarted by the head if it dies, and exits by itself within a few seconds of losing the head.
-    --port and the options after it up to --store-url are the head's (with --head only).
+    --port and the options after it up to --store-url are the head's (with --head only). With
+    --tls-cert, --tls-key and --tls-ca (or ACTORRT_TLS_*) the head and its nodes, or the node,
+    speak mutual TLS; the certificate must name --host.
     """
     if as_head == (address is not None):
         raise click.UsageError("pass --head to start a head, or --address HOST:PORT to add a node")
     session_dir = session_dir or session.default_dir()
+    if tls is not None:
+        tls.check_names(head.host)
     if as_head:
-        _start_head(session_dir, head, token or os.environ.get(TOKEN_ENV), timeout)
+        _start_head(session_dir, head, token or os.environ.get(TOKEN_ENV), timeout, tls)
         return
     head_only = [f"--{name.replace('_', '-')}" for name in OPTION_NAMES
                  if name != "host" and ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE]
     if head_only:
         raise click.UsageError(f"{', '.join(head_only)}: only valid with --head")
-    _add_node(address, head.host, session_dir, token, timeout)
+    _add_node(address, head.host, session_dir, token, timeout, tls)
 
 
-def _start_head(session_dir: Path, options: HeadOptions, token: str | None, timeout: float) -> None:
+def _start_head(session_dir: Path, options: HeadOptions, token: str | None, timeout: float,
+                tls: TlsFiles | None) -> None:
     try:
-        head = start_head(session_dir, options, token=token, tied_to_caller=False)
+        head = start_head(session_dir, options, token=token, tied_to_caller=False, tls=tls)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--store-url") from None
     address = head.session.head_address
@@ -87,11 +95,11 @@ def _start_head(session_dir: Path, options: HeadOptions, token: str | None, time
 
     try:
         with_head(address, head.session.token,
-                   lambda c: poll_view(c, all_alive, timeout, f"the head's {nodes} nodes did not all come up"))
+                   lambda c: poll_view(c, all_alive, timeout, f"the head's {nodes} nodes did not all come up"), tls)
     except BaseException as exc:
         # Leave nothing half-started behind (also on Ctrl-C).
         with contextlib.suppress(ActorRTError):
-            with_head(address, head.session.token, lambda c: c.shutdown())
+            with_head(address, head.session.token, lambda c: c.shutdown(), tls)
         head.wait_stopped(STOP_TIMEOUT_S)
         session.remove(session_dir)
         if isinstance(exc, ClusterError):
@@ -103,26 +111,32 @@ def _start_head(session_dir: Path, options: HeadOptions, token: str | None, time
                f"with {nodes} nodes and {options.store_shards} store shards.")
     click.echo(f"  session file: {session_dir / SESSION_FILE}")
     click.echo(f"  logs:         {head.log_path.parent}")
-    click.echo("Connect from Python on this machine"
-               + (f" (with {session.SESSION_DIR_ENV}={session_dir} set)" if env_hint else "") + ":")
+    if tls is not None:
+        click.echo(f"  mutual TLS:   certificate {tls.cert}, CA {tls.ca}")
+    settings = [f"{session.SESSION_DIR_ENV}={session_dir}"] if env_hint else []
+    settings += [f"{name}=..." for name in (tls.env() if tls is not None else {})]
+    click.echo("Connect from Python on this machine" + (f" (with {', '.join(settings)} set)" if settings else "") + ":")
     click.echo(f'  actorrt.init(address="{address}")')
     click.echo(f"Add a node from another machine, with {TOKEN_ENV} set to the token in the session file:")
-    click.echo(f"  actorrt start --address {address} --host <that machine's address>")
+    tls_hint = " --tls-cert ... --tls-key ... --tls-ca ..." if tls is not None else ""
+    click.echo(f"  actorrt start --address {address} --host <that machine's address>{tls_hint}")
     click.echo("Stop the cluster:")
-    click.echo(f"  {env_hint}actorrt stop")
+    click.echo(f"  {env_hint}actorrt stop{tls_hint}")
 
 
-def _add_node(address: str, host: str, session_dir: Path, token: str | None, timeout: float) -> None:
+def _add_node(address: str, host: str, session_dir: Path, token: str | None, timeout: float,
+              tls: TlsFiles | None) -> None:
     address, token, _ = head_target(address, token, session_dir)
     # Fail early, with the head's own error, if it is unreachable or refuses the token.
-    with_head(address, token, lambda c: c.cluster_stats())
+    with_head(address, token, lambda c: c.cluster_stats(), tls)
     logs = session_dir / session.LOGS_DIR
     logs.mkdir(parents=True, exist_ok=True, mode=0o700)
     log_path = logs / f"node-starting-{os.getpid()}.log"
     argv = [sys.executable, "-m", "actorrt.cluster.node", "--head", address, "--host", host]
     with open(log_path, "ab") as log:
         # Its own session, so it outlives this command and a Ctrl-C in this terminal.
-        proc = subprocess.Popen(argv, env=dict(os.environ, **{TOKEN_ENV: token}), stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(argv, env=dict(os.environ, **{TOKEN_ENV: token}, **(tls.env() if tls else {})),
+                                stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     hostname = socket.gethostname()
 
@@ -136,7 +150,7 @@ def _add_node(address: str, host: str, session_dir: Path, token: str | None, tim
         return None
 
     try:
-        info = with_head(address, token, lambda c: poll_view(c, joined, timeout, "the node did not join"))
+        info = with_head(address, token, lambda c: poll_view(c, joined, timeout, "the node did not join"), tls)
     except BaseException:
         if proc.poll() is None:
             proc.kill()
@@ -163,7 +177,9 @@ def _log_tail(path: Path, chars: int = 2000) -> str:
 @click.option("--timeout", default=STOP_TIMEOUT_S, show_default=True, type=click.FloatRange(min=0),
               help="Seconds to wait for a local head to exit before killing it.")
 @click.option("--keep-logs", is_flag=True, help="Keep the head's and nodes' logs in the session directory.")
-def stop(address: str | None, token: str | None, session_dir: Path | None, timeout: float, keep_logs: bool) -> None:
+@tls_options
+def stop(address: str | None, token: str | None, session_dir: Path | None, timeout: float, keep_logs: bool,
+         tls: TlsFiles | None) -> None:
     """Stop the head, its nodes and its store shards, and remove what they left in the session
     directory (store files, checkpoints, and logs unless --keep-logs).
 
@@ -185,7 +201,7 @@ def stop(address: str | None, token: str | None, session_dir: Path | None, timeo
             return
     address, token, local = head_target(address, token, session_dir)
     try:
-        with_head(address, token, lambda c: c.shutdown())
+        with_head(address, token, lambda c: c.shutdown(), tls)
     except ClusterError as exc:
         if local is None or not process_alive(local.head_pid):
             raise

@@ -1,16 +1,17 @@
 """What the ``actorrt`` commands share: the head they talk to (its address and token, and the local
-session when it names that head), calls to it from a short-lived event loop, their common options,
-and the tables they print.
+session when it names that head), calls to it from a short-lived event loop, their common options
+(TLS among them), and the tables they print.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 
@@ -18,6 +19,7 @@ from actorrt.cluster import session
 from actorrt.cluster.head_client import HeadClient
 from actorrt.cluster.session import SESSION_FILE, TOKEN_ENV, Session
 from actorrt.exceptions import ClusterError
+from actorrt.net.tls import ENV_NAMES, TlsFiles
 from actorrt.rpc import head_pb2
 from actorrt.util.processes import process_alive
 
@@ -37,12 +39,31 @@ token_option = click.option("--token", default=None, help=TOKEN_HELP)
 head_address_option = click.option("--address", default=None, metavar="HOST:PORT",
                                    help="Head address (default: the session file's).")
 
+_TLS_HELP = {"cert": "This process's TLS certificate (PEM), signed by the CA", "key": "Its private key (PEM)",
+             "ca": "The cluster's CA certificate (PEM), which every peer's certificate must be signed by"}
 
-def with_head(address: str, token: str, fn: Callable[[HeadClient], Awaitable[T]]) -> T:
+
+def tls_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a click command ``--tls-cert``, ``--tls-key`` and ``--tls-ca`` (each defaulting to its
+    ``ACTORRT_TLS_*`` variable); it receives them as ``tls: TlsFiles | None``, checked."""
+
+    @functools.wraps(command)
+    def with_tls(*args: Any, tls_cert: Path | None, tls_key: Path | None, tls_ca: Path | None, **kwargs: Any) -> Any:
+        names = {k: f"--tls-{k} (${env})" for k, env in ENV_NAMES.items()}
+        return command(*args, tls=TlsFiles.given(tls_cert, tls_key, tls_ca, names), **kwargs)
+
+    for kind in reversed(ENV_NAMES):
+        with_tls = click.option(f"--tls-{kind}", envvar=ENV_NAMES[kind], show_envvar=True, default=None,
+                                type=click.Path(dir_okay=False, path_type=Path),
+                                help=f"{_TLS_HELP[kind]}; all three turn mutual TLS on.")(with_tls)
+    return with_tls
+
+
+def with_head(address: str, token: str, fn: Callable[[HeadClient], Awaitable[T]], tls: TlsFiles | None = None) -> T:
     """Run ``fn(client)`` against the head in a short-lived event loop."""
 
     async def run() -> T:
-        client = HeadClient(address, token)
+        client = HeadClient(address, token, tls)
         try:
             return await fn(client)
         finally:

@@ -11,10 +11,12 @@ from actorrt.cluster.cli_common import (
     live_head_target,
     print_table,
     session_dir_option,
+    tls_options,
     token_option,
     with_head,
 )
 from actorrt.lineage import ids
+from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.store.clients import without_password
 
@@ -23,10 +25,11 @@ from actorrt.store.clients import without_password
 @head_address_option
 @token_option
 @session_dir_option
-def status(address: str | None, token: str | None, session_dir: Path | None) -> None:
+@tls_options
+def status(address: str | None, token: str | None, session_dir: Path | None, tls: TlsFiles | None) -> None:
     """Show the head, its node slots and its store shards."""
     address, token, local = live_head_target(address, token, session_dir)
-    reply = with_head(address, token, lambda c: c.cluster_stats())
+    reply = with_head(address, token, lambda c: c.cluster_stats(), tls)
     actors = {s.slot: sum(a.actor_id != ids.FUNCTIONS for a in s.actors) for s in reply.nodes}
     memory = {s.slot: _memory_cells(s) for s in reply.nodes}
     view = reply.view

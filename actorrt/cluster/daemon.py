@@ -1,4 +1,4 @@
-"""What head and node processes share at start-up: logging, the token, a node's environment."""
+"""What head and node processes share at start-up: logging, the token and TLS, a node's environment."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import sys
 from collections.abc import Mapping
 
 from actorrt.cluster.session import TOKEN_ENV
+from actorrt.exceptions import ClusterError
+from actorrt.net.tls import TlsFiles
 
 # Every node process hashes strings with the same seed: a replay runs in a new process, and code
 # that iterates a set or dict keyed by strings must see the same order there as it did before the
@@ -31,10 +33,15 @@ def node_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def daemon_setup(prog: str) -> str:
-    """Start logging, and return the cluster token from the environment (exit if it is missing)."""
+def daemon_setup(prog: str) -> tuple[str, TlsFiles | None]:
+    """Start logging, and return the cluster token and the TLS files from the environment (exit if
+    the token is missing, or the TLS settings are incomplete or their files unusable)."""
     token = os.environ.get(TOKEN_ENV)
     if not token:
         sys.exit(f"{prog}: set {TOKEN_ENV} to the cluster token")
+    try:
+        tls = TlsFiles.from_env()
+    except ClusterError as exc:
+        sys.exit(f"{prog}: {exc}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    return token
+    return token, tls

@@ -28,6 +28,7 @@ from actorrt.lineage import ids
 from actorrt.lineage.checkpoints import write_manifest
 from actorrt.net.auth import metadata
 from actorrt.net.server import channel, start_server
+from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2, node_pb2, node_pb2_grpc
 from actorrt.store.clients import without_password
 
@@ -59,13 +60,14 @@ def _ft_dict(ft: head_pb2.FaultTolerance) -> dict[str, Any]:
 class Driver:
     """What ``actorrt.core.context.current()`` is in a driver process."""
 
-    def __init__(self, head_address: str, token: str, host: str, head_process: HeadProcess | None) -> None:
+    def __init__(self, head_address: str, token: str, host: str, head_process: HeadProcess | None,
+                 tls: TlsFiles | None = None) -> None:
         self.head_address = head_address
         self.token = token
         self.host = host
         self.head_process = head_process
         self.loop = uvloop.new_event_loop()
-        self.worker = Worker(token, ids.driver_id(), self.loop)
+        self.worker = Worker(token, ids.driver_id(), self.loop, tls)
         self._thread = threading.Thread(target=self.loop.run_forever, name="actorrt-driver", daemon=True)
         self._server = None
         self._head: HeadClient | None = None
@@ -89,12 +91,12 @@ class Driver:
     async def _start(self, wait_for_nodes: int, timeout: float) -> None:
         servicer = NodeServicer(self.worker)
         self._server, address = await start_server(
-            self.host, 0, [(servicer, node_pb2.DESCRIPTOR.services_by_name["Node"])], self.token
+            self.host, 0, [(servicer, node_pb2.DESCRIPTOR.services_by_name["Node"])], self.token, self.worker.tls
         )
         self.worker.bind(address)
         await self.worker.serve_objects(self.host)
         self.worker.recovered.set()  # a driver is never rebuilt: it answers fetches at once
-        self._head = HeadClient(self.head_address, self.token)
+        self._head = HeadClient(self.head_address, self.token, self.worker.tls)
         # A unary call first: a wrong token then fails as UNAUTHENTICATED for sure, where a stream
         # aborted at once sometimes surfaced as INTERNAL on the client.
         await self._head.cluster_stats()
@@ -208,7 +210,7 @@ class Driver:
     async def _node_stats(self, nodes: list[head_pb2.NodeInfo]) -> list[node_pb2.NodeStatsReply | None]:
         async def one(info: head_pb2.NodeInfo) -> node_pb2.NodeStatsReply | None:
             try:
-                async with channel(info.address) as chan:
+                async with channel(info.address, self.worker.tls) as chan:
                     stub = node_pb2_grpc.NodeStub(chan)
                     return await stub.Stats(node_pb2.NodeStatsRequest(), metadata=metadata(self.token), timeout=5.0)
             except aio.AioRpcError:

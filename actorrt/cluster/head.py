@@ -1,7 +1,8 @@
 """The head process: membership, failure detection, node-slot restarts, the store shards.
 
 Run as ``python -m actorrt.cluster.head [HEAD OPTIONS] --session-dir D`` with the cluster token in
-``ACTORRT_TOKEN`` (``actorrt start --head`` does this). It starts K redis-server shards and N
+``ACTORRT_TOKEN`` and, for mutual TLS, its files in ``ACTORRT_TLS_*`` (``actorrt start --head``
+does this; its nodes get the same). It starts K redis-server shards and N
 node processes (its *managed* slots), writes the session file, and publishes a ``ClusterView`` to
 every subscriber whenever membership changes. A managed node that dies is detected at once (its
 process exits and its stream closes) and its slot restarts with a new epoch. Its RPCs are served
@@ -36,6 +37,7 @@ from actorrt.cluster.session import TOKEN_ENV, Session
 from actorrt.cluster.store_shards import StoreShards
 from actorrt.cluster.warm_nodes import WarmNodes
 from actorrt.net.server import InvalidRequestError, start_server
+from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.util.background import BackgroundTasks
 from actorrt.util.processes import spawn
@@ -64,8 +66,10 @@ class Slot:
 
 
 class Head:
-    def __init__(self, token: str, session_dir: Path, options: HeadOptions, parent_pid: int | None = None) -> None:
+    def __init__(self, token: str, session_dir: Path, options: HeadOptions, parent_pid: int | None = None,
+                 tls: TlsFiles | None = None) -> None:
         self.token = token
+        self.tls = tls
         self.session_dir = session_dir
         self.parent_pid = parent_pid
         ft = options.fault_tolerance
@@ -93,7 +97,7 @@ class Head:
     async def start(self) -> aio.Server:
         server, self.address = await start_server(
             self.options.host, self.options.port, [(HeadServicer(self), head_pb2.DESCRIPTOR.services_by_name["Head"])],
-            self.token,
+            self.token, self.tls,
         )
         if not self.options.store_url:
             await self.store.start(self.session_dir, self.options.host, self.options.store_shards)
@@ -166,7 +170,8 @@ class Head:
         return [sys.executable, "-m", "actorrt.cluster.node", "--head", self.address, "--host", self.options.host]
 
     def _node_env(self) -> dict[str, str]:
-        return dict(node_environment(os.environ), **{TOKEN_ENV: self.token})  # as the node wants it: no re-exec
+        # As the node wants it (no re-exec), with the token and this head's TLS files.
+        return dict(node_environment(os.environ), **{TOKEN_ENV: self.token}, **(self.tls.env() if self.tls else {}))
 
     def _spares_wanted(self) -> int:
         """Warm node processes to keep: one for the restart of a failed node, or, under global
@@ -367,11 +372,12 @@ class Head:
               help="Session directory (default: $ACTORRT_SESSION_DIR, else ~/.actorrt).")
 @click.option("--parent-pid", type=int, default=None, help="Stop when this process exits.")
 def main(head: HeadOptions, session_dir: Path | None, parent_pid: int | None) -> None:
-    """Run a head in the foreground, with the cluster token in ACTORRT_TOKEN."""
-    token = daemon_setup("actorrt.cluster.head")
+    """Run a head in the foreground, with the cluster token in ACTORRT_TOKEN (and TLS files in
+    ACTORRT_TLS_CERT, ACTORRT_TLS_KEY and ACTORRT_TLS_CA for mutual TLS)."""
+    token, tls = daemon_setup("actorrt.cluster.head")
 
     async def amain() -> None:
-        supervisor = Head(token, session_dir or session.default_dir(), head, parent_pid)
+        supervisor = Head(token, session_dir or session.default_dir(), head, parent_pid, tls)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, lambda: asyncio.ensure_future(supervisor.stop()))

@@ -12,6 +12,7 @@ from grpc import aio
 from actorrt.exceptions import ClusterError
 from actorrt.net.auth import metadata
 from actorrt.net.server import channel
+from actorrt.net.tls import CA_ENV, CERT_ENV, KEY_ENV, TlsFiles
 from actorrt.rpc import head_pb2, head_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -23,10 +24,13 @@ HEAD_LOSS_GRACE_S = 5.0
 
 
 class HeadClient:
-    def __init__(self, address: str, token: str) -> None:
+    def __init__(self, address: str, token: str, tls: TlsFiles | None = None) -> None:
         self.address = address
         self._metadata = metadata(token)
-        self._channel = channel(address)
+        self._channel = channel(address, tls)
+        # A head in TLS closes a plaintext connection at once: UNAVAILABLE, as if it were down.
+        self._unavailable_hint = "" if tls else (f" (if the cluster runs in mutual TLS: set {CERT_ENV}, {KEY_ENV} "
+                                                 f"and {CA_ENV}, or pass the --tls-* options of `actorrt`)")
         self._stub = head_pb2_grpc.HeadStub(self._channel)
 
     async def _unary(self, name: str, request: object, timeout: float = 10.0) -> object:
@@ -35,7 +39,9 @@ class HeadClient:
         except aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
                 raise ClusterError(f"the head at {self.address} rejected the cluster token") from None
-            raise ClusterError(f"head {self.address}: {name} failed: {exc.code().name}: {exc.details()}") from None
+            hint = self._unavailable_hint if exc.code() == grpc.StatusCode.UNAVAILABLE else ""
+            raise ClusterError(f"head {self.address}: {name} failed: {exc.code().name}: {exc.details()}"
+                               f"{hint}") from None
 
     async def register(self, slot: int, address: str, pid: int, hostname: str,
                        host_id: str) -> head_pb2.RegisterNodeReply:

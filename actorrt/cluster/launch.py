@@ -17,6 +17,7 @@ from actorrt.cluster import session
 from actorrt.cluster.head_options import HeadOptions
 from actorrt.cluster.session import TOKEN_ENV, Session
 from actorrt.exceptions import ClusterError
+from actorrt.net.tls import TlsFiles
 from actorrt.store.clients import STORE_URL_ENV
 from actorrt.util.processes import process_alive
 
@@ -41,12 +42,13 @@ class HeadProcess:
 
 
 def start_head(session_dir: Path, options: HeadOptions, *, token: str | None = None,
-               tied_to_caller: bool = True, code_paths: Sequence[str] = ()) -> HeadProcess:
+               tied_to_caller: bool = True, code_paths: Sequence[str] = (), tls: TlsFiles | None = None) -> HeadProcess:
     """Launch a head and wait until its session file names its address.
 
     With ``tied_to_caller`` the head (and so its nodes and shards) stops when this process exits;
     the CLI launches a head that outlives it instead. ``code_paths`` go first on the ``PYTHONPATH``
-    of the head and its nodes (a driver's, so that they import what it imports).
+    of the head and its nodes (a driver's, so that they import what it imports). With ``tls`` the
+    head and its nodes speak mutual TLS with these files (handed over in their environment).
     """
     options.check_store_url()
     session_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -61,7 +63,7 @@ def start_head(session_dir: Path, options: HeadOptions, *, token: str | None = N
     if tied_to_caller:
         argv += ["--parent-pid", str(os.getpid())]
     with open(logs / "head.log", "ab") as log:
-        env = dict(os.environ, **{TOKEN_ENV: token, STORE_URL_ENV: options.store_url})
+        env = dict(os.environ, **{TOKEN_ENV: token, STORE_URL_ENV: options.store_url}, **(tls.env() if tls else {}))
         if code_paths:
             inherited = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
             env["PYTHONPATH"] = os.pathsep.join([*code_paths, *inherited])

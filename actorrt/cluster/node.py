@@ -29,6 +29,7 @@ from actorrt.core.worker import Worker
 from actorrt.exceptions import ActorRTError
 from actorrt.lineage import ids
 from actorrt.net.server import start_server
+from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2, node_pb2
 from actorrt.util.background import BackgroundTasks
 
@@ -38,15 +39,15 @@ log = logging.getLogger(__name__)
 class NodeProcess:
     """The runtime of a node process (what ``actorrt.core.context.current()`` returns there)."""
 
-    def __init__(self, head_address: str, token: str, slot: int, host: str) -> None:
+    def __init__(self, head_address: str, token: str, slot: int, host: str, tls: TlsFiles | None = None) -> None:
         self.head_address = head_address
         self.token = token
         self.requested_slot = slot
         self.bind_host = host
-        self.worker = Worker(token, ids.driver_id(), asyncio.get_running_loop())
+        self.worker = Worker(token, ids.driver_id(), asyncio.get_running_loop(), tls)
         self.worker.host = ActorHost(self.worker)
         self.servicer = NodeServicer(self.worker)
-        self.head = HeadClient(head_address, token)
+        self.head = HeadClient(head_address, token, tls)
         self._background = BackgroundTasks("node")
         self._inherited: set[int] = set()  # dead slots whose actors this process rebuilt (or is rebuilding)
         self.recoveries = NodeRecoveries(self.worker, self.servicer, token, self._background.spawn)
@@ -78,7 +79,8 @@ class NodeProcess:
 
     async def run(self) -> None:
         server, address = await start_server(
-            self.bind_host, 0, [(self.servicer, node_pb2.DESCRIPTOR.services_by_name["Node"])], self.token
+            self.bind_host, 0, [(self.servicer, node_pb2.DESCRIPTOR.services_by_name["Node"])], self.token,
+            self.worker.tls,
         )
         self.worker.bind(address)
         await self.worker.serve_objects(self.bind_host)
@@ -154,12 +156,13 @@ class NodeProcess:
 @click.option("--spare", is_flag=True, help="Wait, everything imported, until the head writes on stdin the slot to "
               "take and the log file to write (a node kept warm for restarts).")
 def main(head_address: str, slot: int, host: str, spare: bool) -> None:
-    """Run a node process in the foreground, with the cluster token in ACTORRT_TOKEN."""
+    """Run a node process in the foreground, with the cluster token in ACTORRT_TOKEN (and TLS files
+    in ACTORRT_TLS_CERT, ACTORRT_TLS_KEY and ACTORRT_TLS_CA, when the cluster uses TLS)."""
     env = node_environment(os.environ)
     if env != dict(os.environ):  # started by other means: again, in the environment a node needs (hash seed, BLAS)
         # The same interpreter flags (``-X``, ``-W``, a coverage wrapper's) and arguments.
         os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
-    token = daemon_setup("actorrt.cluster.node")
+    token, tls = daemon_setup("actorrt.cluster.node")
     if spare:
         line = sys.stdin.readline()
         if not line:
@@ -172,7 +175,7 @@ def main(head_address: str, slot: int, host: str, spare: bool) -> None:
         os.close(out)
 
     async def amain() -> None:
-        node = NodeProcess(head_address, token, slot, host)
+        node = NodeProcess(head_address, token, slot, host, tls)
         task = asyncio.current_task()
         for sig in (signal.SIGTERM, signal.SIGINT):
             asyncio.get_running_loop().add_signal_handler(sig, task.cancel)

@@ -173,7 +173,7 @@ class NodeRecoveries:
 
         async def flush(address: str) -> None:
             backoff = 0.1
-            async with channel(address) as chan:
+            async with channel(address, self.worker.tls) as chan:
                 while True:
                     try:
                         reply = await node_pb2_grpc.NodeStub(chan).FlushStash(request, metadata=metadata(self.token),

@@ -86,7 +86,7 @@ class PartWriter:
                 slices.append(self.peers.view(c.input)[start:start + nbytes])
             else:
                 slices.append(memoryview(bytearray(nbytes)))
-                pulls.append(pull_range(c.input, start, slices[-1], self.worker.token))
+                pulls.append(pull_range(c.input, start, slices[-1], self.worker.token, self.worker.tls))
         if pulls:
             await asyncio.gather(*pulls)
             self.counts["pulled_bytes"] += nbytes * len(pulls)
@@ -100,7 +100,7 @@ class PartWriter:
         if not out.nbytes:
             return
         if c.host != self.host:
-            await pull_range(c.input, 0, out, self.worker.token)
+            await pull_range(c.input, 0, out, self.worker.token, self.worker.tls)
             self.counts["pulled_bytes"] += out.nbytes
         elif array is not None:
             await off_loop(out.nbytes, np.copyto, np.ndarray(array.shape, array.dtype, buffer=out), array)
@@ -116,7 +116,7 @@ class PartWriter:
         """
         remote = value.value.shared
         try:
-            local = await pull(remote, self.worker.shared, self.worker.token)
+            local = await pull(remote, self.worker.shared, self.worker.token, self.worker.tls)
         finally:
             self.worker.shared.received(remote)
         copy = pb.ObjectValue()

@@ -44,6 +44,7 @@ from actorrt.net.peer_streams import (
     RESULT,
     Router,
 )
+from actorrt.net.tls import TlsFiles
 from actorrt.objects.fetches import Fetches
 from actorrt.objects.host import host_identity
 from actorrt.objects.retention import Retention
@@ -76,8 +77,10 @@ MARK_DELAY_S = 0.01
 
 
 class Worker:
-    def __init__(self, token: str, identity: bytes, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, token: str, identity: bytes, loop: asyncio.AbstractEventLoop,
+                 tls: TlsFiles | None = None) -> None:
         self.token = token
+        self.tls = tls  # mutual TLS to every peer (streams and pulls), when the cluster uses it
         self.loop = loop
         self.address = ""
         self.slot = -1  # the node slot this process serves (-1: a driver)
@@ -124,9 +127,9 @@ class Worker:
         self.shared = self.objects.shared = SharedObjects(host_identity(), address,
                                                           lambda *notice: self.traffic.notify(*notice))
         self.traffic = SharedTraffic(self.shared, self.token, self.send, self.loop.call_soon_threadsafe, self.spawn,
-                                     self.fetches, self.outbox.on_result)
+                                     self.fetches, self.outbox.on_result, self.tls)
         self.router = Router(address, self.token, self.on_batch, self._on_peer_lost,
-                             lambda: self.membership.revision, self.lease, (os.getpid(), self.shared.host))
+                             lambda: self.membership.revision, self.lease, (os.getpid(), self.shared.host), self.tls)
 
     async def serve_objects(self, host: str) -> None:
         """Answer pulls of this process's shared objects from other hosts, on ``host``."""

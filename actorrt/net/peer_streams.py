@@ -19,6 +19,7 @@ from grpc import aio
 
 from actorrt.net.auth import PEER_METADATA, metadata
 from actorrt.net.server import InvalidRequestError, as_bytes, channel, check_message
+from actorrt.net.tls import TlsFiles
 from actorrt.rpc import node_pb2
 from actorrt.util.background import BackgroundTasks
 from actorrt.util.lease import Lease
@@ -134,8 +135,10 @@ class Router:
     """
 
     def __init__(self, own_address: str, token: str, on_batch: OnBatch, on_peer_lost: OnPeerLost,
-                 view_revision: Callable[[], int], lease: Lease, identity: tuple[int, str] = (0, "")):
+                 view_revision: Callable[[], int], lease: Lease, identity: tuple[int, str] = (0, ""),
+                 tls: TlsFiles | None = None):
         self.own_address = own_address
+        self._tls = tls
         pid, host = identity
         # Who sends (pid, host identity), on every batch: a peer learns it from the first it gets.
         self._identity = _SENDER_PID_TAG + _varint(pid) + _SENDER_HOST_TAG + _varint(len(host.encode())) + host.encode()
@@ -178,7 +181,7 @@ class Router:
     def _open(self, address: str) -> PeerLink:
         chan = self._channels.get(address)
         if chan is None:
-            chan = self._channels[address] = channel(address)
+            chan = self._channels[address] = channel(address, self._tls)
         connect = chan.stream_stream(
             "/actorrt.Node/Connect", request_serializer=as_bytes, response_deserializer=node_pb2.PeerBatch.FromString
         )

@@ -2,7 +2,8 @@
 
 A service is served from the same-named coroutines of a plain object (``add_service``). Every
 call must carry the cluster token; a request that does not parse, or that its handler rejects,
-is answered with INVALID_ARGUMENT and disturbs no other call.
+is answered with INVALID_ARGUMENT and disturbs no other call. With ``TlsFiles`` servers and
+channels speak mutual TLS (``net/tls.py``); without, plaintext.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from google.protobuf.message import DecodeError, Message
 from grpc import aio
 
 from actorrt.net.auth import token_ok
+from actorrt.net.tls import TlsFiles
 
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", -1),
@@ -128,20 +130,32 @@ def add_service(
 
 
 async def start_server(host: str, port: int, services: list[tuple[object, ServiceDescriptor]],
-                       token: str) -> tuple[aio.Server, str]:
-    """Start a gRPC server on ``host:port`` (port 0 picks one); returns it and its address."""
+                       token: str, tls: TlsFiles | None = None) -> tuple[aio.Server, str]:
+    """Start a gRPC server on ``host:port`` (port 0 picks one); returns it and its address.
+
+    With ``tls``, clients must present a certificate of the cluster's CA, and its certificate must
+    name ``host`` (ClusterError if not: peers would refuse it).
+    """
     server = aio.server(options=SERVER_OPTIONS)
     for servicer, service in services:
         add_service(server, servicer, service, token)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    if tls is None:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    else:
+        tls.check_names(host)
+        bound = server.add_secure_port(f"{host}:{port}", tls.server_credentials())
     if bound == 0:
         raise OSError(f"cannot bind {host}:{port}")
     await server.start()
     return server, f"{host}:{bound}"
 
 
-def channel(address: str) -> aio.Channel:
-    return aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+def channel(address: str, tls: TlsFiles | None = None) -> aio.Channel:
+    """A channel to ``address``: mutual TLS with ``tls`` (the server must be one of the CA's and be
+    named by the host part of ``address``), else plaintext."""
+    if tls is None:
+        return aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+    return aio.secure_channel(address, tls.channel_credentials(), options=CHANNEL_OPTIONS)
 
 
 def as_bytes(message: bytes | Message) -> bytes:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from actorrt.net.peer_streams import PASSED, RELEASE
+from actorrt.net.tls import TlsFiles
 from actorrt.objects.fetches import Fetches
 from actorrt.objects.shared import RegionKey, SharedObjects
 from actorrt.objects.transfer import TransferError, TransferServer, pull
@@ -26,10 +27,11 @@ log = logging.getLogger(__name__)
 class SharedTraffic:
     def __init__(self, shared: SharedObjects, token: str, send: Callable[[str, int, Any], None],
                  schedule: Callable[..., None], spawn: Callable[[Coroutine[Any, Any, Any]], Any], fetches: Fetches,
-                 on_result: Callable[[pb.ObjectValue], None]) -> None:
+                 on_result: Callable[[pb.ObjectValue], None], tls: TlsFiles | None = None) -> None:
         self.shared = shared
-        self.transfers = TransferServer(shared, token)
+        self.transfers = TransferServer(shared, token, tls)
         self._token = token
+        self._tls = tls
         self._send = send
         self._schedule = schedule  # the loop's queue (call_soon_threadsafe), from any thread
         self._spawn = spawn
@@ -111,7 +113,7 @@ class SharedTraffic:
     async def _pull(self, kind: str, value: pb.ObjectValue) -> None:
         remote = value.value.shared
         try:
-            local = await pull(remote, self.shared, self._token)
+            local = await pull(remote, self.shared, self._token, self._tls)
         except TransferError as exc:
             log.warning("%s", exc)
             self.shared.received(remote)

@@ -11,6 +11,11 @@ then an object of the receiver's host, mapped there like any other.
 
 A pull may name a byte range of the first buffer (collective calls read slices of each other's
 inputs), and a process may serve segments that are not objects (``also_serve``).
+
+With TLS (``net/tls.py``) the connection is mutual TLS through asyncio's ssl layer: the server
+requires a puller's certificate of the cluster's CA in the handshake, and the puller checks the
+server's against the address it dialled. The puller still receives straight into its segment (the
+ssl layer decrypts into it); the sender's ssl layer encrypts each chunk into buffers of its own.
 """
 
 from __future__ import annotations
@@ -19,9 +24,12 @@ import asyncio
 import hmac
 import logging
 import socket
+import ssl
 import struct
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
+from actorrt.net.tls import TlsFiles
 from actorrt.objects.shared import SharedObjects
 from actorrt.rpc import common_pb2 as pb
 from actorrt.util.background import BackgroundTasks
@@ -31,6 +39,7 @@ log = logging.getLogger(__name__)
 CHUNK = 4 << 20
 _LENGTH = struct.Struct("!I")
 _MAX_REQUEST = 1 << 16
+_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 class TransferError(ConnectionError):
@@ -44,11 +53,13 @@ Source = Callable[[pb.SharedObject], "memoryview | None"]
 class TransferServer:
     """Answers pulls of this process's shared objects from processes of other hosts."""
 
-    def __init__(self, shared: SharedObjects, token: str) -> None:
+    def __init__(self, shared: SharedObjects, token: str, tls: TlsFiles | None = None) -> None:
         self._shared = shared
         self._sources: list[Source] = []
         self._token = token.encode()
+        self._tls = tls
         self._socket: socket.socket | None = None
+        self._tls_server: asyncio.Server | None = None
         self._background = BackgroundTasks("transfer")
         self.address = ""
         self.sent_bytes = 0
@@ -62,7 +73,12 @@ class TransferServer:
         sock.setblocking(False)
         self._socket = sock
         self.address = f"{host}:{sock.getsockname()[1]}"
-        self._background.spawn(self._accept())
+        if self._tls is None:
+            self._background.spawn(self._accept())
+        else:  # asyncio's server runs the handshakes, on the same socket
+            self._tls_server = await asyncio.start_server(
+                lambda reader, writer: self._background.spawn(self._serve(_Stream(reader, writer))), sock=sock,
+                ssl=self._tls.server_context, ssl_handshake_timeout=_HANDSHAKE_TIMEOUT_S)
         return self.address
 
     def also_serve(self, source: Source) -> None:
@@ -84,12 +100,11 @@ class TransferServer:
         while True:
             conn, _ = await loop.sock_accept(self._socket)
             conn.setblocking(False)
-            self._background.spawn(self._serve(conn))
+            self._background.spawn(self._serve(_Socket(loop, conn)))
 
-    async def _serve(self, conn: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
+    async def _serve(self, conn: _Connection) -> None:
         try:
-            request = await _read_message(loop, conn)
+            request = await _read_message(conn)
             pull = pb.SharedPull.FromString(request)
             if not hmac.compare_digest(pull.token.encode(), self._token):
                 log.warning("refused a pull with a wrong token")
@@ -97,12 +112,12 @@ class TransferServer:
             try:
                 buffers = self._buffers(pull)
             except LookupError:
-                await loop.sock_sendall(conn, _LENGTH.pack(0))  # gone here: the puller says so
+                await conn.send(_LENGTH.pack(0))  # gone here: the puller says so
                 return
-            await loop.sock_sendall(conn, _LENGTH.pack(1))
+            await conn.send(_LENGTH.pack(1))
             for buf in buffers:
                 for start in range(0, buf.nbytes, CHUNK):
-                    await loop.sock_sendall(conn, buf[start:start + CHUNK])
+                    await conn.send(buf[start:start + CHUNK])
                     self.sent_bytes += min(CHUNK, buf.nbytes - start)
             del buffers
         except (OSError, ValueError, asyncio.IncompleteReadError) as exc:
@@ -112,13 +127,16 @@ class TransferServer:
 
     async def aclose(self) -> None:
         self._background.cancel_all()
+        if self._tls_server is not None:
+            self._tls_server.close()
         if self._socket is not None:
             self._socket.close()
 
 
-async def pull(shared: pb.SharedObject, into: SharedObjects, token: str) -> pb.SharedObject:
+async def pull(shared: pb.SharedObject, into: SharedObjects, token: str,
+               tls: TlsFiles | None = None) -> pb.SharedObject:
     """Copy the buffers ``shared`` names, from the process at its ``data_address``, into a segment
-    of ``into``'s arena; returns the descriptor of that copy.
+    of ``into``'s arena; returns the descriptor of that copy. With ``tls``, over mutual TLS.
 
     Raises:
         TransferError: the holder is unreachable, refused, or no longer has the object.
@@ -126,33 +144,47 @@ async def pull(shared: pb.SharedObject, into: SharedObjects, token: str) -> pb.S
     sizes = list(shared.lengths)
     segment = into.reserve(sizes)
     try:
-        await _pull_into(pb.SharedPull(token=token, shared=shared), into.views_of(segment, sizes))
+        await _pull_into(pb.SharedPull(token=token, shared=shared), into.views_of(segment, sizes), tls)
     except BaseException:
         into.abandon(segment)
         raise
     return into.placed(segment, sizes)
 
 
-async def pull_range(shared: pb.SharedObject, start: int, into: memoryview, token: str) -> None:
+async def pull_range(shared: pb.SharedObject, start: int, into: memoryview, token: str,
+                     tls: TlsFiles | None = None) -> None:
     """Copy ``len(into)`` bytes of the first buffer ``shared`` names, from ``start``, into ``into``.
 
     Raises:
         TransferError: as ``pull``.
     """
     if into.nbytes:
-        await _pull_into(pb.SharedPull(token=token, shared=shared, start=start, length=into.nbytes), [into])
+        await _pull_into(pb.SharedPull(token=token, shared=shared, start=start, length=into.nbytes), [into], tls)
 
 
-async def _pull_into(request: pb.SharedPull, views: list[memoryview]) -> None:
+async def _pull_into(request: pb.SharedPull, views: list[memoryview], tls: TlsFiles | None) -> None:
     address = request.shared.data_address
-    loop = asyncio.get_running_loop()
     host, _, port = address.rpartition(":")
+    data = request.SerializeToString()
+    data = _LENGTH.pack(len(data)) + data
+    try:
+        if tls is None:
+            await _pull_plain(address, host, int(port), data, views)
+        else:
+            await _pull_tls(address, host.strip("[]"), int(port), data, views, tls.client_context)
+    except (OSError, asyncio.IncompleteReadError) as exc:
+        if isinstance(exc, TransferError):
+            raise
+        raise TransferError(f"could not pull an object from {address}: {exc}") from exc
+
+
+async def _pull_plain(address: str, host: str, port: int, request: bytes, views: list[memoryview]) -> None:
+    loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setblocking(False)
     try:
-        await loop.sock_connect(sock, (host.strip("[]"), int(port)))
-        data = request.SerializeToString()
-        await loop.sock_sendall(sock, _LENGTH.pack(len(data)) + data)
+        await loop.sock_connect(sock, (host.strip("[]"), port))
+        await loop.sock_sendall(sock, request)
         if _LENGTH.unpack(await _read_exactly(loop, sock, _LENGTH.size))[0] != 1:
             raise TransferError(f"{address} no longer holds the object")
         for view in views:
@@ -162,19 +194,106 @@ async def _pull_into(request: pb.SharedPull, views: list[memoryview]) -> None:
                 if n == 0:
                     raise TransferError(f"{address} closed the transfer after {got} bytes")
                 got += n
-    except (OSError, asyncio.IncompleteReadError) as exc:
-        if isinstance(exc, TransferError):
-            raise
-        raise TransferError(f"could not pull an object from {address}: {exc}") from exc
     finally:
         sock.close()
 
 
-async def _read_message(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> bytes:
-    (length,) = _LENGTH.unpack(await _read_exactly(loop, sock, _LENGTH.size))
+async def _pull_tls(address: str, host: str, port: int, request: bytes, views: list[memoryview],
+                    context: ssl.SSLContext) -> None:
+    status = memoryview(bytearray(_LENGTH.size))
+    into = _Into([status, *views])
+    transport, _ = await asyncio.get_running_loop().create_connection(
+        lambda: into, host, port, ssl=context, server_hostname=host, ssl_handshake_timeout=_HANDSHAKE_TIMEOUT_S)
+    try:
+        transport.write(request)
+        ended = await into.done
+    finally:
+        transport.close()
+    if into.received >= _LENGTH.size and _LENGTH.unpack(status)[0] != 1:
+        raise TransferError(f"{address} no longer holds the object")
+    if ended is not None:
+        raise TransferError(f"{address} closed the transfer after {into.received} bytes: {ended}")
+
+
+class _Into(asyncio.BufferedProtocol):
+    """A TLS stream received straight into ``views``, in order: the ssl layer decrypts into them.
+    ``done`` gets None once they are full, or why the stream ended before."""
+
+    def __init__(self, views: list[memoryview]) -> None:
+        self._views = [v for v in views if v.nbytes]
+        self._index = self._got = self.received = 0
+        self.done: asyncio.Future[Exception | str | None] = asyncio.get_running_loop().create_future()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._index == len(self._views):  # bytes past what was asked for (none are sent): dropped
+            return memoryview(bytearray(max(sizehint, 1)))
+        return self._views[self._index][self._got:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.received += nbytes
+        if self._index == len(self._views):
+            return
+        self._got += nbytes
+        if self._got == self._views[self._index].nbytes:
+            self._index, self._got = self._index + 1, 0
+            if self._index == len(self._views) and not self.done.done():
+                self.done.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_result(exc or "end of stream")
+
+
+class _Connection(Protocol):
+    """A transfer server's side of a pull."""
+
+    async def read_exactly(self, n: int) -> bytes: ...
+
+    def send(self, data: bytes | memoryview) -> Awaitable[None]: ...
+
+    def close(self) -> None: ...
+
+
+class _Socket:
+    """Plaintext: the loop's calls on the socket, which send straight from the caller's buffers."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+        self._loop = loop
+        self._sock = sock
+
+    async def read_exactly(self, n: int) -> bytes:
+        return await _read_exactly(self._loop, self._sock, n)
+
+    def send(self, data: bytes | memoryview) -> Awaitable[None]:
+        return self._loop.sock_sendall(self._sock, data)
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+class _Stream:
+    """TLS: asyncio's streams over its ssl layer (which encrypts each chunk into buffers of its own)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    async def read_exactly(self, n: int) -> bytes:
+        return await self._reader.readexactly(n)
+
+    async def send(self, data: bytes | memoryview) -> None:
+        self._writer.write(data)
+        await self._writer.drain()
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+async def _read_message(conn: _Connection) -> bytes:
+    (length,) = _LENGTH.unpack(await conn.read_exactly(_LENGTH.size))
     if length > _MAX_REQUEST:
         raise ValueError(f"a pull request of {length} bytes")
-    return await _read_exactly(loop, sock, length)
+    return await conn.read_exactly(length)
 
 
 async def _read_exactly(loop: asyncio.AbstractEventLoop, sock: socket.socket, n: int) -> bytes:
