@@ -71,6 +71,7 @@ class Head:
         self.token = token
         self.tls = tls
         self.session_dir = session_dir
+        self.cluster_id = os.urandom(8)  # see ClusterView.cluster_id
         self.parent_pid = parent_pid
         ft = options.fault_tolerance
         if not ft.checkpoint_dir:
@@ -282,6 +283,7 @@ class Head:
             drivers=sorted(self.drivers.connected),
             departed_drivers=self.drivers.departed,
             rollbacks=self.rollbacks,
+            cluster_id=self.cluster_id,
         )
 
     def publish(self) -> None:

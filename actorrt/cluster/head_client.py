@@ -23,6 +23,10 @@ HEARTBEAT_INTERVAL_S = 0.2
 HEAD_LOSS_GRACE_S = 5.0
 
 
+class OtherClusterError(ClusterError):
+    """The head answering at a known address serves another cluster than the one this process joined."""
+
+
 class HeadClient:
     def __init__(self, address: str, token: str, tls: TlsFiles | None = None) -> None:
         self.address = address
@@ -32,6 +36,16 @@ class HeadClient:
         self._unavailable_hint = "" if tls else (f" (if the cluster runs in mutual TLS: set {CERT_ENV}, {KEY_ENV} "
                                                  f"and {CA_ENV}, or pass the --tls-* options of `actorrt`)")
         self._stub = head_pb2_grpc.HeadStub(self._channel)
+        self.cluster_id = b""  # of the first view: the cluster this process joined
+
+    def _joined(self, view: head_pb2.ClusterView) -> None:
+        if not self.cluster_id:
+            self.cluster_id = view.cluster_id
+        elif view.cluster_id != self.cluster_id:
+            raise OtherClusterError(
+                f"the head at {self.address} serves another cluster (id {view.cluster_id.hex()}) than the one this "
+                f"process joined (id {self.cluster_id.hex()}): that head started afresh, without this cluster's "
+                f"state, or another cluster took its address; this process does not join it")
 
     async def _unary(self, name: str, request: object, timeout: float = 10.0) -> object:
         try:
@@ -46,7 +60,9 @@ class HeadClient:
     async def register(self, slot: int, address: str, pid: int, hostname: str,
                        host_id: str) -> head_pb2.RegisterNodeReply:
         req = head_pb2.RegisterNodeRequest(slot=slot, address=address, pid=pid, hostname=hostname, host_id=host_id)
-        return await self._unary("RegisterNode", req)
+        reply = await self._unary("RegisterNode", req)
+        self._joined(reply.view)
+        return reply
 
     async def kill_node(self, slot: int) -> int:
         reply = await self._unary("KillNode", head_pb2.KillNodeRequest(slot=slot))
@@ -96,6 +112,7 @@ class HeadClient:
                 if update.HasField("deadlock"):
                     on_deadlock(update.deadlock)
                     continue
+                self._joined(update.view)
                 on_view(update.view)
                 if first_view is not None and not first_view.done():
                     first_view.set_result(update.view)
@@ -129,6 +146,10 @@ class HeadClient:
         while True:
             try:
                 await self.subscribe(seen, heartbeat, first_view, on_lease, on_deadlock)
+            except OtherClusterError as exc:  # waiting longer changes nothing
+                if first_view is not None and not first_view.done():
+                    first_view.set_exception(exc)
+                return str(exc)
             except ClusterError as exc:
                 if first_view is not None and not first_view.done():
                     first_view.set_exception(exc)

@@ -103,6 +103,29 @@ def test_losing_the_head_is_one_log_line_and_a_cluster_error_naming_it(fresh_clu
     assert len(warnings) <= 4, warnings
 
 
+def test_a_driver_never_follows_a_head_of_another_cluster_on_its_heads_address(fresh_cluster, tmp_path):
+    """The head dies and a fresh one (no state of this cluster, same port, same token) comes up at
+    its address before the driver gives up on it: the driver refuses it, saying so, instead of
+    joining it and failing every call on actors it does not know."""
+    from actorrt.cluster.head_options import HeadOptions
+    from actorrt.cluster.launch import start_head
+    from actorrt.core import context
+
+    a = Worker.options(node=0).remote()
+    assert actorrt.get(a.inc.remote(), timeout=30) == 1
+    rt = context.current()
+    port = int(rt.head_address.rpartition(":")[2])
+    os.kill(rt.head_process.process.pid, signal.SIGKILL)
+    rt.head_process.process.wait()
+    other = start_head(tmp_path / "other", HeadOptions(port=port, nodes=0, store_shards=1), token=rt.token)
+    try:
+        with pytest.raises(actorrt.ClusterError, match="serves another cluster .* than the one this process joined"):
+            actorrt.get(a.inc.remote(), timeout=30)
+    finally:
+        other.process.terminate()
+        other.wait_stopped()
+
+
 def test_a_killed_head_takes_its_nodes_and_store_shards_with_it(cluster_with):
     with cluster_with(num_nodes=2, store_shards=2):
         rt = actorrt.core.context.current()
