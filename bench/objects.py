@@ -216,8 +216,8 @@ def _plot(result: dict[str, Any], path: Path) -> None:
         for path_name, colour in zip(PATHS, ("tab:blue", "tab:orange", "tab:red", "tab:green"), strict=True):
             times = result.get(system, {}).get(path_name)
             if times:
-                ax.plot(sizes, [_gbps(s, times[str(s)]["median"]) for s in sizes], style, color=colour, marker="o",
-                        label=f"{system} {path_name}")
+                ax.plot(sizes, [_gbps(s, times[str(s)]["median"]) for s in sizes], linestyle=style, color=colour,
+                        marker="o", label=f"{system} {path_name}")
     ax.plot(sizes, [_gbps(s, result["memcpy"][str(s)]) for s in sizes], "-.", color="grey", label="memcpy")
     ax.set_xscale("log")
     ax.set_yscale("log")
