@@ -323,7 +323,11 @@ class SharedObjects:
     # ---- opening ------------------------------------------------------------------------------
 
     def _open(self, shared: pb.SharedObject) -> int | None:
-        """Open the segment through the process the descriptor names; None if it is gone there."""
+        """Open the segment through the process the descriptor names; None if it is gone there,
+        or if it was made here and its use is over (called for a key with no region here): a pooled
+        segment keeps its fd and inode, so it would open, with a later use's bytes."""
+        if shared.creator == self.address and shared.creator_pid == self.pid:
+            return None
         try:
             fd = os.open(f"/proc/{shared.pid}/fd/{shared.fd}", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:

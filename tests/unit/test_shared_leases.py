@@ -363,6 +363,24 @@ def test_what_is_left_of_a_broken_stream_may_come_after_the_new_one(net):
     assert not net.arena.recycled and net.arena.stats()["created"] == 2  # closed, never pooled
 
 
+def test_a_descriptor_of_a_use_that_is_over_here_is_not_opened_by_its_creator(net):
+    """x sends the creator back a value of its segment, through x's own fd, after the creator
+    pooled the segment (it was told, wrongly, that x gave its lease back) and wrote the next use
+    into it. The fd and inode are the same; the bytes are the next use's: the creator must not
+    open it."""
+    shared = net.write()
+    net.send(C, "x:1")
+    net.deliver(C, "x:1")
+    net.creator.let_go(0)
+    net.creator.shared.on_release("x:1", key_of(shared), 1)  # a stray release
+    assert len(net.arena.recycled) == 1
+    net.write()
+    net.creator.let_go(0)
+    net.send("x:1", C)  # x's own fd, the first use's generation
+    net.deliver("x:1", C, how="keep")
+    assert not net.creator.kept  # as if it never came (whoever asked for it asks again)
+
+
 def test_holders_keep_reading_and_passing_on_after_the_creator_died(net):
     net.write()
     net.send(C, "p:1")
