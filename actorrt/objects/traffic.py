@@ -36,7 +36,10 @@ class LostNotices:
     and in use now is then never pooled again (``holder_lost``), before anything on the new
     stream, such as the release of the lease the lost notice was passed under, is counted. This
     does not wait for this process to hear that the stream ended: it may hear late (a half-open
-    connection), or not at all (the peer's stream was not the one this process writes on).
+    connection), or not at all (the peer's stream was not the one this process writes on). A new
+    process at an address counts as a change too (the one before it may have died with notices
+    lost, unheard of). Senders' addresses are the ones they serve at, as everywhere: a process
+    named under two addresses would have two series of serials.
     """
 
     def __init__(self, shared: SharedObjects) -> None:
@@ -48,10 +51,7 @@ class LostNotices:
         to be handled."""
         last = self._last.get(peer)
         self._last[peer] = (pid, serial)
-        if last is None or last[0] != pid:  # the first batch handled from this process
-            gap = serial > 1
-        else:
-            gap = serial != last[1]
+        gap = serial > 1 if last is None else last != (pid, serial)
         if gap and host == self.shared.host:  # only a process of this host can pass segments made here on
             log.info("%s (pid %d) writes on a new stream: notices on its last one may be lost", peer, pid)
             self.shared.holder_lost(peer, dead=False)
