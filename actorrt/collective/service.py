@@ -251,6 +251,8 @@ class CollectiveService:
                 lent = self.worker.shared.lend(contribution.result, address)
                 if lent is not None:
                     message.contribution.result.CopyFrom(lent)
+                else:  # its use is over here: without a lease it may be pooled, and reused, under the peer
+                    message.contribution.ClearField("result")
             self.worker.channels.send(address, members.CHANNEL, message.SerializeToString())
             result = ex.result()
             if result is not None and ex.done.get(rank) == key_of(result):

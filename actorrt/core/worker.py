@@ -259,7 +259,7 @@ class Worker:
         if batch.sender_epoch and not self.membership.incarnation_alive(batch.sender_slot, batch.sender_epoch):
             self._refuse_stale(peer, batch)
             return
-        self.traffic.heard_from(peer, batch.sender_host, batch.sender_pid)
+        self.traffic.heard_from(peer, batch.sender_host, batch.sender_pid, batch.sender_serial)
         for message in batch.messages:
             kind = message.WhichOneof("kind")
             if kind in _VALUE_FIELDS and (value := getattr(message, kind)).value.HasField("shared"):

@@ -45,6 +45,7 @@ _SENDER_EPOCH_TAG = bytes([node_pb2.PeerBatch.SENDER_EPOCH_FIELD_NUMBER << 3 | 0
 _SENDER_SLOT_TAG = bytes([node_pb2.PeerBatch.SENDER_SLOT_FIELD_NUMBER << 3 | 0])
 _SENDER_PID_TAG = bytes([node_pb2.PeerBatch.SENDER_PID_FIELD_NUMBER << 3 | 0])
 _SENDER_HOST_TAG = bytes([node_pb2.PeerBatch.SENDER_HOST_FIELD_NUMBER << 3 | 2])
+_SENDER_SERIAL_TAG = bytes([node_pb2.PeerBatch.SENDER_SERIAL_FIELD_NUMBER << 3 | 0])
 
 
 def _varint(n: int) -> bytes:
@@ -88,15 +89,18 @@ class PeerLink:
     queues a message that can wait a little: it goes with the next batch, or after ``within``
     seconds if none goes before (a stream write costs far more CPU than a message in it, so
     notices that nobody waits on ride along with the traffic). Nothing is written while the
-    process's lease is over.
+    process's lease is over. Every batch carries ``serial``: which of this process's streams to
+    the peer it went on (what was queued on an earlier one may be lost).
     """
 
     def __init__(self, address: str, write: Callable[[bytes], Awaitable[None]], counters: SendCounters,
-                 trailer: Callable[[], bytes], lease: Lease) -> None:
+                 trailer: Callable[[], bytes], lease: Lease, serial: int = 0) -> None:
         self.address = address
         self.counters = counters
+        self.serial = serial
         self._write = write
         self._trailer = trailer
+        self._serial_field = _SENDER_SERIAL_TAG + _varint(serial)
         self._lease = lease
         self._queue: list[bytes] = []  # frames
         self._wake = asyncio.Event()
@@ -124,14 +128,17 @@ class PeerLink:
             self.counters.messages += len(batch)
             self.counters.batches += 1
             batch.append(self._trailer())
+            batch.append(self._serial_field)
             await self._write(b"".join(batch))
 
 
 class Router:
     """Streams to peers, keyed by the peer's serving address.
 
-    Incoming batches from any stream go to ``on_batch(peer_address, batch)``. When a stream ends,
-    ``on_peer_lost(peer_address)`` runs and the next ``send`` opens a new one.
+    Incoming batches from any stream go to ``on_batch(peer_address, batch)``. When a stream ends
+    (the one this process writes on, or one it only reads), ``on_peer_lost(peer_address)`` runs,
+    and the next ``send`` opens a new one if this process wrote on it. Each new stream this process
+    writes on to a peer gets the next serial (from 1, per peer address), stamped on its batches.
     """
 
     def __init__(self, own_address: str, token: str, on_batch: OnBatch, on_peer_lost: OnPeerLost,
@@ -149,6 +156,7 @@ class Router:
         self._on_batch = on_batch
         self._on_peer_lost = on_peer_lost
         self._links: dict[str, PeerLink] = {}
+        self._serials: dict[str, int] = {}  # peer address -> the serial of the last stream written to it
         self._channels: dict[str, aio.Channel] = {}
         self._background = BackgroundTasks(f"router {own_address}")
         self.sent = SendCounters()
@@ -163,7 +171,8 @@ class Router:
         return _VIEW_REVISION_TAG + _varint(self._view_revision()) + self._incarnation + self._identity
 
     def _link(self, address: str, write: Callable[[bytes], Awaitable[None]]) -> PeerLink:
-        link = self._links[address] = PeerLink(address, write, self.sent, self._trailer, self._lease)
+        serial = self._serials[address] = self._serials.get(address, 0) + 1
+        link = self._links[address] = PeerLink(address, write, self.sent, self._trailer, self._lease, serial)
         return link
 
     def send(self, address: str, kind: int, message: Message) -> None:
@@ -187,7 +196,7 @@ class Router:
         )
         call = connect(metadata=metadata(self._token, x_actorrt_peer=self.own_address))
         link = self._link(address, call.write)
-        self._background.spawn(self._pump(link, call, self._read_client(address, call)))
+        self._background.spawn(self._pump(address, link, call, self._read_client(address, call)))
         return link
 
     async def _read_client(self, address: str, call: Any) -> None:
@@ -209,10 +218,12 @@ class Router:
                 await check_message(batch, context)
                 self._on_batch(address, batch)
 
-        await self._pump(link, None, read())
+        await self._pump(address, link, None, read())
 
-    async def _pump(self, link: PeerLink | None, call: Any, reader: Awaitable) -> None:
-        """Read (and write, with ``link``) one stream until either side of it ends."""
+    async def _pump(self, address: str, link: PeerLink | None, call: Any, reader: Awaitable) -> None:
+        """Read (and write, with ``link``) one stream with ``address`` until either side of it ends.
+        Its end is reported either way: batches the peer wrote on it may be lost, even while this
+        process's own stream to the peer lives on (both dialled at once)."""
         halves = {asyncio.ensure_future(reader)}
         if link is not None:
             halves.add(asyncio.ensure_future(link.run()))
@@ -221,13 +232,15 @@ class Router:
             for half in done:
                 half.result()
         except (aio.AioRpcError, asyncio.InvalidStateError, grpc.RpcError) as exc:
-            log.debug("stream to %s ended: %s", link.address if link else "?", exc)
+            log.debug("stream with %s ended: %s", address, exc)
         finally:
             for half in halves:
                 half.cancel()
             if call is not None:
                 call.cancel()
-            if link is not None and self._links.get(link.address) is link:
+            if link is None:
+                self._on_peer_lost(address)
+            elif self._links.get(link.address) is link:
                 del self._links[link.address]
                 self._close_channel(link.address)
                 self._on_peer_lost(link.address)

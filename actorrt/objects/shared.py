@@ -28,12 +28,25 @@ zero, some lease of X's was given back but not counted: X received it, in an ear
 before this one, and its passer's lease (received before that) is out. Each step reaches a lease
 that is out and was received earlier: the steps end, at a count above zero.
 
-Failures. That argument needs every notice to arrive. Whatever was queued on a stream that ends
-may be lost: when the stream to a process of this host ends, no segment busy then is pooled
-again, only closed (the kernel frees it with its last holder); a holder that died gives its
-leases back. A lost release only delays reuse. A creator that died reuses nothing: holders keep
-their fds and tell nobody. A process of another host pulls the bytes instead of mapping them,
-and gives the lease back once it has them.
+Failures. That argument needs every notice to arrive. A stream that ends loses what was queued on
+it from some point on (never a message before one that arrives); what its sender sends after
+goes on a new stream, whose batches carry the next serial (``net/peer_streams.py``). Before a
+creator handles anything a process of this host sent on another stream than the last one it
+handled from that process (or, first, on one after its first, or from a new process at its
+address), it marks every segment in use not to be pooled again, only closed once let go (the
+kernel frees it with its last holder): ``holder_lost``, called by ``LostNotices``
+(``objects/traffic.py``) from the serials alone, whether or when the creator hears the stream
+end. Why that suffices: take the argument at the moment a use would be pooled. A step that
+reaches a notice not counted finds it on its way or lost. If nothing of its passer's on a later
+stream was handled since the notice was made, the passer's release, behind it on its stream or
+on a later one, is not counted either: that lease is out, and the steps go on. Otherwise that
+handling marked the use (in use then: not pooled before), and it is not pooled now. So a lost
+notice costs reuse, never bytes. Also marked: in use when a stream of a process of this host is
+heard to end or the process is declared dead (whose leases are then given back). A lost release
+only delays reuse. A creator that died reuses nothing: holders keep their fds and tell nobody.
+A creator never opens a descriptor of its own segment whose use is over here: pooled, the
+segment keeps its fd and inode, and would show a later use's bytes. A process of another host
+pulls the bytes instead of mapping them, and gives the lease back once it has them.
 
 Reads map a segment read-only, so arrays come back read-only and zero-copy (as in Ray); a mapping
 lives as long as some array or buffer made from it.
@@ -250,8 +263,9 @@ class SharedObjects:
                 region.lease(holder, 1)  # busier, or back to zero after a release that came first
 
     def holder_lost(self, address: str, dead: bool) -> None:
-        """The stream from ``address`` ended, or it was declared dead: notices it queued may be
-        lost, so no segment in use now is pooled again. If it is dead, what it held is free."""
+        """The stream from ``address`` ended, or a batch of its came on a new one, or it was
+        declared dead: notices it queued may be lost, so no segment in use now is pooled again. If
+        it is dead, what it held is free."""
         with self._lock:
             for key, region in list(self._regions.items()):
                 if region.created_here:
@@ -323,7 +337,11 @@ class SharedObjects:
     # ---- opening ------------------------------------------------------------------------------
 
     def _open(self, shared: pb.SharedObject) -> int | None:
-        """Open the segment through the process the descriptor names; None if it is gone there."""
+        """Open the segment through the process the descriptor names; None if it is gone there,
+        or if it was made here and its use is over (called for a key with no region here): a pooled
+        segment keeps its fd and inode, so it would open, with a later use's bytes."""
+        if shared.creator == self.address and shared.creator_pid == self.pid:
+            return None
         try:
             fd = os.open(f"/proc/{shared.pid}/fd/{shared.fd}", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:

@@ -4,7 +4,9 @@ Out: the descriptor is lent to the peer (``objects/shared.py``). In: a value of 
 like any, then the lease that came with it is accounted for (given back at once if its segment
 cannot be opened); one of another host has its bytes pulled first (``objects/transfer.py``).
 Peers tell their pid and host identity with every batch: when the stream of one of this host
-ends, notices it sent may be lost with it, and if it died, it holds nothing any more.
+ends, notices it sent may be lost with it, and if it died, it holds nothing any more. They also
+tell which of their streams to this process a batch came on (``LostNotices``): that a stream
+ended, and notices with it, shows in the data itself, however late the end is heard of, or not.
 """
 
 from __future__ import annotations
@@ -24,6 +26,38 @@ from actorrt.util.processes import process_alive
 log = logging.getLogger(__name__)
 
 
+class LostNotices:
+    """Whether a same-host process may have sent this one notices that never came, judged from
+    the batches themselves, before each is handled.
+
+    A process stamps every batch with the serial of its stream to the receiver; a new stream (the
+    old one ended, and whatever was queued on it may be lost) gets the next one. So a batch on
+    another stream than the last one handled from that process, or a first batch from it on a
+    stream after its first, may come after lost notices (a ``passed``): every segment made here
+    and in use now is then never pooled again (``holder_lost``), before anything on the new
+    stream, such as the release of the lease the lost notice was passed under, is counted. This
+    does not wait for this process to hear that the stream ended: it may hear late (a half-open
+    connection), or not at all (the peer's stream was not the one this process writes on). A new
+    process at an address counts as a change too (the one before it may have died with notices
+    lost, unheard of). Senders' addresses are the ones they serve at, as everywhere: a process
+    named under two addresses would have two series of serials.
+    """
+
+    def __init__(self, shared: SharedObjects) -> None:
+        self.shared = shared
+        self._last: dict[str, tuple[int, int]] = {}  # peer address -> (its pid, the serial last handled)
+
+    def heard(self, peer: str, host: str, pid: int, serial: int) -> None:
+        """A batch from ``peer`` (process ``pid`` of ``host``, on its stream ``serial``) is about
+        to be handled."""
+        last = self._last.get(peer)
+        self._last[peer] = (pid, serial)
+        gap = serial > 1 if last is None else last != (pid, serial)
+        if gap and host == self.shared.host:  # only a process of this host can pass segments made here on
+            log.info("%s (pid %d) writes on a new stream: notices on its last one may be lost", peer, pid)
+            self.shared.holder_lost(peer, dead=False)
+
+
 class SharedTraffic:
     def __init__(self, shared: SharedObjects, token: str, send: Callable[[str, int, Any], None],
                  schedule: Callable[..., None], spawn: Callable[[Coroutine[Any, Any, Any]], Any], fetches: Fetches,
@@ -38,6 +72,7 @@ class SharedTraffic:
         self._fetches = fetches
         self._on_result = on_result
         self._peers: dict[str, tuple[str, int]] = {}  # peer address -> (its host identity, its pid)
+        self.lost_notices = LostNotices(shared)
 
     def lent(self, address: str, value: pb.ObjectValue) -> pb.ObjectValue:
         """``value`` as sent to ``address``: the descriptor of its shared buffers, lent (a process
@@ -61,7 +96,9 @@ class SharedTraffic:
         except RuntimeError:  # the loop is closed: the process is going away, and its holds with it
             pass
 
-    def heard_from(self, peer: str, host: str, pid: int) -> None:
+    def heard_from(self, peer: str, host: str, pid: int, serial: int) -> None:
+        """A batch from ``peer`` is about to be handled: notices before it may have been lost."""
+        self.lost_notices.heard(peer, host, pid, serial)
         if pid and self._peers.get(peer, ("", 0))[1] != pid:  # new, or a new process at that address
             self._peers[peer] = (host, pid)
 

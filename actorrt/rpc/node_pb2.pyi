@@ -40,20 +40,22 @@ class RanFrom(_message.Message):
     def __init__(self, receiver: _Optional[bytes] = ..., sender: _Optional[bytes] = ..., counter: _Optional[int] = ..., counters: _Optional[_Iterable[int]] = ..., digests: _Optional[bytes] = ...) -> None: ...
 
 class PeerBatch(_message.Message):
-    __slots__ = ("messages", "view_revision", "sender_epoch", "sender_slot", "sender_pid", "sender_host")
+    __slots__ = ("messages", "view_revision", "sender_epoch", "sender_slot", "sender_pid", "sender_host", "sender_serial")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     VIEW_REVISION_FIELD_NUMBER: _ClassVar[int]
     SENDER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     SENDER_SLOT_FIELD_NUMBER: _ClassVar[int]
     SENDER_PID_FIELD_NUMBER: _ClassVar[int]
     SENDER_HOST_FIELD_NUMBER: _ClassVar[int]
+    SENDER_SERIAL_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[PeerMessage]
     view_revision: int
     sender_epoch: int
     sender_slot: int
     sender_pid: int
     sender_host: str
-    def __init__(self, messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ..., view_revision: _Optional[int] = ..., sender_epoch: _Optional[int] = ..., sender_slot: _Optional[int] = ..., sender_pid: _Optional[int] = ..., sender_host: _Optional[str] = ...) -> None: ...
+    sender_serial: int
+    def __init__(self, messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ..., view_revision: _Optional[int] = ..., sender_epoch: _Optional[int] = ..., sender_slot: _Optional[int] = ..., sender_pid: _Optional[int] = ..., sender_host: _Optional[str] = ..., sender_serial: _Optional[int] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
     __slots__ = ("submit", "result", "fetch", "object", "lineage", "push", "checkpointed", "committed", "cancel", "release", "channel", "passed")

@@ -82,3 +82,24 @@ def test_a_value_that_could_not_be_opened_gives_its_lease_back_at_once():
     traffic.arrived("push", value)
     assert notices == [("creator:1", "release", (os.getpid(), 1, 3), 1, "")]
     shared.close()
+
+
+def test_a_batch_on_a_new_stream_of_a_same_host_sender_stops_pooling_before_it_is_handled():
+    """``LostNotices``, the check every batch goes through before it is handled: a change of the
+    sender's stream (or a first batch on a stream after its first, or a new process at its
+    address) makes every segment in use here never pooled again; the same stream, a process of
+    another host, or a sender's first stream do not."""
+    shared = SharedObjects("this-host", "creator:1", lambda *notice: None)
+    lost: list[tuple[str, bool]] = []
+    shared.holder_lost = lambda address, dead: lost.append((address, dead))  # type: ignore[method-assign]
+    traffic = SharedTraffic(shared, "token", lambda *a: None, lambda fn, *a: fn(*a), lambda coro: coro.close(),
+                            RecordingFetches(), lambda value: None)
+    heard = [("p:1", "this-host", 10, 1), ("p:1", "this-host", 10, 1), ("p:1", "this-host", 10, 2),
+             ("p:1", "this-host", 10, 1),  # what is left of the old stream, after the new one
+             ("q:1", "this-host", 11, 3),  # the first batch from q: its first streams' were lost
+             ("r:1", "other-host", 12, 5), ("r:1", "other-host", 12, 6),  # cannot pass this host's segments on
+             ("p:1", "this-host", 13, 1)]  # a new process at p's address: p may have died, unheard of
+    for peer, host, pid, serial in heard:
+        traffic.heard_from(peer, host, pid, serial)
+    assert lost == [("p:1", False), ("p:1", False), ("q:1", False), ("p:1", False)]
+    shared.close()
