@@ -12,7 +12,7 @@ import logging
 from collections import OrderedDict
 
 from actorrt.core.serialization import runtime_error
-from actorrt.core.task_spec import call_digest
+from actorrt.core.task_spec import call_digest, sender_replayed
 from actorrt.lineage import ids
 from actorrt.objects.shared import SharedObjects
 from actorrt.objects.store import shared_part, wire_size
@@ -67,7 +67,7 @@ class SenderLedger:
     def ran(self, spec: pb.TaskSpec) -> None:
         """``spec`` runs now."""
         self.last_counter[spec.sender] = spec.task_counter
-        if spec.answered_upto and (not spec.parent_id or not self._senders_replay):
+        if spec.answered_upto and not sender_replayed(spec, self._senders_replay):
             self.drop_results(spec.sender, spec.answered_upto)  # before it runs: its result may reuse their memory
         if self._senders_replay:
             calls = self._calls.setdefault(spec.sender, OrderedDict())
@@ -85,7 +85,7 @@ class SenderLedger:
         size = wire_size(value)
         kept[spec.task_counter] = (value, size)
         self._kept_bytes[spec.sender] = self._kept_bytes.get(spec.sender, 0) + size - replaced_size
-        if not spec.parent_id or not self._senders_replay:  # a process, or nothing logged: never replayed
+        if not sender_replayed(spec, self._senders_replay):
             sender = spec.sender
             while len(kept) > RESULTS_KEPT_PER_PROCESS and self._kept_bytes[sender] > RESULT_BYTES_KEPT_PER_PROCESS:
                 self._drop_oldest(sender, kept)

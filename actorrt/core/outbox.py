@@ -17,6 +17,7 @@ from actorrt.core import failures
 from actorrt.core.answered_calls import AnsweredCalls
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.serialization import runtime_error
+from actorrt.core.task_spec import sender_replayed
 from actorrt.lineage import ids
 from actorrt.net.peer_streams import CANCEL, LINEAGE, PUSH, SUBMIT
 from actorrt.objects.store import shared_part
@@ -202,7 +203,7 @@ class Outbox:
         info = self._w.membership.serving(task.slot)
         task.address = info.address
         spec = task.spec
-        if not spec.parent_id or not self._w.ft.logs_lineage:  # a sender never replayed: see AnsweredCalls
+        if not sender_replayed(spec, self._w.ft.logs_lineage):  # see AnsweredCalls
             spec.answered_upto = self.answered.upto(spec.sender, spec.receiver)
         lineage = self._w.ft.on_submit(task.spec, info.address)  # SubmitTask
         if info.address == self._w.address:

@@ -66,6 +66,12 @@ class SenderContext:
         return ids.actor_id(self.sender_id, self.actors_created)
 
 
+def sender_replayed(spec: pb.TaskSpec, lineage_logged: bool) -> bool:
+    """Whether ``spec``'s sender may be replayed, and await its results again: an actor's task
+    (not a driver's, nor a node process's outside any task), where lineage is logged."""
+    return bool(spec.parent_id) and lineage_logged
+
+
 def call_digest(spec: pb.TaskSpec) -> bytes:
     """What a task asks of its receiver, whatever its version: the method, the keywords, the
     refs passed and the plain arguments (numbers, strings, bytes: a clock reading or a random

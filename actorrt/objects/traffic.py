@@ -45,17 +45,23 @@ class LostNotices:
 
     def __init__(self, shared: SharedObjects) -> None:
         self.shared = shared
-        self._last: dict[str, tuple[int, int]] = {}  # peer address -> (its pid, the serial last handled)
+        # peer address -> (its host identity, its pid, the serial last handled)
+        self._last: dict[str, tuple[str, int, int]] = {}
 
     def heard(self, peer: str, host: str, pid: int, serial: int) -> None:
         """A batch from ``peer`` (process ``pid`` of ``host``, on its stream ``serial``) is about
         to be handled."""
         last = self._last.get(peer)
-        self._last[peer] = (pid, serial)
-        gap = serial > 1 if last is None else last != (pid, serial)
+        self._last[peer] = (host, pid, serial)
+        gap = serial > 1 if last is None else last[1:] != (pid, serial)
         if gap and host == self.shared.host:  # only a process of this host can pass segments made here on
             log.info("%s (pid %d) writes on a new stream: notices on its last one may be lost", peer, pid)
             self.shared.holder_lost(peer, dead=False)
+
+    def process_of(self, peer: str) -> tuple[str, int] | None:
+        """The host identity and pid of the process last heard from at ``peer``, if known."""
+        last = self._last.get(peer)
+        return last[:2] if last is not None and last[1] else None
 
 
 class SharedTraffic:
@@ -71,8 +77,7 @@ class SharedTraffic:
         self._spawn = spawn
         self._fetches = fetches
         self._on_result = on_result
-        self._peers: dict[str, tuple[str, int]] = {}  # peer address -> (its host identity, its pid)
-        self.lost_notices = LostNotices(shared)
+        self.lost_notices = LostNotices(shared)  # also who each peer is
 
     def lent(self, address: str, value: pb.ObjectValue) -> pb.ObjectValue:
         """``value`` as sent to ``address``: the descriptor of its shared buffers, lent (a process
@@ -99,11 +104,9 @@ class SharedTraffic:
     def heard_from(self, peer: str, host: str, pid: int, serial: int) -> None:
         """A batch from ``peer`` is about to be handled: notices before it may have been lost."""
         self.lost_notices.heard(peer, host, pid, serial)
-        if pid and self._peers.get(peer, ("", 0))[1] != pid:  # new, or a new process at that address
-            self._peers[peer] = (host, pid)
 
     def peer_lost(self, address: str) -> None:
-        peer = self._peers.get(address)
+        peer = self.lost_notices.process_of(address)
         if peer is not None and peer[0] == self.shared.host:  # it may have passed this process's segments on
             self.shared.holder_lost(address, dead=not process_alive(peer[1]))
 

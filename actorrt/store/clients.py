@@ -12,8 +12,9 @@ and runs one function per group, groups in parallel, so a batch costs one round 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from itertools import zip_longest
 from typing import TypeVar
 from urllib.parse import urlsplit
@@ -75,6 +76,13 @@ class _Store:
     def __init__(self) -> None:
         self._registered: dict[tuple[int, str], object] = {}  # (client id, source) -> redis-py Script
 
+    def script(self, client: Client, source: str):
+        """The Lua script ``source`` on ``client`` (redis-py's ``Script``, registered once)."""
+        script = self._registered.get((id(client), source))
+        if script is None:
+            script = self._registered[(id(client), source)] = client.register_script(source)
+        return script
+
     def _groups(self, keys: Sequence[bytes]) -> list[tuple[Client, list[bytes]]]:
         raise NotImplementedError
 
@@ -91,17 +99,20 @@ class _Store:
         """Run the Lua script ``source`` over ``keys`` (all in one group) and ``args``."""
 
         async def call(client: Client, _: list[bytes]) -> object:
-            script = self._registered.get((id(client), source))
-            if script is None:
-                script = self._registered[(id(client), source)] = client.register_script(source)
-            return await script(keys=keys, args=args)
+            return await self.script(client, source)(keys=keys, args=args)
 
         (result,) = await self.per_shard(keys[:1], call)
         return result
 
     async def _gather(self, coros) -> list:
-        try:
+        with self._errors_translated():
             return await asyncio.gather(*coros)
+
+    @contextlib.contextmanager
+    def _errors_translated(self) -> Iterator[None]:
+        """The client's errors of an unreachable store, or of a wrong password, as ClusterError."""
+        try:
+            yield
         except aioredis.AuthenticationError as exc:
             raise ClusterError(f"the lineage store refused the password: {exc}") from exc
         except (aioredis.ConnectionError, aioredis.TimeoutError, RedisClusterException, OSError) as exc:
@@ -134,12 +145,8 @@ class ShardedStore(_Store):
 
     async def run_script(self, source: str, keys: list[bytes], args: list) -> object:
         # The hot path (every flush): a lean connection of its own rather than redis-py's.
-        try:
+        with self._errors_translated():
             return await self._scripts[self.shard_of(keys[0])].run_script(source, keys, args)
-        except aioredis.AuthenticationError as exc:
-            raise ClusterError(f"the lineage store refused the password: {exc}") from exc
-        except OSError as exc:  # ConnectionError among them
-            raise ClusterError(f"lineage store unreachable ({self.description}): {exc}") from exc
 
     def _groups(self, keys: Sequence[bytes]) -> list[tuple[Client, list[bytes]]]:
         groups: dict[int, list[bytes]] = {}

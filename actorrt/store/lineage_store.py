@@ -152,7 +152,6 @@ class LineageStore:
         self._lease = lease if lease is not None else Lease()
         self.group = -1  # known at the first write (a Redis Cluster is asked where slots live)
         self._groups: list[int] = []
-        self._scripts: dict[tuple[int, str], object] = {}
         self.bytes_written = 0  # payloads of the writes the store applied or acked
 
     async def _group_of(self, writer: int) -> int:
@@ -189,16 +188,10 @@ class LineageStore:
         keys = [_fence_key(g, slot) for g in range(SLOT_GROUPS)]
 
         async def raise_fence(client: Client, ks: list[bytes]) -> None:
-            script = self._script(client, scripts.RAISE_FENCE)
+            script = self.store.script(client, scripts.RAISE_FENCE)
             await asyncio.gather(*(script(keys=[key], args=[epoch]) for key in ks))
 
         await self.store.per_shard(keys, raise_fence)
-
-    def _script(self, client: Client, source: str):
-        script = self._scripts.get((id(client), source))
-        if script is None:
-            script = self._scripts[(id(client), source)] = client.register_script(source)
-        return script
 
     async def write(self, writes: Sequence[Write]) -> list[tuple[bytes, int]]:
         """Write specs, whole or as the delta of their version, in one atomic script call (in order,
@@ -238,7 +231,7 @@ class LineageStore:
         """The tasks whose records are ``keys`` (of any groups), each at its newest version."""
 
         async def read_shard(client: Client, ks: list[bytes]) -> list[tuple[bytes, bytes | None, bytes | None]]:
-            script = self._script(client, scripts.READ_RECORDS)
+            script = self.store.script(client, scripts.READ_RECORDS)
             found = []
             for start in range(0, len(ks), MAX_READ_KEYS):
                 part = ks[start:start + MAX_READ_KEYS]
@@ -328,7 +321,7 @@ class LineageStore:
                 for index in indexes:
                     pipe.exists(index)
                 held = [index for index, found in zip(indexes, await pipe.execute(), strict=True) if found]
-            script = self._script(client, scripts.FORGET)
+            script = self.store.script(client, scripts.FORGET)
             await asyncio.gather(*(
                 script(keys=[index, *(record_key(group_of[index], t) for t in task_ids)],
                        args=[*task_ids, TOMBSTONE_VERSION, TOMBSTONE_TTL_S])
