@@ -111,6 +111,13 @@ class Net:
         self.creator.kept.append(shared)
         return shared
 
+    def lent_to_p(self) -> None:
+        """A new object, lent to p, which keeps it; the creator keeps nothing of it itself."""
+        self.write()
+        self.send(C, "p:1")
+        self.creator.let_go(0)
+        self.deliver(C, "p:1")
+
     def send(self, src: str, dst: str, i: int = 0) -> None:
         """``src`` sends one of the values it keeps to ``dst`` (lent, or passed on)."""
         proc = self.procs[src]
@@ -209,10 +216,7 @@ def test_a_segment_passed_on_is_reused_once_every_holder_let_go(net):
     """The driver's pattern: an actor's result (creator) comes to its owner (p), which passes it
     on to another actor (x) beside a task. Once both let go it is pooled, and the next value is
     written into it."""
-    net.write()
-    net.send(C, "p:1")
-    net.creator.let_go(0)  # the creator keeps nothing of its own
-    net.deliver(C, "p:1")
+    net.lent_to_p()  # the creator keeps nothing of its own
     net.send("p:1", "x:1")
     assert list(net.streams[("p:1", C)]) == [(1, ("passed", key_of(net.procs["p:1"].kept[0]), 1, "x:1"))]
     net.deliver_all()
@@ -231,10 +235,7 @@ def test_a_segment_passed_on_is_reused_once_every_holder_let_go(net):
 def test_a_release_that_beats_its_lease_notice_does_not_free_the_segment(net):
     """x gives back the lease p passed it before p's notice reaches the creator: x's count goes
     below zero, and p's own lease, whose release is behind its notice, keeps the segment busy."""
-    net.write()
-    net.send(C, "p:1")
-    net.creator.let_go(0)
-    net.deliver(C, "p:1")
+    net.lent_to_p()
     net.send("p:1", "x:1")  # notice queued to the creator, then the value to x
     net.deliver("p:1", "x:1", how="map")
     net.procs["p:1"].let_go(0)  # p's release queues behind its notice
@@ -250,10 +251,7 @@ def test_a_release_that_beats_its_lease_notice_does_not_free_the_segment(net):
 def test_a_holder_that_passed_it_on_keeps_it_busy_until_its_notice_is_counted(net):
     """x maps the segment; p let go and its release is on its way behind its notice. However the
     creator's streams interleave, the segment is not pooled until x let go."""
-    net.write()
-    net.send(C, "p:1")
-    net.creator.let_go(0)
-    net.deliver(C, "p:1")
+    net.lent_to_p()
     net.send("p:1", "x:1")
     net.deliver("p:1", "x:1", how="map")
     net.procs["p:1"].let_go(0)
@@ -286,10 +284,7 @@ def test_a_passer_that_dies_with_its_notice_unsent_leaves_the_segment_closed_not
     """p passes the segment to x and dies before its notice leaves: the creator never hears of
     x's lease. Once it hears p's stream ended, it closes the segment when let go instead of
     pooling it, and x keeps reading it (the kernel frees it with its last holder)."""
-    net.write()
-    net.send(C, "p:1")
-    net.creator.let_go(0)
-    net.deliver(C, "p:1")
+    net.lent_to_p()
     net.send("p:1", "x:1")
     net.deliver("p:1", "x:1", how="keep")
     net.die("p:1", kept_on_streams=0)
@@ -323,10 +318,7 @@ def test_a_notice_lost_on_a_stream_the_creator_did_not_see_end_leaves_the_segmen
         net.procs["p:1"].let_go(0)
         net.deliver_all()
         assert len(net.arena.recycled) == 1
-    net.write()
-    net.send(C, "p:1")
-    net.creator.let_go(0)
-    net.deliver(C, "p:1")
+    net.lent_to_p()
     net.send("p:1", "x:1")  # passed(x) queued on p's stream to the creator
     net.deliver("p:1", "x:1", how="map")
     net.break_stream("p:1", kept_on_stream=0, heard=heard)
@@ -344,10 +336,7 @@ def test_a_notice_lost_on_a_stream_the_creator_did_not_see_end_leaves_the_segmen
 def test_what_is_left_of_a_broken_stream_may_come_after_the_new_one(net):
     """p's old stream still delivers after its new one did (a half-open connection the creator has
     not given up on): p's release counts first, then the notice; x's mapping stays its own."""
-    net.write()
-    net.send(C, "p:1")
-    net.creator.let_go(0)
-    net.deliver(C, "p:1")
+    net.lent_to_p()
     net.send("p:1", "x:1")
     net.deliver("p:1", "x:1", how="map")
     net.break_stream("p:1", kept_on_stream=1, heard="never")  # the notice is still on its way
