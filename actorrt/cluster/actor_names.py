@@ -5,9 +5,8 @@ sent (atomically: of two creators of one name, one gets it and the other learns 
 found from any driver or actor with ``actorrt.get_actor(name)``. Taking a name again for the same
 actor (a replayed creator creates it again) is no conflict. ``actorrt.kill`` frees the actor's
 names, for good: a killed actor never takes a name again (its creator's replay creates it again,
-and a kill from inside an actor may reach the head before the name does). The registry lives in the
-head: like the rest of the cluster's membership, it does not outlive it; names outlive the drivers
-that made them.
+and a kill from inside an actor may reach the head before the name does). Names outlive the drivers
+that made them; the head keeps them in the store too (``head_state.py``), so they outlive a head.
 """
 
 from __future__ import annotations
@@ -16,9 +15,9 @@ from actorrt.rpc import head_pb2
 
 
 class ActorNames:
-    def __init__(self) -> None:
-        self._by_name: dict[str, head_pb2.NamedActor] = {}
-        self._killed: set[bytes] = set()  # actors whose names were freed: they take none again
+    def __init__(self, by_name: dict[str, head_pb2.NamedActor] | None = None, killed: set[bytes] | None = None) -> None:
+        self._by_name = dict(by_name or {})
+        self._killed = set(killed or ())  # actors whose names were freed: they take none again
 
     def take(self, actor: head_pb2.NamedActor) -> head_pb2.NamedActor:
         """Give ``actor.name`` to ``actor`` unless another actor has it; returns who has it. A

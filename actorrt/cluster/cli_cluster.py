@@ -107,8 +107,8 @@ def _start_head(session_dir: Path, options: HeadOptions, token: str | None, time
         raise
 
     env_hint = "" if session_dir == session.default_dir() else f"{session.SESSION_DIR_ENV}={session_dir} "
-    click.echo(f"Started the actorrt head at {address} (pid {head.process.pid}) "
-               f"with {nodes} nodes and {options.store_shards} store shards.")
+    click.echo(f"Started the actorrt head at {address} (pid {head.session.head_pid}, restarted if it dies by its "
+               f"supervisor, pid {head.process.pid}) with {nodes} nodes and {options.store_shards} store shards.")
     click.echo(f"  session file: {session_dir / SESSION_FILE}")
     click.echo(f"  logs:         {head.log_path.parent}")
     if tls is not None:
@@ -194,31 +194,31 @@ def stop(address: str | None, token: str | None, session_dir: Path | None, timeo
         if found is None:
             click.echo(f"No actorrt cluster is running here (no {session_dir / SESSION_FILE}); nothing to stop.")
             return
-        if not process_alive(found.head_pid):
+        if not process_alive(found.root_pid):
             session.remove(session_dir)
-            click.echo(f"The head at {found.head_address} (pid {found.head_pid}) is not running; "
+            click.echo(f"The head at {found.head_address} (pid {found.root_pid}) is not running; "
                        "removed its stale session file.")
             return
     address, token, local = head_target(address, token, session_dir)
     try:
         with_head(address, token, lambda c: c.shutdown(), tls)
     except ClusterError as exc:
-        if local is None or not process_alive(local.head_pid):
+        if local is None or not process_alive(local.root_pid):
             raise
         # The head runs here but did not answer (or dropped the reply while exiting): signal it.
-        click.echo(f"Shutdown RPC failed ({exc}); sending SIGTERM to pid {local.head_pid}.", err=True)
+        click.echo(f"Shutdown RPC failed ({exc}); sending SIGTERM to pid {local.root_pid}.", err=True)
         with contextlib.suppress(ProcessLookupError):
-            os.kill(local.head_pid, signal.SIGTERM)
+            os.kill(local.root_pid, signal.SIGTERM)
     if local is not None:
-        if not _wait_gone(local.head_pid, timeout):
-            click.echo(f"The head (pid {local.head_pid}) did not exit within {timeout:g} s; killing it.", err=True)
+        if not _wait_gone(local.root_pid, timeout):
+            click.echo(f"The head (pid {local.root_pid}) did not exit within {timeout:g} s; killing it.", err=True)
             with contextlib.suppress(ProcessLookupError):
-                os.kill(local.head_pid, signal.SIGKILL)  # its managed nodes and shards die with it
-            _wait_gone(local.head_pid, 5.0)
-        if (s := session.read(session_dir)) is not None and s.head_pid == local.head_pid:
+                os.kill(local.root_pid, signal.SIGKILL)  # the head, its nodes and shards die with it
+            _wait_gone(local.root_pid, 5.0)
+        if (s := session.read(session_dir)) is not None and s.root_pid == local.root_pid:
             session.remove(session_dir)
         left = session.remove_leftovers(Path(local.session_dir), keep_logs)
-    pid = f" (pid {local.head_pid})" if local is not None else ""
+    pid = f" (pid {local.root_pid})" if local is not None else ""
     click.echo(f"Stopped the head at {address}{pid} with its nodes and store shards.")
     if local is not None and keep_logs:
         click.echo(f"Logs kept in {Path(local.session_dir) / 'logs'}.")

@@ -113,8 +113,8 @@ def live_head_target(address: str | None, token: str | None,
                      session_dir: Path | None) -> tuple[str, str, Session | None]:
     """``head_target``, and an error if the session file names a head that is not running."""
     address, token, local = head_target(address, token, session_dir or session.default_dir())
-    if local is not None and not process_alive(local.head_pid):
-        raise ClusterError(f"the head in {Path(local.session_dir) / SESSION_FILE} (pid {local.head_pid}) "
+    if local is not None and not process_alive(local.root_pid):
+        raise ClusterError(f"the head in {Path(local.session_dir) / SESSION_FILE} (pid {local.root_pid}) "
                            "is not running; `actorrt stop` clears the stale session file")
     return address, token, local
 

@@ -26,6 +26,17 @@ class ConnectedDrivers:
             self.departed.remove(address)
         self._changed()
 
+    def restore(self, departed: list[str]) -> None:
+        """A restarted head takes the departed drivers its predecessor's view named."""
+        self.departed.extend(departed)
+
+    def missing(self, addresses: list[str]) -> None:
+        """Drivers that were connected to the head before this one and have not come back: gone."""
+        for address in addresses:
+            if address not in self.connected and address not in self.departed:
+                self.departed.append(address)
+                self._changed()
+
     def left(self, address: str) -> None:
         self.connected[address] -= 1
         if not self.connected[address]:

@@ -2,11 +2,15 @@
 
 Run as ``python -m actorrt.cluster.head [HEAD OPTIONS] --session-dir D`` with the cluster token in
 ``ACTORRT_TOKEN`` and, for mutual TLS, its files in ``ACTORRT_TLS_*`` (``actorrt start --head``
-does this; its nodes get the same). It starts K redis-server shards and N
-node processes (its *managed* slots), writes the session file, and publishes a ``ClusterView`` to
-every subscriber whenever membership changes. A managed node that dies is detected at once (its
-process exits and its stream closes) and its slot restarts with a new epoch. Its RPCs are served
-by ``HeadServicer`` (``head_service.py``); its store shards are kept by ``StoreShards``
+does this, under a supervisor that restarts it; its nodes get the same). It starts K redis-server
+shards and N node processes (its *managed* slots), writes the session file, and publishes a
+``ClusterView`` to every subscriber whenever membership changes. A managed node that dies is
+detected at once (its process exits and its stream closes) and its slot restarts with a new epoch.
+
+What it decides it writes to the store first (``head_state.py``); a head started with
+``--restarted`` reads it back, adopts the shards and nodes that kept running, and serves on its
+predecessor's address: nodes and drivers reconnect and go on. Its RPCs are served by
+``HeadServicer`` (``head_service.py``); its store shards are kept by ``StoreShards``
 (``store_shards.py``), and the drivers its view names by ``ConnectedDrivers`` (``connected_drivers.py``).
 """
 
@@ -27,11 +31,13 @@ import uvloop
 from grpc import aio
 
 from actorrt.cluster import session
+from actorrt.cluster.actor_names import ActorNames
 from actorrt.cluster.connected_drivers import ConnectedDrivers
 from actorrt.cluster.daemon import daemon_setup, node_environment
 from actorrt.cluster.deadlocks import DeadlockDetector
 from actorrt.cluster.head_options import HeadOptions, head_options
 from actorrt.cluster.head_service import HeadServicer
+from actorrt.cluster.head_state import HeadState, Restored
 from actorrt.cluster.metrics_endpoint import serve_metrics
 from actorrt.cluster.session import TOKEN_ENV, Session
 from actorrt.cluster.store_shards import StoreShards
@@ -39,8 +45,10 @@ from actorrt.cluster.warm_nodes import WarmNodes
 from actorrt.net.server import InvalidRequestError, start_server
 from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2, node_pb2
+from actorrt.store.clients import open_store
+from actorrt.util import children
 from actorrt.util.background import BackgroundTasks
-from actorrt.util.processes import spawn
+from actorrt.util.children import Child, start_child
 
 log = logging.getLogger("actorrt.head")
 
@@ -56,7 +64,7 @@ LEASE_FRACTION = 0.5
 @dataclass
 class Slot:
     info: head_pb2.NodeInfo
-    process: asyncio.subprocess.Process | None = None
+    process: Child | None = None
     restart_delay: float = 0.0
     last_heartbeat: float = 0.0
     killed_at: float | None = None  # KillNode sent SIGKILL then (loop time)
@@ -67,11 +75,12 @@ class Slot:
 
 class Head:
     def __init__(self, token: str, session_dir: Path, options: HeadOptions, parent_pid: int | None = None,
-                 tls: TlsFiles | None = None) -> None:
+                 tls: TlsFiles | None = None, restarted: bool = False) -> None:
         self.token = token
         self.tls = tls
         self.session_dir = session_dir
-        self.cluster_id = os.urandom(8)  # see ClusterView.cluster_id
+        self.restarted = restarted  # a head before this one ran the cluster: take over its state
+        self.cluster_id = b""  # see ClusterView.cluster_id
         self.parent_pid = parent_pid
         ft = options.fault_tolerance
         if not ft.checkpoint_dir:
@@ -92,19 +101,27 @@ class Head:
         self._background = BackgroundTasks("head")
         self.store = StoreShards(self._background.spawn, self.publish, lambda: self._stopping)
         self.deadlocks = DeadlockDetector()  # cycles of awaits among the nodes' actors
+        self.names = ActorNames()
+        self.state: HeadState | None = None
+        self._saving = asyncio.Lock()  # views are saved in the order they were made
 
     # ---- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> aio.Server:
+        restored = await self._open_state()
+        port = self.options.port
+        if restored is not None:  # where the nodes and drivers look for it
+            port = int(session.read(self.session_dir).head_address.rpartition(":")[2])
         server, self.address = await start_server(
-            self.options.host, self.options.port, [(HeadServicer(self), head_pb2.DESCRIPTOR.services_by_name["Head"])],
+            self.options.host, port, [(HeadServicer(self), head_pb2.DESCRIPTOR.services_by_name["Head"])],
             self.token, self.tls,
         )
-        if not self.options.store_url:
-            await self.store.start(self.session_dir, self.options.host, self.options.store_shards)
-        for slot in range(self.options.nodes):
-            self.slots[slot] = Slot(head_pb2.NodeInfo(slot=slot, epoch=0, managed=True))
-            await self._launch(slot)
+        if restored is None:
+            for slot in range(self.options.nodes):
+                self.slots[slot] = Slot(head_pb2.NodeInfo(slot=slot, epoch=0, managed=True))
+                await self._launch(slot)
+        else:
+            await self._adopt(restored)
         self._warm = WarmNodes(self._node_argv(), self._node_env(), self._logs() / "node-spare.log",
                                self._background.spawn)
         self._warm.keep(self._spares_wanted())
@@ -121,10 +138,64 @@ class Head:
             self._metrics = serve_metrics(self.options.host, self.options.metrics_port,
                                           lambda: asyncio.run_coroutine_threadsafe(stats(), loop).result(5.0))
             log.info("Prometheus metrics on http://%s:%d/metrics", self.options.host, self._metrics.server_port)
-        session.write(Session(self.address, self.token, os.getpid(), str(self.session_dir)))
+        session.write(Session(self.address, self.token, os.getpid(), str(self.session_dir), children.supervisor_pid()))
+        children.serving()
         store = "an external lineage store" if self.options.store_url else f"{len(self.store.shards)} store shards"
-        log.info("head serving on %s with %d nodes and %s", self.address, self.options.nodes, store)
+        log.info("head %sserving on %s with %d nodes and %s", "restarted, " if restored else "", self.address,
+                 len(self.slots), store)
         return server
+
+    async def _open_state(self) -> Restored | None:
+        """Start the store shards (or adopt a former head's) and the cluster's state in the store:
+        a new one, or, restarted, the one read back (returned)."""
+        if not self.options.store_url:
+            if self.restarted:
+                await self.store.adopt(self.session_dir)
+            else:
+                await self.store.start(self.session_dir, self.options.host, self.options.store_shards)
+        self.state = HeadState(open_store(self.options.store_url, self.store.addresses, self.store.password))
+        if not self.restarted:
+            self.cluster_id = os.urandom(8)
+            incarnation = await self.state.create(self.cluster_id)
+            restored = None
+        else:
+            restored = await self.state.resume()
+            self.cluster_id, incarnation = restored.cluster_id, restored.incarnation
+            self.names = ActorNames(restored.names, restored.killed)
+        # Views are numbered after the head's incarnation: a restarted head's are newer than any before.
+        self.revision = incarnation << 32
+        return restored
+
+    async def _adopt(self, restored: Restored) -> None:
+        """Take over the slots ``restored`` names: nodes that still run go on (their heartbeats are
+        due from now on), the managed ones whose process is gone restart."""
+        view = restored.view or head_pb2.ClusterView()
+        self.rollbacks = view.rollbacks
+        self.drivers.restore(list(view.departed_drivers))
+        now = asyncio.get_running_loop().time()
+        for info in view.nodes:
+            s = self.slots[info.slot] = Slot(info, last_heartbeat=now)
+            if info.managed and info.pid:
+                s.process = Child.adopt(info.pid, "actorrt.cluster.node")
+                self._background.spawn(self._watch_process(info.slot, info.epoch, s.process))
+            elif info.managed and info.state != head_pb2.DEAD:  # its epoch was taken, its process never started
+                self._background.spawn(self.node_failed(info.slot, info.epoch, "not started when the head died"))
+            elif info.managed:  # its restart was due when the head died
+                self._background.spawn(self._launch(info.slot))
+        self._background.spawn(self._drivers_back(list(view.drivers)))
+        await self._save()
+
+    async def _drivers_back(self, drivers: list[str]) -> None:
+        """The drivers connected to the head before this one have until a node's heartbeat timeout to
+        come back; the others left (what they owned is gone)."""
+        await asyncio.sleep(self.options.heartbeat_timeout)
+        self.drivers.missing(drivers)
+
+    async def _save(self) -> None:
+        """Write the view as it is now to the store (before anyone acts on it)."""
+        view = self.view()
+        async with self._saving:
+            await self.state.save_view(view)
 
     async def stop(self) -> None:
         if self._stopping:
@@ -134,16 +205,10 @@ class Head:
             self._metrics.shutdown()
         if self._warm is not None:
             self._warm.stop()
-        for s in self.slots.values():
-            if s.process is not None and s.process.returncode is None:
-                s.process.terminate()
-        for s in self.slots.values():
-            if s.process is not None:
-                try:
-                    await asyncio.wait_for(s.process.wait(), 3.0)
-                except TimeoutError:
-                    s.process.kill()
+        await asyncio.gather(*(s.process.stop(3.0) for s in self.slots.values() if s.process is not None))
         await self.store.stop()
+        if self.state is not None:
+            await self.state.store.aclose()
         session.remove(self.session_dir)
         self.stopped.set()
 
@@ -154,12 +219,14 @@ class Head:
         if s.info.address:
             s.info.former_addresses.append(s.info.address)
         s.info.address, s.info.pid = "", 0
+        await self._save()  # the epoch is taken before a process can hold it
         log_path = self._logs() / f"node-{slot}.log"
         s.process = await self._warm.take(slot, log_path) if self._warm is not None else None
         if s.process is None:
-            s.process = await spawn([*self._node_argv(), "--slot", str(slot)], self._node_env(), log_path)
+            s.process = await start_child([*self._node_argv(), "--slot", str(slot)], self._node_env(), log_path)
         s.info.pid = s.process.pid
         self._background.spawn(self._watch_process(slot, s.info.epoch, s.process))
+        await self._save()
         self.publish()
 
     def _logs(self) -> Path:
@@ -182,9 +249,9 @@ class Head:
             return 0
         return self.options.nodes if self.mode.rolls_back else 1
 
-    async def _watch_process(self, slot: int, epoch: int, process: asyncio.subprocess.Process) -> None:
-        code = await process.wait()
-        await self.node_failed(slot, epoch, f"process exited with {code}")
+    async def _watch_process(self, slot: int, epoch: int, process: Child) -> None:
+        await process.wait()
+        await self.node_failed(slot, epoch, "its process exited")
 
     async def node_failed(self, slot: int, epoch: int, reason: str) -> None:
         s = self.slots.get(slot)
@@ -193,7 +260,7 @@ class Head:
         log.warning("node %d (epoch %d) failed: %s", slot, epoch, reason)
         s.info.last_failure = f"{time.strftime('%H:%M:%S')} {reason}"
         never_started = s.info.state == head_pb2.STARTING
-        if s.process is not None and s.process.returncode is None:
+        if s.process is not None:
             s.process.kill()  # fail-stop: a node declared dead must not keep running
         s.failed_at = asyncio.get_running_loop().time()
         s.detection_ms = (s.failed_at - (s.killed_at if s.killed_at is not None else s.last_heartbeat)) * 1e3
@@ -205,6 +272,7 @@ class Head:
             self._choose_heir(s)
         if rollback:
             self._roll_back_everyone(slot)
+        await self._save()
         self.publish()
         if s.info.managed:
             s.restart_delay = min(max(0.5, 2 * s.restart_delay), MAX_RESTART_DELAY_S) if never_started else 0.0
@@ -287,9 +355,12 @@ class Head:
         )
 
     def publish(self) -> None:
-        """Send the view, one revision newer, to every subscriber."""
+        """Send the view, one revision newer, to every subscriber (and save it: the changes that
+        must be in the store before anyone hears of them were saved already)."""
         self.revision += 1
         self._broadcast(head_pb2.HeadUpdate(view=self.view()))
+        if self.state is not None and not self._stopping:
+            self._background.spawn(self._save())
 
     def _broadcast(self, update: head_pb2.HeadUpdate) -> None:
         for queue in self._subscribers:
@@ -297,7 +368,7 @@ class Head:
 
     # ---- what the RPCs ask ----------------------------------------------------------------------
 
-    def register(self, request: head_pb2.RegisterNodeRequest) -> head_pb2.RegisterNodeReply:
+    async def register(self, request: head_pb2.RegisterNodeRequest) -> head_pb2.RegisterNodeReply:
         """A node process joins: the restart of a managed slot, or a new slot (``slot`` < 0)."""
         if not request.address:
             raise InvalidRequestError("RegisterNode needs the node's address")
@@ -318,6 +389,7 @@ class Head:
             for orphan in self.slots.values():
                 if orphan.info.state == head_pb2.DEAD and not orphan.info.managed and not orphan.info.HasField("heir"):
                     self._choose_heir(orphan)
+        await self._save()
         self.publish()
         restart_ms = (s.last_heartbeat - s.failed_at) * 1e3 if s.info.epoch > 1 else 0.0
         return head_pb2.RegisterNodeReply(slot=slot, epoch=s.info.epoch, view=self.view(),
@@ -360,7 +432,7 @@ class Head:
         if s.process is None:
             raise InvalidRequestError(f"node {slot} was not started by this head; stop it on its own machine")
         s.killed_at = asyncio.get_running_loop().time()
-        os.kill(s.process.pid, signal.SIGKILL)
+        s.process.kill()
         return s.process.pid
 
     def cluster_stats(self) -> head_pb2.ClusterStatsReply:
@@ -373,13 +445,15 @@ class Head:
 @click.option("--session-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Session directory (default: $ACTORRT_SESSION_DIR, else ~/.actorrt).")
 @click.option("--parent-pid", type=int, default=None, help="Stop when this process exits.")
-def main(head: HeadOptions, session_dir: Path | None, parent_pid: int | None) -> None:
+@click.option("--restarted", is_flag=True, help="Take over the cluster a head before this one ran in the session "
+              "directory (its supervisor restarts a head that died with this).")
+def main(head: HeadOptions, session_dir: Path | None, parent_pid: int | None, restarted: bool) -> None:
     """Run a head in the foreground, with the cluster token in ACTORRT_TOKEN (and TLS files in
     ACTORRT_TLS_CERT, ACTORRT_TLS_KEY and ACTORRT_TLS_CA for mutual TLS)."""
     token, tls = daemon_setup("actorrt.cluster.head")
 
     async def amain() -> None:
-        supervisor = Head(token, session_dir or session.default_dir(), head, parent_pid, tls)
+        supervisor = Head(token, session_dir or session.default_dir(), head, parent_pid, tls, restarted)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, lambda: asyncio.ensure_future(supervisor.stop()))

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from grpc import aio
 
-from actorrt.cluster.actor_names import ActorNames
 from actorrt.net.server import InvalidRequestError, check_message
 from actorrt.rpc import head_pb2
 
@@ -19,11 +18,10 @@ if TYPE_CHECKING:
 class HeadServicer:
     def __init__(self, head: Head) -> None:
         self.head = head
-        self.names = ActorNames()
 
     async def RegisterNode(self, request: head_pb2.RegisterNodeRequest,  # noqa: N802
                            context: aio.ServicerContext) -> head_pb2.RegisterNodeReply:
-        return self.head.register(request)
+        return await self.head.register(request)
 
     async def Subscribe(self, requests: AsyncIterator[head_pb2.Heartbeat],  # noqa: N802
                         context: aio.ServicerContext) -> None:
@@ -72,19 +70,26 @@ class HeadServicer:
                         context: aio.ServicerContext) -> head_pb2.NameActorReply:
         if not request.name or not request.actor_id:
             raise InvalidRequestError("NameActor needs a name and an actor id")
-        return head_pb2.NameActorReply(holder=self.names.take(request))
+        names = self.head.names
+        free = names.find(request.name) is None
+        holder = names.take(request)
+        if free and names.find(request.name) is request:  # taken now: saved before the creator hears of it
+            await self.head.state.name_taken(request)
+        return head_pb2.NameActorReply(holder=holder)
 
     async def GetActor(self, request: head_pb2.GetActorRequest,  # noqa: N802
                        context: aio.ServicerContext) -> head_pb2.GetActorReply:
-        return head_pb2.GetActorReply(actor=self.names.find(request.name))
+        return head_pb2.GetActorReply(actor=self.head.names.find(request.name))
 
     async def ListActors(self, request: head_pb2.ListActorsRequest,  # noqa: N802
                          context: aio.ServicerContext) -> head_pb2.ListActorsReply:
-        return head_pb2.ListActorsReply(actors=self.names.all())
+        return head_pb2.ListActorsReply(actors=self.head.names.all())
 
     async def FreeActorNames(self, request: head_pb2.FreeActorNamesRequest,  # noqa: N802
                              context: aio.ServicerContext) -> head_pb2.FreeActorNamesReply:
-        return head_pb2.FreeActorNamesReply(names=self.names.free(request.actor_id))
+        names = self.head.names.free(request.actor_id)
+        await self.head.state.names_freed(request.actor_id, names)
+        return head_pb2.FreeActorNamesReply(names=names)
 
     async def ClusterStats(self, request: head_pb2.ClusterStatsRequest,  # noqa: N802
                            context: aio.ServicerContext) -> head_pb2.ClusterStatsReply:

@@ -1,4 +1,4 @@
-"""Starting a head process (which starts the nodes and store shards) and stopping it.
+"""Starting a head (which starts the nodes and store shards), under a supervisor that restarts it.
 
 Used by ``actorrt.init()`` for the embedded default and by ``actorrt start --head``.
 """
@@ -26,7 +26,7 @@ HEAD_START_TIMEOUT_S = 60.0
 
 @dataclass
 class HeadProcess:
-    process: subprocess.Popen
+    process: subprocess.Popen  # the supervisor: the cluster ends with it
     session: Session
 
     @property
@@ -43,9 +43,9 @@ class HeadProcess:
 
 def start_head(session_dir: Path, options: HeadOptions, *, token: str | None = None,
                tied_to_caller: bool = True, code_paths: Sequence[str] = (), tls: TlsFiles | None = None) -> HeadProcess:
-    """Launch a head and wait until its session file names its address.
+    """Launch a head under its supervisor and wait until its session file names its address.
 
-    With ``tied_to_caller`` the head (and so its nodes and shards) stops when this process exits;
+    With ``tied_to_caller`` the cluster (supervisor, head, nodes and shards) stops when this process exits;
     the CLI launches a head that outlives it instead. ``code_paths`` go first on the ``PYTHONPATH``
     of the head and its nodes (a driver's, so that they import what it imports). With ``tls`` the
     head and its nodes speak mutual TLS with these files (handed over in their environment).
@@ -53,15 +53,16 @@ def start_head(session_dir: Path, options: HeadOptions, *, token: str | None = N
     options.check_store_url()
     session_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     existing = session.read(session_dir)
-    if existing is not None and process_alive(existing.head_pid):
+    if existing is not None and process_alive(existing.root_pid):
         raise ClusterError(f"a head is already running for {session_dir} at {existing.head_address}; stop it first")
     session.remove(session_dir)
     token = token or session.new_token()
     logs = session_dir / session.LOGS_DIR
     logs.mkdir(exist_ok=True)
-    argv = [sys.executable, "-m", "actorrt.cluster.head", *options.argv(), "--session-dir", str(session_dir)]
+    argv = [sys.executable, "-m", "actorrt.cluster.supervisor"]
     if tied_to_caller:
         argv += ["--parent-pid", str(os.getpid())]
+    argv += ["--", sys.executable, "-m", "actorrt.cluster.head", *options.argv(), "--session-dir", str(session_dir)]
     with open(logs / "head.log", "ab") as log:
         env = dict(os.environ, **{TOKEN_ENV: token, STORE_URL_ENV: options.store_url}, **(tls.env() if tls else {}))
         if code_paths:
@@ -72,7 +73,7 @@ def start_head(session_dir: Path, options: HeadOptions, *, token: str | None = N
     deadline = time.monotonic() + HEAD_START_TIMEOUT_S
     while time.monotonic() < deadline:
         found = session.read(session_dir)
-        if found is not None and found.head_pid == proc.pid:
+        if found is not None and found.supervisor_pid == proc.pid:
             return HeadProcess(proc, found)
         if proc.poll() is not None:
             break

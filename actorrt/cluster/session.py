@@ -28,6 +28,12 @@ class Session:
     token: str
     head_pid: int
     session_dir: str
+    supervisor_pid: int = 0  # the process that restarts the head (0: none)
+
+    @property
+    def root_pid(self) -> int:
+        """The process whose end is the cluster's: the supervisor, else the head."""
+        return self.supervisor_pid or self.head_pid
 
 
 def default_dir() -> Path:
@@ -73,8 +79,8 @@ def resolve(address: str) -> str:
             raise ClusterError(f"address='auto': no cluster runs on this machine (no session file at "
                                f"{default_dir() / SESSION_FILE}); start one with `actorrt start --head`, or call "
                                f"actorrt.init() without an address for an embedded one")
-        if not process_alive(session.head_pid):
-            raise ClusterError(f"address='auto': the session file names a head (pid {session.head_pid}, "
+        if not process_alive(session.root_pid):
+            raise ClusterError(f"address='auto': the session file names a head (pid {session.root_pid}, "
                                f"{session.head_address}) that is not running any more")
         address = session.head_address
     host, _, port = address.rpartition(":")

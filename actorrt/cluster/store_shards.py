@@ -3,22 +3,30 @@
 It starts K redis-server shards, each with an append-only file, and restarts one that dies on
 its address and from that file: every write the shard acked is there again. Flushers retry
 meanwhile (tasks go on, up to the stash bound). The view names the shards, their password and
-how often each restarted.
+how often each restarted. What a restarted head needs to adopt them (addresses, pids, password)
+is in ``store.json`` in the session directory (readable by its owner only), rewritten whenever a
+shard restarts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 from actorrt.cluster import session
+from actorrt.exceptions import ClusterError
 from actorrt.rpc import head_pb2
 from actorrt.store.redis_server import RedisShard
+from actorrt.util.children import Child
+from actorrt.util.files import write_atomically
 
 log = logging.getLogger("actorrt.head")  # the head's own log, as the rest of what it does
+
+STORE_RECORD = "store.json"
 
 
 class StoreShards:
@@ -30,14 +38,44 @@ class StoreShards:
         self._spawn = spawn  # the head's background tasks
         self._restarted = restarted  # a shard is serving again: the view changed
         self._stopping = stopping  # the head is stopping: a shard that exits stays down
+        self._record: Path | None = None
+
+    @property
+    def addresses(self) -> list[str]:
+        return [shard.address for shard in self.shards]
 
     async def start(self, session_dir: Path, host: str, count: int) -> None:
         self.shards = list(await asyncio.gather(*(
             RedisShard.start(session_dir / session.STORE_DIR.format(i), self.password, host) for i in range(count)
         )))
         self.restarts = [0] * count
-        for i in range(count):
+        self._supervise_all(session_dir)
+
+    async def adopt(self, session_dir: Path) -> None:
+        """Take over the shards a head before this one ran in ``session_dir`` (one that is gone
+        restarts from its file, as any that dies)."""
+        try:
+            record = json.loads((session_dir / STORE_RECORD).read_text())
+        except (OSError, ValueError) as exc:
+            raise ClusterError(f"no record of the store shards in {session_dir}: {exc}") from None
+        self.password = record["password"]
+        self.shards = [RedisShard(s["host"], s["port"], self.password, Path(s["directory"]),
+                                  Child.adopt(s["pid"], "redis-server"))
+                       for s in record["shards"]]
+        self.restarts = record["restarts"]
+        self._supervise_all(session_dir)
+
+    def _supervise_all(self, session_dir: Path) -> None:
+        self._record = session_dir / STORE_RECORD
+        self._save()
+        for i in range(len(self.shards)):
             self._spawn(self._supervise(i))
+
+    def _save(self) -> None:
+        shards = [{"host": s.host, "port": s.port, "directory": str(s.directory), "pid": s.process.pid}
+                  for s in self.shards]
+        record = {"password": self.password, "shards": shards, "restarts": self.restarts}
+        write_atomically(self._record, json.dumps(record).encode(), mode=0o600)  # it holds the password
 
     async def stop(self) -> None:
         await asyncio.gather(*(shard.stop() for shard in self.shards))
@@ -50,11 +88,10 @@ class StoreShards:
         """Restart shard ``i`` whenever it dies, on its address and from its append-only file."""
         while True:
             shard = self.shards[i]
-            code = await shard.process.wait()
+            await shard.process.wait()
             if self._stopping():
                 return
-            log.warning("store shard %d (%s) exited with %s; restarting it from its append-only file",
-                        i, shard.address, code)
+            log.warning("store shard %d (%s) exited; restarting it from its append-only file", i, shard.address)
             try:
                 self.shards[i] = await RedisShard.start(shard.directory, shard.password, shard.host, port=shard.port)
             except Exception as exc:  # noqa: BLE001 - whatever it is, the shard must come back
@@ -62,4 +99,5 @@ class StoreShards:
                 await asyncio.sleep(1.0)
                 continue
             self.restarts[i] += 1
+            self._save()
             self._restarted()

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from actorrt.util.processes import spawn
+from actorrt.util.children import Child, start_child
 
 log = logging.getLogger(__name__)
 
@@ -30,56 +31,61 @@ class WarmNodes:
         self._env = env
         self._log_path = log_path
         self._run = run  # runs a coroutine in the head's background
-        self._idle: list[asyncio.subprocess.Process] = []
+        # Each with the write end of its stdin: a spare whose head is gone reads its end and exits.
+        self._idle: list[tuple[Child, int]] = []
         # Handed a slot: from then on the head watches it as that node, and its exit is the node's
         # failure (whose restart takes another), not a spare to replace.
-        self._handed: set[asyncio.subprocess.Process] = set()
+        self._handed: set[Child] = set()
         self._stopped = False
 
     def keep(self, count: int) -> None:
         for _ in range(count):
             self._run(self._start())
 
-    async def take(self, slot: int, log_path: Path) -> asyncio.subprocess.Process | None:
+    async def take(self, slot: int, log_path: Path) -> Child | None:
         """A warm node process, told to serve ``slot`` and log to ``log_path``; None if none is."""
         while self._idle and not self._stopped:
-            spare = self._idle.pop(0)
-            if spare.returncode is not None:
+            spare, stdin = self._idle.pop(0)
+            if not spare.alive():
+                os.close(stdin)
                 continue  # its watcher starts another
             self._run(self._start())  # another behind it
             self._handed.add(spare)
             try:
-                spare.stdin.write(f"{slot} {log_path}\n".encode())
-                await spare.stdin.drain()
-                spare.stdin.close()
-            except (BrokenPipeError, ConnectionResetError):
+                os.write(stdin, f"{slot} {log_path}\n".encode())  # one short line: never blocks
+            except OSError:
                 continue  # it died meanwhile: the one started behind it replaces it
+            finally:
+                os.close(stdin)
             return spare
         return None
 
     def stop(self) -> None:
         self._stopped = True
-        for spare in self._idle:
-            if spare.returncode is None:
-                spare.kill()
+        for spare, stdin in self._idle:
+            spare.kill()
+            os.close(stdin)
+        self._idle.clear()
 
     async def _start(self) -> None:
-        spare = await spawn(self._argv, self._env, self._log_path, stdin=asyncio.subprocess.PIPE)
+        stdin, writer = os.pipe()
+        spare = await start_child(self._argv, self._env, self._log_path, stdin=stdin)
         if self._stopped:
             spare.kill()
+            os.close(writer)
             return
-        self._idle.append(spare)
+        self._idle.append((spare, writer))
         self._run(self._watch(spare))
 
-    async def _watch(self, spare: asyncio.subprocess.Process) -> None:
-        code = await spare.wait()
+    async def _watch(self, spare: Child) -> None:
+        await spare.wait()
         if self._stopped or spare in self._handed:
             self._handed.discard(spare)
             return
-        if spare in self._idle:
-            self._idle.remove(spare)
-        log.warning("the warm node process %d exited with %s before a restart needed it; starting another",
-                    spare.pid, code)
+        for entry in [e for e in self._idle if e[0] is spare]:
+            self._idle.remove(entry)
+            os.close(entry[1])
+        log.warning("the warm node process %d exited before a restart needed it; starting another", spare.pid)
         await asyncio.sleep(RESTART_DELAY_S)
         if not self._stopped:
             await self._start()

@@ -9,6 +9,7 @@ of its machine.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import shutil
 import socket
@@ -18,7 +19,7 @@ from pathlib import Path
 import redis.asyncio as aioredis
 
 from actorrt.exceptions import ClusterError
-from actorrt.util.processes import spawn
+from actorrt.util.children import Child, start_child
 
 
 def redis_server_binary() -> str:
@@ -72,7 +73,7 @@ class RedisShard:
     port: int
     password: str
     directory: Path
-    process: asyncio.subprocess.Process
+    process: Child
 
     @property
     def address(self) -> str:
@@ -92,8 +93,9 @@ class RedisShard:
             log_file = directory / "redis.log"
             # The config comes on stdin so the password stays off the command line. What the
             # process prints before it reads its logfile setting goes to redis-start.log.
-            proc = await spawn([redis_server_binary(), "-"], stdin=asyncio.subprocess.PIPE,
-                               log_path=directory / "redis-start.log")
+            config_in, config_out = os.pipe()
+            proc = await start_child([redis_server_binary(), "-"], stdin=config_in,
+                                     log_path=directory / "redis-start.log")
             config = (
                 f"bind {host}\nport {port}\nrequirepass {password}\ndir {directory}\n"
                 f"appendonly yes\nappendfsync always\nsave \"\"\nlogfile {log_file}\n"
@@ -103,15 +105,16 @@ class RedisShard:
                 config += f"cluster-enabled yes\ncluster-config-file nodes.conf\nmasterauth {password}\n"
             shard = cls(host, port, password, directory, proc)
             try:
-                proc.stdin.write(config.encode())
-                proc.stdin.close()
-            except (OSError, RuntimeError):  # it exited before reading its config
+                os.write(config_out, config.encode())  # far below a pipe's buffer: never blocks
+            except OSError:  # it exited before reading its config
                 pass
+            finally:
+                os.close(config_out)
             if await shard._wait_ready():
                 return shard
             await shard.stop()
             logs = [p for p in (log_file, directory / "redis-start.log") if p.exists()]
-            last_error = f"exit code {proc.returncode}; " + (
+            last_error = "it exited; " + (
                 " | ".join(p.read_text(errors="replace")[-500:] for p in logs) or "no log")
         raise ClusterError(f"redis-server did not start in {directory}: {last_error}")
 
@@ -119,7 +122,7 @@ class RedisShard:
         client = aioredis.Redis(host=self.host, port=self.port, password=self.password)
         try:
             async with asyncio.timeout(timeout):
-                while self.process.returncode is None:
+                while self.process.alive():
                     try:
                         if await client.ping():
                             return True
@@ -132,10 +135,4 @@ class RedisShard:
         return False
 
     async def stop(self) -> None:
-        if self.process.returncode is None:
-            self.process.terminate()
-            try:
-                await asyncio.wait_for(self.process.wait(), 5.0)
-            except TimeoutError:
-                self.process.kill()
-                await self.process.wait()
+        await self.process.stop(5.0)

@@ -14,10 +14,11 @@ from pathlib import Path
 from actorrt.exceptions import SinkConflictError
 
 
-def _temporary(path: Path, data: bytes) -> Path:
+def _temporary(path: Path, data: bytes, mode: int = 0o666) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
+    tmp.unlink(missing_ok=True)  # created anew below, with ``mode``
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
@@ -32,9 +33,9 @@ def _sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` (rename over it)."""
-    os.replace(_temporary(path, data), path)
+def write_atomically(path: Path, data: bytes, mode: int = 0o666) -> None:
+    """Replace ``path`` with ``data`` (rename over it); a new file gets ``mode`` (less the umask)."""
+    os.replace(_temporary(path, data, mode), path)
     _sync_directory(path.parent)
 
 

@@ -22,7 +22,8 @@ _TRAMPOLINE = (
 )
 
 
-def _with_parent_death_signal(argv: Sequence[str]) -> list[str]:
+def dying_with_us(argv: Sequence[str]) -> list[str]:
+    """``argv`` wrapped so that the process it starts gets SIGKILL when this one dies."""
     if sys.platform != "linux":
         return list(argv)
     program = argv[0] if os.path.isabs(argv[0]) else (shutil.which(argv[0]) or argv[0])
@@ -35,7 +36,7 @@ async def spawn(argv: Sequence[str], env: Mapping[str, str] | None = None, log_p
     out = open(log_path, "ab") if log_path is not None else asyncio.subprocess.DEVNULL  # noqa: SIM115
     try:
         return await asyncio.create_subprocess_exec(
-            *_with_parent_death_signal(argv), env=dict(env) if env is not None else None, stdin=stdin,
+            *dying_with_us(argv), env=dict(env) if env is not None else None, stdin=stdin,
             stdout=out, stderr=asyncio.subprocess.STDOUT,
         )
     finally:

@@ -1,0 +1,99 @@
+"""The head's state in the lineage store, from which a restarted head rebuilds its view.
+
+What the head decides is written here before anyone can act on it: a slot's new epoch before its
+process starts, a node's registration before its reply, a failure before the view that announces
+it, a name before the creator learns it has it. A restarted head reads it back, and the nodes it
+names are the truth for what runs: it adopts those that still run and restarts the others.
+
+Keys (one hash tag: one shard, or one Redis Cluster slot):
+- ``{actorrt:head}:cluster``, a hash: the cluster's ``id``, the head's ``incarnation`` (one more at
+  every start: views are numbered after it, so a restarted head's views are newer than any of its
+  predecessor's), and the last ``view`` (nodes and their epochs, drivers that left, rollbacks);
+- ``{actorrt:head}:names``: name to ``NamedActor``; ``{actorrt:head}:killed``: actors that take no
+  name again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from actorrt.exceptions import ClusterError
+from actorrt.rpc import head_pb2
+from actorrt.store.clients import Client, Store, until_reachable
+
+_CLUSTER = b"{actorrt:head}:cluster"
+_NAMES = b"{actorrt:head}:names"
+_KILLED = b"{actorrt:head}:killed"
+
+
+@dataclass
+class Restored:
+    """What a restarted head reads back."""
+
+    cluster_id: bytes
+    incarnation: int
+    view: head_pb2.ClusterView | None
+    names: dict[str, head_pb2.NamedActor] = field(default_factory=dict)
+    killed: set[bytes] = field(default_factory=set)
+
+
+class HeadState:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def _on_shard(self, what: str, fn) -> object:
+        """``fn(client)`` on the shard of the head's keys, again while the store is unreachable."""
+
+        async def once() -> object:
+            (result,) = await self.store.per_shard([_CLUSTER], lambda client, _: fn(client))
+            return result
+
+        return await until_reachable(what, once)
+
+    async def create(self, cluster_id: bytes) -> int:
+        """A new cluster: forget a former one's state; returns the head's incarnation (1)."""
+
+        async def write(client: Client) -> None:
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.delete(_CLUSTER, _NAMES, _KILLED)
+                pipe.hset(_CLUSTER, mapping={b"id": cluster_id, b"incarnation": 1})
+                await pipe.execute()
+
+        await self._on_shard("writing the cluster's identity", write)
+        return 1
+
+    async def resume(self) -> Restored:
+        """The state a head left, with this head's incarnation counted; ClusterError if none."""
+
+        async def read(client: Client) -> tuple:
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.hincrby(_CLUSTER, b"incarnation", 1)
+                pipe.hmget(_CLUSTER, [b"id", b"view"])
+                pipe.hgetall(_NAMES)
+                pipe.smembers(_KILLED)
+                return tuple(await pipe.execute())
+
+        incarnation, (cluster_id, view), names, killed = await self._on_shard("reading the head's state", read)
+        if not cluster_id:
+            raise ClusterError("the lineage store holds no cluster's state: there is nothing to restart from")
+        return Restored(cluster_id, int(incarnation), head_pb2.ClusterView.FromString(view) if view else None,
+                        {name.decode(): head_pb2.NamedActor.FromString(actor) for name, actor in names.items()},
+                        set(killed))
+
+    async def save_view(self, view: head_pb2.ClusterView) -> None:
+        data = view.SerializeToString()
+        await self._on_shard("saving the cluster's view", lambda client: client.hset(_CLUSTER, b"view", data))
+
+    async def name_taken(self, actor: head_pb2.NamedActor) -> None:
+        data = actor.SerializeToString()
+        await self._on_shard("saving an actor's name", lambda client: client.hset(_NAMES, actor.name, data))
+
+    async def names_freed(self, actor_id: bytes, names: list[str]) -> None:
+        async def write(client: Client) -> None:
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.sadd(_KILLED, actor_id)
+                if names:
+                    pipe.hdel(_NAMES, *names)
+                await pipe.execute()
+
+        await self._on_shard("freeing an actor's names", write)

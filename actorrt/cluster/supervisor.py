@@ -1,0 +1,149 @@
+"""The supervisor: the root process of a cluster's head. It runs the head, restarts it when it
+dies, and starts for it the processes that must outlive a head (nodes, store shards).
+
+Run as ``python -m actorrt.cluster.supervisor [--parent-pid P] -- HEAD COMMAND...`` (``actorrt
+start --head`` and ``actorrt.init()`` do). The head and every process it asks for are this
+process's children and die with it (the parent-death signal), so stopping or killing the
+supervisor still leaves nothing behind. A head that dies is started again with ``--restarted``:
+it rebuilds its state from the store and adopts the nodes and shards that kept running. The head
+talks to the supervisor over a socket pair (``children.py`` is its side): a request to start a
+process (its stdin descriptor passed along), and a notice once it serves. A head that exits 0
+stopped the cluster on purpose, and the supervisor exits with it; so does a first head that
+exits before it serves (its error is in the head's log, for the launcher to show).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import click
+
+from actorrt.util.background import BackgroundTasks
+from actorrt.util.children import MAX_REQUEST_BYTES, SUPERVISOR_FD_ENV
+from actorrt.util.processes import dying_with_us, spawn
+
+log = logging.getLogger("actorrt.supervisor")
+
+# A head that dies soon after it started is restarted after a pause that doubles up to the last
+# one (a head that cannot start, e.g. its store is gone for now, must not be relaunched in a tight
+# loop); one that served for a while is restarted at once.
+RESTART_PAUSES_S = (0.0, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+STABLE_AFTER_S = 10.0
+
+
+class Supervisor:
+    def __init__(self, head_argv: list[str], parent_pid: int | None) -> None:
+        self.head_argv = head_argv
+        self.parent_pid = parent_pid
+        self.head: asyncio.subprocess.Process | None = None
+        self.stopping = False
+        self.served = False  # some head said it serves
+        self._background = BackgroundTasks("supervisor")
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop)
+        if self.parent_pid:
+            self._background.spawn(self._watch_parent())
+        quick_deaths = 0  # in a row, each soon after its start
+        while True:
+            started = loop.time()
+            code = await self._run_head(restarted=self.served)
+            if self.stopping or code == 0:
+                return 0
+            if not self.served:
+                log.error("the head exited with %s before it served; giving up", code)
+                return code or 1
+            if loop.time() - started > STABLE_AFTER_S:
+                quick_deaths = 0
+            pause = RESTART_PAUSES_S[min(quick_deaths, len(RESTART_PAUSES_S) - 1)]
+            quick_deaths += 1
+            log.warning("the head (pid %d) exited with %s; restarting it in %.1f s", self.head.pid, code, pause)
+            await asyncio.sleep(pause)
+            if self.stopping:
+                return 0
+
+    def stop(self) -> None:
+        """Stop the cluster: the head stops its nodes and shards, then exits, and so does this."""
+        self.stopping = True
+        if self.head is not None and self.head.returncode is None:
+            self.head.terminate()
+
+    async def _run_head(self, restarted: bool) -> int:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            env = dict(os.environ, **{SUPERVISOR_FD_ENV: str(theirs.fileno())})
+            argv = [*self.head_argv, *(["--restarted"] if restarted else [])]
+            self.head = await asyncio.create_subprocess_exec(*dying_with_us(argv), env=env,
+                                                             pass_fds=(theirs.fileno(),))
+            theirs.close()
+            ours.setblocking(False)
+            loop = asyncio.get_running_loop()
+            loop.add_reader(ours, self._readable, ours)
+            try:
+                return await self.head.wait()
+            finally:
+                loop.remove_reader(ours)
+        finally:
+            ours.close()
+            theirs.close()
+
+    def _readable(self, sock: socket.socket) -> None:
+        try:
+            message, fds, _, _ = socket.recv_fds(sock, MAX_REQUEST_BYTES, 1)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            message, fds = b"", []
+        if not message:  # the head's end closed: it is exiting
+            asyncio.get_running_loop().remove_reader(sock)
+            return
+        request = json.loads(message)
+        if request.get("serving"):
+            self.served = True
+            return
+        self._background.spawn(self._start(sock, request, fds[0] if fds else None))
+
+    async def _start(self, sock: socket.socket, request: dict, stdin: int | None) -> None:
+        try:
+            log_path = Path(request["log"]) if request["log"] else None
+            process = await spawn(request["argv"], request["env"], log_path, stdin=stdin)
+            reply = {"pid": process.pid}
+        except Exception as exc:  # noqa: BLE001 - the head gets the error, and the supervisor goes on
+            reply = {"error": str(exc)}
+        finally:
+            if stdin is not None:
+                os.close(stdin)
+        try:
+            sock.send(json.dumps(reply).encode())
+        except OSError:
+            return  # the head that asked is gone; its successor adopts the process or it exits
+        if "pid" in reply:
+            await process.wait()  # reaped here, whoever watches it
+
+    async def _watch_parent(self) -> None:
+        while os.getppid() == self.parent_pid:
+            await asyncio.sleep(0.5)
+        log.warning("the process that started the cluster is gone; stopping it")
+        self.stop()
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--parent-pid", type=int, default=None, help="Stop the cluster when this process exits.")
+@click.argument("head_argv", nargs=-1, required=True, type=click.UNPROCESSED)
+def main(parent_pid: int | None, head_argv: tuple[str, ...]) -> None:
+    """Run HEAD_ARGV (a head's command line) and restart it whenever it dies."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    sys.exit(asyncio.run(Supervisor(list(head_argv), parent_pid).run()))
+
+
+if __name__ == "__main__":
+    main()
