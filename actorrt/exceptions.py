@@ -154,6 +154,12 @@ class ClusterError(ActorRTError):
     """Starting, reaching or authenticating with the cluster failed."""
 
 
+class HeadUnavailableError(ClusterError):
+    """What needs the head (looking up or taking an actor's name, killing a node, the cluster's
+    stats) found none answering within its bound: it is down or restarting. Calls between running
+    actors do not need it and go on meanwhile."""
+
+
 class StaleIncarnationError(ClusterError):
     """Raised inside a node process that the cluster declared dead (it hung past the heartbeat
     timeout) and whose slot a newer incarnation serves: the lineage store refuses its writes, and

@@ -20,7 +20,7 @@ from typing import Any
 
 from actorrt.cluster import driver_code, session
 from actorrt.cluster.driver import Driver
-from actorrt.cluster.head_options import HEARTBEAT_TIMEOUT_S, HeadOptions
+from actorrt.cluster.head_options import HEAD_GRACE_S, HEARTBEAT_TIMEOUT_S, HeadOptions
 from actorrt.cluster.launch import start_head
 from actorrt.core import context
 from actorrt.exceptions import ActorRTError
@@ -60,6 +60,7 @@ def init(
     heartbeat_timeout: float = HEARTBEAT_TIMEOUT_S,
     runtime_env: dict[str, Any] | None = None,
     metrics_port: int | None = None,
+    head_grace: float = HEAD_GRACE_S,
 ) -> dict[str, Any]:
     """Start an embedded cluster, or connect to a running one.
 
@@ -99,6 +100,8 @@ def init(
         metrics_port: the embedded cluster's head serves Prometheus metrics of its nodes and actors
             (stream operators' rates, backlog and latencies among them) at
             ``http://host:metrics_port/metrics``; None (the default) serves none.
+        head_grace: seconds the embedded cluster's nodes and this driver wait for an unreachable
+            head (its supervisor restarts one that dies at once) before they give up on the cluster.
 
     Returns:
         ``{"address": head address, "nodes": [...]}``.
@@ -118,7 +121,7 @@ def init(
                                                inline_max_bytes, pinned_budget_bytes)
             options = HeadOptions(host=host, nodes=num_nodes, store_shards=store_shards, fault_tolerance=ft_options,
                                   store_url=store_url or "", heartbeat_timeout=heartbeat_timeout,
-                                  metrics_port=metrics_port)
+                                  metrics_port=metrics_port, head_grace=head_grace)
             session_dir = Path(tempfile.mkdtemp(prefix="actorrt-"))
             try:
                 head = start_head(session_dir, options, code_paths=driver_code.search_paths(), tls=tls)

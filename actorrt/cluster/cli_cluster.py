@@ -31,7 +31,6 @@ from actorrt.cluster.cli_common import (
     token_option,
     with_head,
 )
-from actorrt.cluster.head_client import HEAD_LOSS_GRACE_S
 from actorrt.cluster.head_options import OPTION_NAMES, HeadOptions, head_options
 from actorrt.cluster.launch import start_head
 from actorrt.cluster.session import SESSION_FILE, TOKEN_ENV
@@ -160,7 +159,8 @@ def _add_node(address: str, host: str, session_dir: Path, token: str | None, tim
     os.replace(log_path, final_log)  # the node keeps writing through its open descriptor
     click.echo(f"Added node {info.slot} (pid {proc.pid}, serving on {info.address}) to the head at {address}.")
     click.echo(f"  log: {final_log}")
-    click.echo(f"It is not restarted if it dies, and exits within ~{HEAD_LOSS_GRACE_S:g} s of losing the head.")
+    click.echo("It is not restarted if it dies. It exits when the cluster stops, or when the head has been "
+               "unreachable for the cluster's --head-grace.")
 
 
 def _log_tail(path: Path, chars: int = 2000) -> str:
@@ -183,7 +183,7 @@ def stop(address: str | None, token: str | None, session_dir: Path | None, timeo
     """Stop the head, its nodes and its store shards, and remove what they left in the session
     directory (store files, checkpoints, and logs unless --keep-logs).
 
-    Nodes added with `start --address` exit by themselves a few seconds later. Exits 0 when it
+    Nodes added with `start --address` exit too, told by the head. Exits 0 when it
     stopped a cluster and also when none is running on this machine (no session file, or one whose
     head is gone, which it removes), so it is safe to repeat; exits 1 when the head given by
     --address cannot be reached or refuses the token.
@@ -224,7 +224,6 @@ def stop(address: str | None, token: str | None, session_dir: Path | None, timeo
         click.echo(f"Logs kept in {Path(local.session_dir) / 'logs'}.")
     elif local is not None and left:
         click.echo(f"Could not remove {', '.join(map(str, left))}.", err=True)
-    click.echo(f"Nodes added with `actorrt start --address` exit within ~{HEAD_LOSS_GRACE_S:g} s.")
 
 
 def _wait_gone(pid: int, timeout: float) -> bool:

@@ -26,16 +26,19 @@ class ConnectedDrivers:
             self.departed.remove(address)
         self._changed()
 
-    def restore(self, departed: list[str]) -> None:
-        """A restarted head takes the departed drivers its predecessor's view named."""
+    def restore(self, connected: list[str], departed: list[str]) -> None:
+        """A restarted head takes the drivers its predecessor's view named. Those connected then
+        count as connected (a recovery asks them to flush their stashes) until they come back, or
+        are found ``missing``."""
         self.departed.extend(departed)
+        self.connected.update(dict.fromkeys(connected, 0))
 
-    def missing(self, addresses: list[str]) -> None:
+    def missing(self) -> None:
         """Drivers that were connected to the head before this one and have not come back: gone."""
-        for address in addresses:
-            if address not in self.connected and address not in self.departed:
-                self.departed.append(address)
-                self._changed()
+        for address in [a for a, subscriptions in self.connected.items() if not subscriptions]:
+            del self.connected[address]
+            self.departed.append(address)
+            self._changed()
 
     def left(self, address: str) -> None:
         self.connected[address] -= 1

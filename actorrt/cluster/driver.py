@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import uvloop
 from grpc import aio
 
-from actorrt.cluster.head_client import HEAD_LOSS_GRACE_S, HeadClient
+from actorrt.cluster.head_client import HEAD_CALL_TIMEOUT_S, HeadClient
 from actorrt.cluster.launch import HeadProcess
 from actorrt.cluster.node_service import NodeServicer
 from actorrt.core import values
@@ -55,6 +55,10 @@ def _fields_dict(message: Any) -> dict[str, Any]:
 def _ft_dict(ft: head_pb2.FaultTolerance) -> dict[str, Any]:
     return {"mode": ft.mode, "store_delay_ms": ft.store_delay_ms,
             "max_forwards": None if ft.max_forwards < 0 else ft.max_forwards}
+
+
+# A call on the head raises HeadUnavailableError past its own bound: this one is never reached first.
+_HEAD_CALL_S = HEAD_CALL_TIMEOUT_S + 10.0
 
 
 class Driver:
@@ -116,12 +120,28 @@ class Driver:
 
     async def _follow_head(self, first_view: asyncio.Future) -> None:
         beat = head_pb2.Heartbeat(slot=-1, address=self.worker.address)
-        why = await self._head.follow(self.worker.apply_view, lambda: beat, HEAD_LOSS_GRACE_S, first_view)
-        if first_view.done() and first_view.exception() is None:
+        follow = asyncio.ensure_future(self._head.follow(self.worker.apply_view, lambda: beat, first_view))
+        watch = asyncio.ensure_future(self._watch_supervisor())
+        try:
+            await asyncio.wait({follow, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            follow.cancel()
+            watch.cancel()
+        why = follow.result() if follow.done() and not follow.cancelled() else watch.result()
+        if first_view.done() and not first_view.cancelled() and first_view.exception() is None:
             reason = (f"the head at {self.head_address} is gone ({why}): this driver's cluster is lost; call "
                       f"actorrt.shutdown(), then actorrt.init() for a new one")
             log.error("%s", reason)
             self.worker.lose_cluster(reason)
+
+    async def _watch_supervisor(self) -> str:
+        """An embedded cluster's supervisor is this process's child: once it has exited, the head
+        will not come back, and nothing is gained by waiting out the head grace."""
+        if self.head_process is None:
+            await asyncio.Event().wait()  # a cluster joined by address: only its head says
+        while (code := self.head_process.process.poll()) is None:
+            await asyncio.sleep(0.2)
+        return f"its supervisor (pid {self.head_process.process.pid}) exited with {code}"
 
     # ---- API calls ----------------------------------------------------------------------------
 
@@ -129,13 +149,13 @@ class Driver:
         return values.get(self.worker, refs, timeout)
 
     def name_actor(self, actor: head_pb2.NamedActor) -> head_pb2.NamedActor:
-        return self.call(self._head.name_actor(actor), timeout=30.0)
+        return self.call(self._head.name_actor(actor), timeout=_HEAD_CALL_S)
 
     def free_actor_names(self, actor_id: bytes) -> None:
-        self.call(self._head.free_actor_names(actor_id), timeout=30.0)
+        self.call(self._head.free_actor_names(actor_id), timeout=_HEAD_CALL_S)
 
     def find_actor(self, name: str) -> head_pb2.NamedActor | None:
-        return self.call(self._head.get_actor(name), timeout=30.0)
+        return self.call(self._head.get_actor(name), timeout=_HEAD_CALL_S)
 
     def get_actor(self, name: str) -> head_pb2.NamedActor:
         found = self.find_actor(name)
@@ -161,7 +181,7 @@ class Driver:
         info = self.worker.membership.node(slot)
         if info is None:
             raise ValueError(f"no node {slot}; nodes are {sorted(n['node'] for n in self.nodes())}")
-        pid = self.call(self._head.kill_node(slot))
+        pid = self.call(self._head.kill_node(slot), timeout=_HEAD_CALL_S)
         self.call(self.worker.membership.wait(lambda m: not m.incarnation_alive(slot, info.epoch), 10.0))
         return pid
 
@@ -231,10 +251,12 @@ class Driver:
         if self._follower is not None:
             self.loop.call_soon_threadsafe(self._follower.cancel)
         if self.head_process is not None:
-            try:
-                self.call(self._head.shutdown(), timeout=30.0)
-            except Exception as exc:  # noqa: BLE001 - the head may be gone already
-                log.warning("head shutdown failed: %s", exc)
+            if self.head_process.process.poll() is None:  # its supervisor runs (a head to ask)
+                try:
+                    self.call(self._head.shutdown(), timeout=30.0)
+                except Exception as exc:  # noqa: BLE001 - the head may be gone already
+                    log.warning("head shutdown failed: %s; stopping its supervisor", exc)
+                    self.head_process.process.terminate()
             self.head_process.wait_stopped()
             shutil.rmtree(self.head_process.session.session_dir, ignore_errors=True)
         try:

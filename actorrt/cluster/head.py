@@ -30,7 +30,7 @@ import click
 import uvloop
 from grpc import aio
 
-from actorrt.cluster import session
+from actorrt.cluster import session, store_lease
 from actorrt.cluster.actor_names import ActorNames
 from actorrt.cluster.connected_drivers import ConnectedDrivers
 from actorrt.cluster.daemon import daemon_setup, node_environment
@@ -171,7 +171,7 @@ class Head:
         due from now on), the managed ones whose process is gone restart."""
         view = restored.view or head_pb2.ClusterView()
         self.rollbacks = view.rollbacks
-        self.drivers.restore(list(view.departed_drivers))
+        self.drivers.restore(list(view.drivers), list(view.departed_drivers))
         now = asyncio.get_running_loop().time()
         for info in view.nodes:
             s = self.slots[info.slot] = Slot(info, last_heartbeat=now)
@@ -182,14 +182,14 @@ class Head:
                 self._background.spawn(self.node_failed(info.slot, info.epoch, "not started when the head died"))
             elif info.managed:  # its restart was due when the head died
                 self._background.spawn(self._launch(info.slot))
-        self._background.spawn(self._drivers_back(list(view.drivers)))
+        self._background.spawn(self._drivers_back())
         await self._save()
 
-    async def _drivers_back(self, drivers: list[str]) -> None:
+    async def _drivers_back(self) -> None:
         """The drivers connected to the head before this one have until a node's heartbeat timeout to
         come back; the others left (what they owned is gone)."""
         await asyncio.sleep(self.options.heartbeat_timeout)
-        self.drivers.missing(drivers)
+        self.drivers.missing()
 
     async def _save(self) -> None:
         """Write the view as it is now to the store (before anyone acts on it)."""
@@ -201,6 +201,7 @@ class Head:
         if self._stopping:
             return
         self._stopping = True
+        self.publish()  # nodes (those added by hand too) exit, drivers fail what waits
         if self._metrics is not None:
             self._metrics.shutdown()
         if self._warm is not None:
@@ -266,6 +267,7 @@ class Head:
         s.detection_ms = (s.failed_at - (s.killed_at if s.killed_at is not None else s.last_heartbeat)) * 1e3
         s.killed_at = None
         s.info.state = head_pb2.DEAD
+        await self._fence(s, epoch)
         rollback = self.mode.rolls_back and not never_started
         self.rollbacks += rollback
         if not s.info.managed and self.mode.logs_lineage:
@@ -282,6 +284,18 @@ class Head:
                 if self._stopping or s.info.epoch != epoch:
                     return
             await self._launch(slot)
+
+    async def _fence(self, s: Slot, epoch: int) -> None:
+        """Make sure the incarnation acts no more before anyone hears it is dead: the store grants it
+        no further lease, and the head waits for its process to exit, or for the lease it may hold
+        from the store to run out."""
+        remaining = await store_lease.fence(self.state.store, s.info.slot, epoch)
+        if s.process is not None:
+            await s.process.wait()  # killed above
+        elif remaining > 0:
+            log.warning("node %d (epoch %d) may act for %.1f s more under its lease from the store; waiting",
+                        s.info.slot, epoch, remaining)
+            await asyncio.sleep(remaining)
 
     def _choose_heir(self, dead: Slot) -> None:
         """A node the head cannot restart (added by hand) died: the live node hosting the fewest
@@ -323,7 +337,7 @@ class Head:
             now = loop.time()
             for s in list(self.slots.values()):
                 if s.info.state == head_pb2.ALIVE and now - s.last_heartbeat > self.options.heartbeat_timeout:
-                    await self.node_failed(s.info.slot, s.info.epoch, "missed heartbeats")
+                    self._background.spawn(self.node_failed(s.info.slot, s.info.epoch, "missed heartbeats"))
             self._find_deadlocks(now)
 
     def _find_deadlocks(self, now: float) -> None:
@@ -352,6 +366,8 @@ class Head:
             departed_drivers=self.drivers.departed,
             rollbacks=self.rollbacks,
             cluster_id=self.cluster_id,
+            head_grace_s=self.options.head_grace,
+            stopping=self._stopping,
         )
 
     def publish(self) -> None:

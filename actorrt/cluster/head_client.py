@@ -9,7 +9,8 @@ from collections.abc import Callable
 import grpc
 from grpc import aio
 
-from actorrt.exceptions import ClusterError
+from actorrt.cluster.head_options import HEAD_GRACE_S
+from actorrt.exceptions import ClusterError, HeadUnavailableError
 from actorrt.net.auth import metadata
 from actorrt.net.server import channel
 from actorrt.net.tls import CA_ENV, CERT_ENV, KEY_ENV, TlsFiles
@@ -18,13 +19,16 @@ from actorrt.rpc import head_pb2, head_pb2_grpc
 log = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 0.2
-# How long a node or driver waits for an unreachable head before giving up on the cluster (a node
-# exits, so no orphan keeps running; a driver fails what is pending).
-HEAD_LOSS_GRACE_S = 5.0
+# A call that needs the head waits this long for one that is unreachable (restarting) to answer.
+HEAD_CALL_TIMEOUT_S = 30.0
 
 
 class OtherClusterError(ClusterError):
     """The head answering at a known address serves another cluster than the one this process joined."""
+
+
+class ClusterStoppedError(ClusterError):
+    """The head said the cluster is being stopped."""
 
 
 class HeadClient:
@@ -37,8 +41,10 @@ class HeadClient:
                                                  f"and {CA_ENV}, or pass the --tls-* options of `actorrt`)")
         self._stub = head_pb2_grpc.HeadStub(self._channel)
         self.cluster_id = b""  # of the first view: the cluster this process joined
+        self.grace_s = HEAD_GRACE_S  # how long to wait for an unreachable head (the view says)
 
     def _joined(self, view: head_pb2.ClusterView) -> None:
+        self.grace_s = view.head_grace_s or HEAD_GRACE_S
         if not self.cluster_id:
             self.cluster_id = view.cluster_id
         elif view.cluster_id != self.cluster_id:
@@ -47,12 +53,21 @@ class HeadClient:
                 f"process joined (id {self.cluster_id.hex()}): that head started afresh, without this cluster's "
                 f"state, or another cluster took its address; this process does not join it")
 
-    async def _unary(self, name: str, request: object, timeout: float = 10.0) -> object:
+    async def _unary(self, name: str, request: object, timeout: float | None = None) -> object:
+        """Call ``name``. Once this process has joined the cluster, a head that does not answer is
+        one restarting: the call waits for it up to ``timeout`` (``HEAD_CALL_TIMEOUT_S``), then
+        raises HeadUnavailableError."""
+        timeout = timeout or HEAD_CALL_TIMEOUT_S
+        joined = bool(self.cluster_id)
         try:
-            return await getattr(self._stub, name)(request, metadata=self._metadata, timeout=timeout)
+            return await getattr(self._stub, name)(request, metadata=self._metadata, wait_for_ready=joined,
+                                                   timeout=timeout if joined else min(timeout, 10.0))
         except aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
                 raise ClusterError(f"the head at {self.address} rejected the cluster token") from None
+            if joined and exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise HeadUnavailableError(f"the head at {self.address} did not answer {name} within {timeout:g} s "
+                                           f"({exc.code().name}): it is down or restarting; try again") from None
             hint = self._unavailable_hint if exc.code() == grpc.StatusCode.UNAVAILABLE else ""
             raise ClusterError(f"head {self.address}: {name} failed: {exc.code().name}: {exc.details()}"
                                f"{hint}") from None
@@ -86,7 +101,7 @@ class HeadClient:
         return await self._unary("ClusterStats", head_pb2.ClusterStatsRequest())
 
     async def shutdown(self) -> None:
-        await self._unary("Shutdown", head_pb2.ShutdownRequest(), timeout=30.0)
+        await self._unary("Shutdown", head_pb2.ShutdownRequest(), timeout=10.0)
 
     async def subscribe(
         self,
@@ -116,6 +131,8 @@ class HeadClient:
                 on_view(update.view)
                 if first_view is not None and not first_view.done():
                     first_view.set_result(update.view)
+                if update.view.stopping:
+                    raise ClusterStoppedError(f"the cluster of the head at {self.address} was stopped")
         except aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
                 raise ClusterError(f"the head at {self.address} rejected the cluster token") from None
@@ -128,13 +145,13 @@ class HeadClient:
         self,
         on_view: Callable[[head_pb2.ClusterView], None],
         heartbeat: Callable[[], head_pb2.Heartbeat],
-        grace: float,
         first_view: asyncio.Future | None = None,
         on_lease: Callable[[head_pb2.LeaseGrant], None] = lambda grant: None,
         on_deadlock: Callable[[head_pb2.Deadlock], None] = lambda deadlock: None,
     ) -> str:
         """Keep the heartbeat/view stream up, reconnecting; return why once the head has been
-        unreachable for ``grace`` seconds. A failure before the first view goes to ``first_view``."""
+        unreachable for the grace its views give, or the cluster stops. A failure before the first
+        view goes to ``first_view``."""
         loop = asyncio.get_running_loop()
         lost_since: float | None = None
 
@@ -146,7 +163,7 @@ class HeadClient:
         while True:
             try:
                 await self.subscribe(seen, heartbeat, first_view, on_lease, on_deadlock)
-            except OtherClusterError as exc:  # waiting longer changes nothing
+            except (OtherClusterError, ClusterStoppedError) as exc:  # waiting longer changes nothing
                 if first_view is not None and not first_view.done():
                     first_view.set_exception(exc)
                 return str(exc)
@@ -157,8 +174,8 @@ class HeadClient:
                 now = loop.time()
                 if lost_since is None:  # one line per loss, not one per attempt
                     lost_since = now
-                    log.warning("%s; reconnecting for up to %.0f s", exc, grace)
-                if now - lost_since >= grace:
+                    log.warning("%s; reconnecting for up to %.0f s", exc, self.grace_s)
+                if now - lost_since >= self.grace_s:
                     return f"{exc}; unreachable for {now - lost_since:.1f} s"
                 log.debug("%s; reconnecting", exc)
             await asyncio.sleep(0.25)

@@ -30,6 +30,9 @@ from actorrt.store.clients import STORE_URL_ENV, parse_store_url
 # generous because a node running a long synchronous method also stops sending heartbeats.
 HEARTBEAT_TIMEOUT_S = 10.0
 MIN_HEARTBEAT_TIMEOUT_S = 1.0
+# Nodes and drivers wait this long for an unreachable head (its supervisor restarts it in about a
+# second) before they give up on the cluster. Running work does not need the head meanwhile.
+HEAD_GRACE_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class HeadOptions:
         store_url: an external lineage store instead of the head's own shards.
         metrics_port: serve Prometheus metrics on this port of ``host`` (0: any free port;
             None: no endpoint).
+        head_grace: seconds nodes and drivers wait for an unreachable head before they give up.
     """
 
     host: str = "127.0.0.1"
@@ -56,6 +60,7 @@ class HeadOptions:
     heartbeat_timeout: float = HEARTBEAT_TIMEOUT_S
     store_url: str = ""
     metrics_port: int | None = None
+    head_grace: float = HEAD_GRACE_S
 
     def __post_init__(self) -> None:
         if not isinstance(self.nodes, int) or self.nodes < 0:
@@ -70,6 +75,8 @@ class HeadOptions:
             raise ValueError(f"heartbeat_timeout must be a number >= {MIN_HEARTBEAT_TIMEOUT_S} (seconds; a node's "
                              f"lease is half of it, renewed at every heartbeat), "
                              f"not {self.heartbeat_timeout!r}")
+        if not isinstance(self.head_grace, int | float) or self.head_grace <= 0:
+            raise ValueError(f"head_grace must be a number > 0 (seconds), not {self.head_grace!r}")
 
     def check_store_url(self) -> None:
         """Raise ValueError naming what is wrong with ``store_url`` (a head checks it before it
@@ -84,7 +91,7 @@ class HeadOptions:
                "--store-shards", str(self.store_shards), "--ft", ft.mode.value,
                "--store-delay-ms", str(ft.store_delay_ms), "--stash-limit", str(ft.stash_limit),
                "--heartbeat-timeout", str(self.heartbeat_timeout), "--inline-max-bytes", str(ft.inline_max_bytes),
-               "--pinned-budget-bytes", str(ft.pinned_budget_bytes)]
+               "--pinned-budget-bytes", str(ft.pinned_budget_bytes), "--head-grace", str(self.head_grace)]
         if ft.max_forwards is not None:
             out += ["--max-forwards", str(ft.max_forwards)]
         if ft.checkpoint_dir:
@@ -127,23 +134,25 @@ _OPTIONS = [
                       "redis://[:PASSWORD@]HOST:PORT[,HOST:PORT...] or redis+cluster://[:PASSWORD@]HOST:PORT."),
     click.option("--metrics-port", default=None, type=click.IntRange(0, 65535),
                  help="Serve Prometheus metrics of the cluster's nodes and actors on this port (0: any free port)."),
+    click.option("--head-grace", default=HEAD_GRACE_S, show_default=True, type=click.FloatRange(min=0, min_open=True),
+                 help="Seconds nodes and drivers wait for an unreachable head before they give up on the cluster."),
 ]
 # The parameter names of the options above, in click's spelling.
 OPTION_NAMES = ("host", "port", "nodes", "store_shards", "ft", "store_delay_ms", "max_forwards", "stash_limit",
                 "checkpoint_dir", "inline_max_bytes", "pinned_budget_bytes", "heartbeat_timeout", "store_url",
-                "metrics_port")
+                "metrics_port", "head_grace")
 
 
 def _from_values(host: str, port: int, nodes: int, store_shards: int, ft: str, store_delay_ms: float,
                  max_forwards: int | None, stash_limit: int, checkpoint_dir: Path | None, inline_max_bytes: int,
                  pinned_budget_bytes: int, heartbeat_timeout: float, store_url: str | None,
-                 metrics_port: int | None) -> HeadOptions:
+                 metrics_port: int | None, head_grace: float) -> HeadOptions:
     try:
         return HeadOptions(host, port, nodes, store_shards,
                            FaultToleranceOptions(ft, store_delay_ms, max_forwards, stash_limit,
                                                  str(checkpoint_dir.absolute()) if checkpoint_dir else "",
                                                  inline_max_bytes, pinned_budget_bytes),
-                           heartbeat_timeout, store_url or "", metrics_port)
+                           heartbeat_timeout, store_url or "", metrics_port, head_grace)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
 

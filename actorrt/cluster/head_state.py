@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from actorrt.cluster.store_lease import DEAD_EPOCHS
 from actorrt.exceptions import ClusterError
 from actorrt.rpc import head_pb2
 from actorrt.store.clients import Client, Store, until_reachable
@@ -55,7 +56,7 @@ class HeadState:
 
         async def write(client: Client) -> None:
             async with client.pipeline(transaction=True) as pipe:
-                pipe.delete(_CLUSTER, _NAMES, _KILLED)
+                pipe.delete(_CLUSTER, _NAMES, _KILLED, DEAD_EPOCHS)
                 pipe.hset(_CLUSTER, mapping={b"id": cluster_id, b"incarnation": 1})
                 await pipe.execute()
 

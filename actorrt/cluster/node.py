@@ -18,19 +18,21 @@ import time
 import click
 import uvloop
 
+from actorrt.cluster import store_lease
 from actorrt.cluster.daemon import daemon_setup, node_environment
-from actorrt.cluster.head_client import HEAD_LOSS_GRACE_S, HeadClient
+from actorrt.cluster.head_client import HeadClient
 from actorrt.cluster.node_recovery import NodeRecoveries
 from actorrt.cluster.node_service import NodeServicer
 from actorrt.core import context
 from actorrt.core.actor_host import ActorHost
 from actorrt.core.task_spec import SenderContext
 from actorrt.core.worker import Worker
-from actorrt.exceptions import ActorRTError
+from actorrt.exceptions import ActorRTError, ClusterError
 from actorrt.lineage import ids
 from actorrt.net.server import start_server
 from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2, node_pb2
+from actorrt.store.clients import open_store
 from actorrt.util.background import BackgroundTasks
 
 log = logging.getLogger(__name__)
@@ -97,6 +99,7 @@ class NodeProcess:
         self.worker.router.set_incarnation(reply.slot, reply.epoch)
         # A restarted slot rebuilds its actors, and those of the dead slots the view says it inherits.
         self._inherited = self._slots_inherited_in(reply.view)
+        self._background.spawn(self._leases_from_store(reply.lease_s))
         if reply.epoch > 1:  # heartbeats and views go on during the recovery
             self.recoveries.start({reply.slot, *self._inherited}, reply.detection_ms, reply.restart_ms)
         else:
@@ -119,10 +122,34 @@ class NodeProcess:
 
     async def _follow_head(self) -> None:
         lease = self.worker.lease
-        why = await self.head.follow(self._apply_view, self._heartbeat, HEAD_LOSS_GRACE_S,
+        why = await self.head.follow(self._apply_view, self._heartbeat,
                                      on_lease=lambda grant: lease.granted(grant.heartbeat, grant.seconds),
                                      on_deadlock=self.worker.awaits.deadlocked)
         log.error("%s; exiting", why)
+
+    async def _leases_from_store(self, lease_s: float) -> None:
+        """While the head's grants do not come (it is down or restarting), renew the lease in the
+        store, which grants it unless the head declared this incarnation dead."""
+        view = self.worker.membership.view
+        store = open_store(view.store_url, [s.address for s in view.store_shards], view.store_password)
+        lease, slot, epoch = self.worker.lease, self.servicer.slot, self.servicer.epoch
+        try:
+            while not lease.revoked:
+                await asyncio.sleep(lease_s / 10)
+                if lease.remaining() > lease_s / 2:
+                    continue  # the head's grants come
+                sent_at = time.monotonic()
+                try:
+                    granted = await store_lease.renew(store, slot, epoch, lease_s)
+                except ClusterError as exc:
+                    log.warning("no lease from the store either: %s", exc)
+                    continue
+                if granted:
+                    lease.extend(sent_at, lease_s)
+                else:
+                    lease.revoke(f"the head declared node {slot} (epoch {epoch}) dead")
+        finally:
+            await store.aclose()
 
     def _apply_view(self, view: head_pb2.ClusterView) -> None:
         inherited = self._slots_inherited_in(view) - self._inherited

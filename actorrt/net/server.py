@@ -27,6 +27,10 @@ CHANNEL_OPTIONS = [
     ("grpc.keepalive_timeout_ms", 5_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
+    # A head that restarts is back in about a second: try again that often, not after gRPC's
+    # default backoff (up to 2 minutes), so that what waits for it goes on as soon as it serves.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 SERVER_OPTIONS = [
     ("grpc.max_send_message_length", -1),

@@ -7,7 +7,9 @@ under a lease. Each heartbeat the head accepts grants ``seconds`` counted from w
 it, and the head grants less than its timeout, which it counts from when it *received* the last
 one: a lease always runs out before the head can declare its holder dead. A process whose lease
 has run out sends nothing, writes nothing and starts no task until a new grant comes; the head
-grants none to an incarnation it declared dead, which exits when its view says so.
+grants none to an incarnation it declared dead, which exits when its view says so. While the
+head's grants do not come (it is down or restarting), the store grants the lease instead
+(``actorrt.cluster.store_lease``), under the same rule.
 
 The clock is ``time.monotonic``: it keeps running while the process is stopped.
 """
@@ -56,6 +58,12 @@ class Lease:
             return
         while self._sent and next(iter(self._sent)) <= heartbeat:
             self._sent.popitem(last=False)
+        self.extend(sent_at, seconds)
+
+    def extend(self, sent_at: float, seconds: float) -> None:
+        """A grant of ``seconds`` from ``sent_at``, when the request for it left (``monotonic()``)."""
+        if self.revoked:
+            return
         self._until = max(self._until, sent_at + seconds)
         if self.valid():
             self._granted.set()
@@ -69,6 +77,10 @@ class Lease:
 
     def valid(self) -> bool:
         return monotonic() < self._until
+
+    def remaining(self) -> float:
+        """Seconds the lease still runs (negative: run out)."""
+        return self._until - monotonic()
 
     async def held(self) -> None:
         """Return once the lease is valid (at once, nearly always)."""

@@ -6,7 +6,7 @@ from actorrt.handles import ActorOptions
 
 PUBLIC = {
     "ActorClass", "ActorDiedError", "ActorHandle", "ActorMethodError", "ActorRTError", "ClusterError", "DeadlockError",
-    "GetTimeoutError", "NotInitializedError", "ObjectLostError", "ObjectRef", "RemoteFunction",
+    "GetTimeoutError", "HeadUnavailableError", "NotInitializedError", "ObjectLostError", "ObjectRef", "RemoteFunction",
     "ReplayDivergedError", "RolledBackError",
     "SinkConflictError", "TaskCancelledError", "TaskError", "Timer", "call_every", "call_later", "now", "random", "rng",
     "UnknownActorError", "cancel", "checkpoint", "commit_lineage", "get", "get_actor", "init", "is_initialized", "kill",
@@ -27,6 +27,7 @@ def test_exception_tree():
             assert issubclass(obj, actorrt.ActorRTError)
     assert issubclass(actorrt.GetTimeoutError, TimeoutError)
     assert issubclass(actorrt.ActorMethodError, AttributeError)
+    assert issubclass(actorrt.HeadUnavailableError, actorrt.ClusterError)
 
 
 def test_api_before_init_is_a_clear_error():

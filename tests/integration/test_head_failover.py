@@ -1,0 +1,186 @@
+"""The head's own failure: its supervisor restarts it, the restarted head takes over the cluster
+from the store and the processes that kept running, and running work never notices.
+
+The head is SIGKILLed for real. To keep it down for a while, its supervisor is SIGSTOPped first
+(and SIGCONTed to let it restart the head). Every count is checked against a plain-Python count of
+the calls made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import actorrt
+from actorrt.cluster import head_client, session
+from actorrt.core import context
+from actorrt.util.processes import process_alive
+
+
+@actorrt.remote
+class Counter:
+    def __init__(self):
+        self.n = 0
+
+    def inc(self):
+        self.n += 1
+        return self.n
+
+
+@actorrt.remote
+class Caller:
+    """Calls its counter from inside the cluster: no driver and no head on the way."""
+
+    def __init__(self, counter):
+        self.counter = counter
+
+    async def inc(self):
+        return await self.counter.inc.remote()
+
+
+def _session() -> session.Session:
+    return session.read(context.current().head_process.session.session_dir)
+
+
+def _children_of(pid: int) -> set[int]:
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.add(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    return found
+
+
+def _wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not (found := predicate()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+    return found
+
+
+def _new_head(old_pid: int, timeout: float = 30.0) -> session.Session:
+    """The session of the head that replaced ``old_pid``, once it serves."""
+    return _wait_for(lambda: (s := _session()) is not None and s.head_pid != old_pid and process_alive(s.head_pid)
+                     and s, timeout, "no new head")
+
+
+@contextlib.contextmanager
+def head_down():
+    """The head SIGKILLed and kept down (its supervisor stopped) inside the block; restarted after."""
+    s = _session()
+    os.kill(s.supervisor_pid, signal.SIGSTOP)
+    try:
+        os.kill(s.head_pid, signal.SIGKILL)
+        _wait_for(lambda: not process_alive(s.head_pid), 10.0, "the head did not die")
+        yield s
+    finally:
+        os.kill(s.supervisor_pid, signal.SIGCONT)
+    _new_head(s.head_pid)
+
+
+def _processes() -> dict[str, int]:
+    view = context.current().worker.membership.view
+    return {**{f"node {n.slot}": n.pid for n in view.nodes}, **{f"shard {s.address}": s.pid for s in view.store_shards}}
+
+
+def test_a_killed_head_is_restarted_and_running_work_never_notices(cluster_with):
+    """The head dies while a driver calls three named actors in a loop: no call fails or waits for
+    it, the nodes and store shards are the same processes after, and the names are there again."""
+    with cluster_with(num_nodes=2, store_shards=2):
+        counters = [Counter.options(name=f"counter-{i}", node=i % 2).remote() for i in range(3)]
+        calls = [0, 0, 0]
+        before, epochs = _processes(), [n["epoch"] for n in actorrt.nodes()]
+        s = _session()
+        os.kill(s.head_pid, signal.SIGKILL)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline or _session().head_pid == s.head_pid:
+            for i, counter in enumerate(counters):
+                calls[i] += 1
+                assert actorrt.get(counter.inc.remote(), timeout=10) == calls[i]
+        _new_head(s.head_pid)
+        found = [actorrt.get_actor(f"counter-{i}") for i in range(3)]
+        assert [actorrt.get(a.inc.remote(), timeout=10) for a in found] == [c + 1 for c in calls]
+        assert _processes() == before
+        assert [n["epoch"] for n in actorrt.nodes()] == epochs  # no node was restarted
+
+
+def test_running_work_goes_on_while_the_head_stays_down_past_the_nodes_leases(cluster_with, monkeypatch):
+    """With the head down for three leases' length, calls between actors go on (the store renews
+    the leases), an actor without a name can be made, a name lookup raises HeadUnavailableError,
+    and a named actor made during the outage comes up once the head is back."""
+    monkeypatch.setattr(head_client, "HEAD_CALL_TIMEOUT_S", 1.0)
+    with cluster_with(num_nodes=2, store_shards=1, heartbeat_timeout=4.0):  # a 2 s lease
+        counter = Counter.options(node=1).remote()
+        caller = Caller.options(node=0).remote(counter)
+        assert actorrt.get(caller.inc.remote(), timeout=30) == 1
+        calls, made = 1, {}
+        with head_down():
+            started = time.monotonic()
+            while time.monotonic() - started < 6.0:
+                calls += 1
+                assert actorrt.get(caller.inc.remote(), timeout=10) == calls
+            other = Counter.options(node=0).remote()
+            assert actorrt.get(other.inc.remote(), timeout=10) == 1
+            with pytest.raises(actorrt.HeadUnavailableError, match="down or restarting"):
+                actorrt.get_actor("anything")
+            monkeypatch.setattr(head_client, "HEAD_CALL_TIMEOUT_S", 30.0)
+            maker = threading.Thread(target=lambda: made.update(actor=Counter.options(name="late").remote()))
+            maker.start()
+            time.sleep(0.5)
+            assert maker.is_alive()  # waiting for the head to take its name
+        maker.join(30)
+        assert actorrt.get(made["actor"].inc.remote(), timeout=10) == 1
+        assert actorrt.get(actorrt.get_actor("late").inc.remote(), timeout=10) == 2
+        assert actorrt.get(caller.inc.remote(), timeout=10) == calls + 1
+
+
+def test_a_node_killed_while_the_head_is_down_is_recovered_once_it_returns(cluster_with):
+    """A node dies while no head runs: its actors are rebuilt, by replay and exactly once, when the
+    head is back; what waited on them completes."""
+    with cluster_with(num_nodes=2, store_shards=1):
+        counter = Counter.options(node=1).remote()
+        calls = 50
+        assert actorrt.get([counter.inc.remote() for _ in range(calls)], timeout=30)[-1] == calls
+        node = actorrt.nodes()[1]
+        with head_down():
+            os.kill(node["pid"], signal.SIGKILL)
+            pending = counter.inc.remote()
+            time.sleep(1.0)
+        assert actorrt.get(pending, timeout=60) == calls + 1
+        after = actorrt.nodes()[1]
+        assert after["state"] == "ALIVE" and after["epoch"] == node["epoch"] + 1
+        assert actorrt.get(counter.inc.remote(), timeout=10) == calls + 2
+
+
+def test_the_head_killed_during_a_recovery_leaves_one_incarnation_and_no_process_behind(cluster_with):
+    """The head dies right after a node's failure, while the node restarts and replays: the
+    restarted head finishes the recovery; each actor runs once, exactly where it was; after the
+    shutdown no process of the cluster is left."""
+    with cluster_with(num_nodes=2, store_shards=1):
+        counters = [Counter.options(node=1).remote() for _ in range(3)]
+        calls = 300
+        for counter in counters:
+            assert actorrt.get([counter.inc.remote() for _ in range(calls)], timeout=60)[-1] == calls
+        s = _session()
+        seen = {s.head_pid, *_children_of(s.supervisor_pid)}
+        actorrt.kill_node(1)
+        os.kill(s.head_pid, signal.SIGKILL)
+        assert actorrt.get([c.inc.remote() for c in counters], timeout=60) == [calls + 1] * 3
+        _new_head(s.head_pid)
+        seen |= _children_of(s.supervisor_pid)
+        stats = actorrt.stats()
+        hosted = [a["actor_id"] for n in stats["nodes"] if n["state"] == "ALIVE" for a in n["actors"]
+                  if a["class"].endswith("Counter")]
+        assert sorted(hosted) == sorted({c.actor_id.hex() for c in counters})  # one incarnation each
+        assert actorrt.get([c.inc.remote() for c in counters], timeout=30) == [calls + 2] * 3
+    _wait_for(lambda: not any(process_alive(pid) for pid in seen), 15.0,
+              f"left running: {[pid for pid in seen if process_alive(pid)]}")
