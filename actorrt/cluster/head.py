@@ -41,6 +41,7 @@ from actorrt.cluster.head_state import HeadState, Restored
 from actorrt.cluster.metrics_endpoint import serve_metrics
 from actorrt.cluster.session import TOKEN_ENV, Session
 from actorrt.cluster.store_shards import StoreShards
+from actorrt.cluster.supervisor import ALIVE_EVERY_S
 from actorrt.cluster.warm_nodes import WarmNodes
 from actorrt.net.server import InvalidRequestError, start_server
 from actorrt.net.tls import TlsFiles
@@ -59,6 +60,10 @@ MAX_RESTART_DELAY_S = 30.0
 # A heartbeat grants its node a lease this fraction of the heartbeat timeout long: the lease runs
 # out well before the head could declare the node dead (a margin for a slow head, and clock rates).
 LEASE_FRACTION = 0.5
+# Heartbeats are checked this often; a check this much later than due means the head itself was
+# not running (SIGSTOP, a paused VM), not that the nodes were silent.
+HEARTBEAT_CHECK_S = 0.1
+PAUSED_AFTER_S = 1.0
 
 
 @dataclass
@@ -140,6 +145,7 @@ class Head:
             log.info("Prometheus metrics on http://%s:%d/metrics", self.options.host, self._metrics.server_port)
         session.write(Session(self.address, self.token, os.getpid(), str(self.session_dir), children.supervisor_pid()))
         children.serving()
+        self._background.spawn(children.tell_alive(ALIVE_EVERY_S))
         store = "an external lineage store" if self.options.store_url else f"{len(self.store.shards)} store shards"
         log.info("head %sserving on %s with %d nodes and %s", "restarted, " if restored else "", self.address,
                  len(self.slots), store)
@@ -159,9 +165,13 @@ class Head:
             incarnation = await self.state.create(self.cluster_id)
             restored = None
         else:
+            started = time.perf_counter()
             restored = await self.state.resume()
             self.cluster_id, incarnation = restored.cluster_id, restored.incarnation
             self.names = ActorNames(restored.names, restored.killed)
+            log.info("read the cluster's state back (incarnation %d: %d nodes, %d named actors) in %.1f ms",
+                     incarnation, len(restored.view.nodes) if restored.view else 0, len(restored.names),
+                     (time.perf_counter() - started) * 1e3)
         # Views are numbered after the head's incarnation: a restarted head's are newer than any before.
         self.revision = incarnation << 32
         return restored
@@ -286,13 +296,14 @@ class Head:
             await self._launch(slot)
 
     async def _fence(self, s: Slot, epoch: int) -> None:
-        """Make sure the incarnation acts no more before anyone hears it is dead: the store grants it
-        no further lease, and the head waits for its process to exit, or for the lease it may hold
-        from the store to run out."""
-        remaining = await store_lease.fence(self.state.store, s.info.slot, epoch)
+        """Make sure the incarnation acts no more before anyone hears it is dead: a process of the
+        head's own was killed above, and has exited once this returns; for another, the store
+        grants it no further lease, and the head waits out one it may still hold."""
         if s.process is not None:
-            await s.process.wait()  # killed above
-        elif remaining > 0:
+            await s.process.wait()
+            return
+        remaining = await store_lease.fence(self.state.store, s.info.slot, epoch)
+        if remaining > 0:
             log.warning("node %d (epoch %d) may act for %.1f s more under its lease from the store; waiting",
                         s.info.slot, epoch, remaining)
             await asyncio.sleep(remaining)
@@ -332,9 +343,17 @@ class Head:
 
     async def _check_heartbeats(self) -> None:
         loop = asyncio.get_running_loop()
+        last = loop.time()
         while True:
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(HEARTBEAT_CHECK_S)
             now = loop.time()
+            if now - last > PAUSED_AFTER_S:
+                # The head itself did not run (stopped, or starved): the heartbeats it missed meanwhile
+                # say nothing about the nodes, which kept their leases from the store.
+                log.warning("the head was paused for %.1f s; every node gets a fresh heartbeat timeout", now - last)
+                for s in self.slots.values():
+                    s.last_heartbeat = now
+            last = now
             for s in list(self.slots.values()):
                 if s.info.state == head_pb2.ALIVE and now - s.last_heartbeat > self.options.heartbeat_timeout:
                     self._background.spawn(self.node_failed(s.info.slot, s.info.epoch, "missed heartbeats"))

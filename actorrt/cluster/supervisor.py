@@ -36,6 +36,10 @@ log = logging.getLogger("actorrt.supervisor")
 # loop); one that served for a while is restarted at once.
 RESTART_PAUSES_S = (0.0, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 STABLE_AFTER_S = 10.0
+# A serving head says it runs every ALIVE_EVERY_S; one silent for HUNG_AFTER_S (stopped, or its
+# loop stuck) is killed and restarted: there is never a second head beside a hung one.
+ALIVE_EVERY_S = 0.5
+HUNG_AFTER_S = 5.0
 
 
 class Supervisor:
@@ -45,6 +49,7 @@ class Supervisor:
         self.head: asyncio.subprocess.Process | None = None
         self.stopping = False
         self.served = False  # some head said it serves
+        self._heard: float | None = None  # when the running head last said it runs (once it serves)
         self._background = BackgroundTasks("supervisor")
 
     async def run(self) -> int:
@@ -53,6 +58,7 @@ class Supervisor:
             loop.add_signal_handler(sig, self.stop)
         if self.parent_pid:
             self._background.spawn(self._watch_parent())
+        self._background.spawn(self._watch_head())
         quick_deaths = 0  # in a row, each soon after its start
         while True:
             started = loop.time()
@@ -77,6 +83,22 @@ class Supervisor:
         if self.head is not None and self.head.returncode is None:
             self.head.terminate()
 
+    async def _watch_head(self) -> None:
+        loop = asyncio.get_running_loop()
+        last = loop.time()
+        while True:
+            await asyncio.sleep(ALIVE_EVERY_S)
+            now = loop.time()
+            if now - last > 2 * ALIVE_EVERY_S and self._heard is not None:
+                self._heard = now  # this process did not run (stopped): the head's notices wait unread
+            last = now
+            head = self.head
+            if self._heard is not None and now - self._heard > HUNG_AFTER_S and head and head.returncode is None:
+                log.error("the head (pid %d) has not said it runs for %.1f s (stopped or stuck); killing it",
+                          head.pid, now - self._heard)
+                head.kill()
+                self._heard = None
+
     async def _run_head(self, restarted: bool) -> int:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
@@ -91,6 +113,7 @@ class Supervisor:
             try:
                 return await self.head.wait()
             finally:
+                self._heard = None
                 loop.remove_reader(ours)
         finally:
             ours.close()
@@ -107,8 +130,9 @@ class Supervisor:
             asyncio.get_running_loop().remove_reader(sock)
             return
         request = json.loads(message)
-        if request.get("serving"):
+        if request.get("serving") or request.get("alive"):
             self.served = True
+            self._heard = asyncio.get_running_loop().time()
             return
         self._background.spawn(self._start(sock, request, fds[0] if fds else None))
 

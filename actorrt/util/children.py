@@ -101,9 +101,13 @@ class _Supervisor:
         self._sock = socket.socket(fileno=fd)
         self._lock = threading.Lock()
 
-    def notify_serving(self) -> None:
-        with self._lock:
-            self._sock.send(json.dumps({"serving": True}).encode())
+    def notify(self, notice: str) -> None:
+        """Send ``notice`` (no reply); skipped if a request is under way (it says as much)."""
+        if self._lock.acquire(blocking=False):
+            try:
+                self._sock.send(json.dumps({notice: True}).encode())
+            finally:
+                self._lock.release()
 
     def spawn(self, request: dict, stdin: int | None) -> int:
         with self._lock:
@@ -133,7 +137,17 @@ def serving() -> None:
     """Tell the supervisor, if any, that this head serves (a first head that exits before it does
     is not restarted)."""
     if (supervisor := _the_supervisor()) is not None:
-        supervisor.notify_serving()
+        supervisor.notify("serving")
+
+
+async def tell_alive(interval: float) -> None:
+    """Tell the supervisor, if any, every ``interval`` seconds that this head runs (it kills one
+    that stops telling: hung or stopped)."""
+    if (supervisor := _the_supervisor()) is None:
+        return
+    while True:
+        supervisor.notify("alive")
+        await asyncio.sleep(interval)
 
 
 async def start_child(argv: Sequence[str], env: Mapping[str, str] | None = None, log_path: Path | None = None,

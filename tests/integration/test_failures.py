@@ -138,6 +138,7 @@ def test_a_driver_never_follows_a_head_of_another_cluster_on_its_heads_address(f
     finally:
         os.kill(ours.supervisor_pid, signal.SIGKILL)
         os.kill(ours.supervisor_pid, signal.SIGCONT)
+        rt.head_process.process.wait()
 
 
 def test_a_killed_head_takes_its_nodes_and_store_shards_with_it(cluster_with):

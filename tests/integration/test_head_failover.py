@@ -8,6 +8,7 @@ the calls made.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import signal
@@ -19,6 +20,7 @@ import pytest
 import actorrt
 from actorrt.cluster import head_client, session
 from actorrt.core import context
+from actorrt.streaming import Dataflow
 from actorrt.util.processes import process_alive
 
 
@@ -184,3 +186,57 @@ def test_the_head_killed_during_a_recovery_leaves_one_incarnation_and_no_process
         assert actorrt.get([c.inc.remote() for c in counters], timeout=30) == [calls + 2] * 3
     _wait_for(lambda: not any(process_alive(pid) for pid in seen), 15.0,
               f"left running: {[pid for pid in seen if process_alive(pid)]}")
+
+
+def test_a_streaming_flow_counts_every_word_once_through_a_head_kill_and_then_a_node_kill(cluster_with):
+    """A keyed word count runs while the head is SIGKILLed, and later a node (recovered by the
+    restarted head): the run raises nothing and its counts equal the oracle's."""
+    text = [f"w{i % 7} w{i % 3} x{i % 11}" for i in range(3000)]
+    oracle = collections.Counter(w for line in text for w in line.split())
+    with cluster_with(num_nodes=2, store_shards=1):
+        heads = []
+
+        def source():
+            for i, line in enumerate(text):
+                if i == 1000:
+                    heads.append(_session().head_pid)
+                    os.kill(heads[0], signal.SIGKILL)
+                if i == 2000:
+                    heads.append(_new_head(heads[0]).head_pid)
+                    actorrt.kill_node(1)
+                if i % 50 == 0:
+                    time.sleep(0.005)
+                yield line
+
+        flow = Dataflow("wordcount", batch_size=20, max_in_flight=4)
+        (flow.source(source())
+         .flat_map(str.split, parallelism=2)
+         .key_by(lambda word: word)
+         .fold(lambda: 0, lambda n, word: n + 1, parallelism=2)
+         .collect())
+        final = dict(flow.run(timeout=120).outputs)
+        assert final == oracle
+        assert len(set(heads)) == 2  # the head was restarted before the node was killed
+
+
+def test_a_head_stopped_past_its_supervisors_patience_is_replaced_and_never_runs_again(cluster_with):
+    """The head is SIGSTOPped: its supervisor, which hears from it twice a second, kills it after
+    five silent seconds and starts another, so there are never two heads; calls between actors go
+    on throughout (the nodes' leases come from the store), and the new head finds every node alive."""
+    with cluster_with(num_nodes=2, store_shards=1, heartbeat_timeout=4.0):
+        counter = Counter.options(node=1).remote()
+        caller = Caller.options(node=0).remote(counter)
+        epochs = [n["epoch"] for n in actorrt.nodes()]
+        s = _session()
+        os.kill(s.head_pid, signal.SIGSTOP)
+        calls, stopped_at = 0, time.monotonic()
+        while _session().head_pid == s.head_pid:
+            assert time.monotonic() - stopped_at < 30, "the stopped head was not replaced"
+            calls += 1
+            assert actorrt.get(caller.inc.remote(), timeout=10) == calls
+        assert time.monotonic() - stopped_at >= 4.0  # it was given its time
+        _wait_for(lambda: not process_alive(s.head_pid), 10.0, "the stopped head still exists")
+        assert actorrt.get(caller.inc.remote(), timeout=10) == calls + 1
+        time.sleep(5.0)  # past a heartbeat timeout of the new head's: no node is declared dead
+        assert [n["epoch"] for n in actorrt.nodes()] == epochs
+        assert all(n["state"] == "ALIVE" for n in actorrt.nodes())

@@ -1,0 +1,169 @@
+"""Soak the control plane: head kills under load, mixed with node kills, against a plain-Python count.
+
+An embedded cluster of three nodes runs named counters, each called through a caller actor on
+another node (actor-to-actor calls) by driver threads that check every answer against their own
+count. A seeded schedule SIGKILLs the head ``--head-kills`` times over ``--minutes`` (some kills with
+its supervisor held back for a few seconds, so the head stays down past the nodes' leases), and a
+node between head kills. At the end every counter must equal the number of calls made to it, every
+name must resolve, and the shutdown must leave no process behind.
+
+Run: ``python scripts/head_soak.py [--minutes 10] [--head-kills 20] [--seed 1]``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sys
+import threading
+import time
+
+import click
+
+import actorrt
+from actorrt.cluster import session
+from actorrt.core import context
+from actorrt.util.processes import process_alive
+
+NODES = 3
+
+
+@actorrt.remote
+class Counter:
+    def __init__(self):
+        self.n = 0
+
+    def inc(self):
+        self.n += 1
+        return self.n
+
+    def value(self):
+        return self.n
+
+
+@actorrt.remote
+class Caller:
+    def __init__(self, counter):
+        self.counter = counter
+
+    async def inc(self):
+        return await self.counter.inc.remote()
+
+
+def _session() -> session.Session:
+    return session.read(context.current().head_process.session.session_dir)
+
+
+def _children_of(pid: int) -> set[int]:
+    found = set()
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+class Load:
+    """A thread calling one counter through its caller, checking each answer against its count."""
+
+    def __init__(self, caller, counter) -> None:
+        self.caller, self.counter = caller, counter
+        self.calls = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                refs = [self.caller.inc.remote() for _ in range(10)]
+                got = actorrt.get(refs, timeout=120)
+                expected = list(range(self.calls + 1, self.calls + 11))
+                if got != expected:
+                    raise AssertionError(f"answers {got}, expected {expected}")
+                self.calls += 10
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            self.error = exc
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(180)
+
+
+def _kill_head(rng: random.Random, log) -> None:
+    s = _session()
+    held = rng.random() < 0.3
+    if held:
+        os.kill(s.supervisor_pid, signal.SIGSTOP)
+    os.kill(s.head_pid, signal.SIGKILL)
+    if held:
+        down = rng.uniform(2.0, 8.0)
+        time.sleep(down)
+        os.kill(s.supervisor_pid, signal.SIGCONT)
+    started = time.monotonic()
+    while (now := _session()) is None or now.head_pid == s.head_pid:
+        if time.monotonic() - started > 60:
+            raise AssertionError("the head did not come back")
+        time.sleep(0.02)
+    log(f"head {s.head_pid} killed{f', kept down {down:.1f} s' if held else ''}; head {now.head_pid} serves")
+
+
+@click.command()
+@click.option("--minutes", default=10.0, show_default=True)
+@click.option("--head-kills", default=20, show_default=True)
+@click.option("--counters", default=6, show_default=True)
+@click.option("--seed", default=1, show_default=True)
+def main(minutes: float, head_kills: int, counters: int, seed: int) -> None:
+    rng = random.Random(seed)
+    started = time.monotonic()
+
+    def log(message: str) -> None:
+        print(f"[{time.monotonic() - started:7.1f} s] {message}", flush=True)
+
+    actorrt.init(num_nodes=NODES, store_shards=2, heartbeat_timeout=4.0)
+    seen: set[int] = set()
+    try:
+        named = [Counter.options(name=f"soak-{i}", node=i % NODES).remote() for i in range(counters)]
+        loads = [Load(Caller.options(node=(i + 1) % NODES).remote(counter), counter)
+                 for i, counter in enumerate(named)]
+        supervisor = _session().supervisor_pid
+        pause = minutes * 60 / head_kills
+        for k in range(head_kills):
+            time.sleep(rng.uniform(0.5, 1.5) * pause / 2)
+            seen |= _children_of(supervisor) | {_session().head_pid}
+            _kill_head(rng, log)
+            time.sleep(rng.uniform(0.5, 1.5) * pause / 2)
+            if k % 2 == 1:
+                slot = rng.randrange(NODES)
+                actorrt.kill_node(slot)
+                log(f"node {slot} killed")
+            if failed := [load.error for load in loads if load.error]:
+                raise AssertionError(f"a load failed: {failed[0]!r}") from failed[0]
+            log(f"{sum(load.calls for load in loads)} calls so far, all answers as counted")
+        for load in loads:
+            load.stop()
+        if failed := [load.error for load in loads if load.error]:
+            raise AssertionError(f"a load failed: {failed[0]!r}") from failed[0]
+        values = actorrt.get([actorrt.get_actor(f"soak-{i}").value.remote() for i in range(counters)], timeout=60)
+        calls = [load.calls for load in loads]
+        if values != calls:
+            raise AssertionError(f"counters {values}, calls made {calls}")
+        seen |= _children_of(supervisor)
+        log(f"{sum(calls)} calls, each counted once, through {head_kills} head kills and "
+            f"{head_kills // 2} node kills")
+    finally:
+        actorrt.shutdown()
+    deadline = time.monotonic() + 15
+    while (left := [pid for pid in seen if process_alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if left:
+        sys.exit(f"processes left behind: {left}")
+    log("nothing left behind: PASS")
+
+
+if __name__ == "__main__":
+    main()
