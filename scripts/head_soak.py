@@ -72,6 +72,7 @@ class Load:
     def __init__(self, caller, counter) -> None:
         self.caller, self.counter = caller, counter
         self.calls = 0
+        self.longest = (0.0, 0.0)  # the longest wait for a batch of answers, and when it ended
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -80,8 +81,10 @@ class Load:
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
+                sent = time.monotonic()
                 refs = [self.caller.inc.remote() for _ in range(10)]
                 got = actorrt.get(refs, timeout=120)
+                self.longest = max(self.longest, (time.monotonic() - sent, time.monotonic()))
                 expected = list(range(self.calls + 1, self.calls + 11))
                 if got != expected:
                     raise AssertionError(f"answers {got}, expected {expected}")
@@ -127,8 +130,10 @@ def main(minutes: float, head_kills: int, counters: int, seed: int) -> None:
     actorrt.init(num_nodes=NODES, store_shards=2, heartbeat_timeout=4.0)
     seen: set[int] = set()
     try:
-        named = [Counter.options(name=f"soak-{i}", node=i % NODES).remote() for i in range(counters)]
-        loads = [Load(Caller.options(node=(i + 1) % NODES).remote(counter), counter)
+        # Checkpoints bound what a node's recovery replays (the calls since each actor's last one).
+        named = [Counter.options(name=f"soak-{i}", node=i % NODES, checkpoint_every=1000).remote()
+                 for i in range(counters)]
+        loads = [Load(Caller.options(node=(i + 1) % NODES, checkpoint_every=1000).remote(counter), counter)
                  for i, counter in enumerate(named)]
         supervisor = _session().supervisor_pid
         pause = minutes * 60 / head_kills
@@ -143,9 +148,12 @@ def main(minutes: float, head_kills: int, counters: int, seed: int) -> None:
                 log(f"node {slot} killed")
             if failed := [load.error for load in loads if load.error]:
                 raise AssertionError(f"a load failed: {failed[0]!r}") from failed[0]
-            log(f"{sum(load.calls for load in loads)} calls so far, all answers as counted")
+            wait, when = max(load.longest for load in loads)
+            log(f"{sum(load.calls for load in loads)} calls so far, all answers as counted; the longest wait "
+                f"for answers {wait:.2f} s (at {when - started:.1f} s)")
         for load in loads:
             load.stop()
+        log("load stopped")
         if failed := [load.error for load in loads if load.error]:
             raise AssertionError(f"a load failed: {failed[0]!r}") from failed[0]
         values = actorrt.get([actorrt.get_actor(f"soak-{i}").value.remote() for i in range(counters)], timeout=60)

@@ -29,13 +29,20 @@ class ActorNames:
     def find(self, name: str) -> head_pb2.NamedActor | None:
         return self._by_name.get(name)
 
+    def would_take(self, actor: head_pb2.NamedActor) -> bool:
+        """Whether ``take`` would give ``actor`` its name now (it is free, and the actor not killed)."""
+        return actor.name not in self._by_name and actor.actor_id not in self._killed
+
+    def held_by(self, actor_id: bytes) -> list[str]:
+        return [name for name, actor in self._by_name.items() if actor.actor_id == actor_id]
+
     def all(self) -> list[head_pb2.NamedActor]:
         return [self._by_name[name] for name in sorted(self._by_name)]
 
     def free(self, actor_id: bytes) -> list[str]:
         """Free the names ``actor_id`` has, now and for good (it was killed); returns them."""
         self._killed.add(actor_id)
-        names = [name for name, actor in self._by_name.items() if actor.actor_id == actor_id]
+        names = self.held_by(actor_id)
         for name in names:
             del self._by_name[name]
         return names

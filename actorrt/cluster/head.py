@@ -37,12 +37,13 @@ from actorrt.cluster.daemon import daemon_setup, node_environment
 from actorrt.cluster.deadlocks import DeadlockDetector
 from actorrt.cluster.head_options import HeadOptions, head_options
 from actorrt.cluster.head_service import HeadServicer
-from actorrt.cluster.head_state import HeadState, Restored
+from actorrt.cluster.head_state import HeadState, Restored, SupersededError
 from actorrt.cluster.metrics_endpoint import serve_metrics
 from actorrt.cluster.session import TOKEN_ENV, Session
 from actorrt.cluster.store_shards import StoreShards
-from actorrt.cluster.supervisor import ALIVE_EVERY_S
+from actorrt.cluster.supervisor import ALIVE_EVERY_S, SUPERSEDED_EXIT
 from actorrt.cluster.warm_nodes import WarmNodes
+from actorrt.exceptions import ClusterError
 from actorrt.net.server import InvalidRequestError, start_server
 from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2, node_pb2
@@ -64,6 +65,8 @@ LEASE_FRACTION = 0.5
 # not running (SIGSTOP, a paused VM), not that the nodes were silent.
 HEARTBEAT_CHECK_S = 0.1
 PAUSED_AFTER_S = 1.0
+# A restarted head counts its predecessor's drivers as connected for at least this long.
+DRIVERS_BACK_S = 10.0
 
 
 @dataclass
@@ -75,6 +78,7 @@ class Slot:
     killed_at: float | None = None  # KillNode sent SIGKILL then (loop time)
     failed_at: float = 0.0  # declared dead then
     detection_ms: float = 0.0  # from the kill (or the last heartbeat) to the declaration
+    granted_until: float = 0.0  # loop time by which the lease of its last accepted heartbeat has run out
     stats: node_pb2.NodeStatsReply = field(default_factory=node_pb2.NodeStatsReply)
 
 
@@ -184,28 +188,36 @@ class Head:
         self.drivers.restore(list(view.drivers), list(view.departed_drivers))
         now = asyncio.get_running_loop().time()
         for info in view.nodes:
-            s = self.slots[info.slot] = Slot(info, last_heartbeat=now)
-            if info.managed and info.pid:
-                s.process = Child.adopt(info.pid, "actorrt.cluster.node")
-                self._background.spawn(self._watch_process(info.slot, info.epoch, s.process))
-            elif info.managed and info.state != head_pb2.DEAD:  # its epoch was taken, its process never started
-                self._background.spawn(self.node_failed(info.slot, info.epoch, "not started when the head died"))
-            elif info.managed:  # its restart was due when the head died
+            # Its predecessor may have granted it a lease just before it died.
+            s = self.slots[info.slot] = Slot(info, last_heartbeat=now, granted_until=now + self.lease_s)
+            if not info.managed:
+                continue  # it comes back by itself, or misses its heartbeats
+            if info.state == head_pb2.DEAD:  # its restart was due when the head died
                 self._background.spawn(self._launch(info.slot))
+            elif info.pid:
+                s.process = Child(info.pid, info.process_started)
+                self._background.spawn(self._watch_process(info.slot, info.epoch, s.process))
+            else:  # its epoch was taken, its process never started
+                self._background.spawn(self.node_failed(info.slot, info.epoch, "not started when the head died"))
         self._background.spawn(self._drivers_back())
         await self._save()
 
     async def _drivers_back(self) -> None:
-        """The drivers connected to the head before this one have until a node's heartbeat timeout to
-        come back; the others left (what they owned is gone)."""
-        await asyncio.sleep(self.options.heartbeat_timeout)
+        """The drivers connected to the head before this one have a while to come back (they retry
+        every second at most); the others left (what they owned is gone)."""
+        await asyncio.sleep(max(self.options.heartbeat_timeout, DRIVERS_BACK_S))
         self.drivers.missing()
 
     async def _save(self) -> None:
-        """Write the view as it is now to the store (before anyone acts on it)."""
+        """Write the view as it is now to the store (before anyone acts on it). A head that another
+        has replaced meanwhile exits at once, acting no further."""
         view = self.view()
         async with self._saving:
-            await self.state.save_view(view)
+            try:
+                await self.state.save_view(view)
+            except SupersededError as exc:
+                log.critical("%s; exiting", exc)
+                os._exit(SUPERSEDED_EXIT)
 
     async def stop(self) -> None:
         if self._stopping:
@@ -234,8 +246,12 @@ class Head:
         log_path = self._logs() / f"node-{slot}.log"
         s.process = await self._warm.take(slot, log_path) if self._warm is not None else None
         if s.process is None:
-            s.process = await start_child([*self._node_argv(), "--slot", str(slot)], self._node_env(), log_path)
-        s.info.pid = s.process.pid
+            try:
+                s.process = await start_child([*self._node_argv(), "--slot", str(slot)], self._node_env(), log_path)
+            except (ClusterError, OSError) as exc:  # fork failed, or the supervisor could not: later, again
+                await self.node_failed(slot, s.info.epoch, f"its process could not start: {exc}")
+                return
+        s.info.pid, s.info.process_started = s.process.pid, s.process.started
         self._background.spawn(self._watch_process(slot, s.info.epoch, s.process))
         await self._save()
         self.publish()
@@ -302,9 +318,10 @@ class Head:
         if s.process is not None:
             await s.process.wait()
             return
-        remaining = await store_lease.fence(self.state.store, s.info.slot, epoch)
+        from_store = await store_lease.fence(self.state.store, s.info.slot, epoch)
+        remaining = max(from_store, s.granted_until - asyncio.get_running_loop().time())
         if remaining > 0:
-            log.warning("node %d (epoch %d) may act for %.1f s more under its lease from the store; waiting",
+            log.warning("node %d (epoch %d) may act for %.1f s more under its lease; waiting",
                         s.info.slot, epoch, remaining)
             await asyncio.sleep(remaining)
 
@@ -420,6 +437,7 @@ class Head:
         s.info.address, s.info.pid, s.info.hostname = request.address, request.pid, request.hostname
         s.info.host_id = request.host_id
         s.last_heartbeat = asyncio.get_running_loop().time()
+        s.granted_until = s.last_heartbeat + self.lease_s
         if self.mode.logs_lineage:  # dead slots that found no heir when they died
             for orphan in self.slots.values():
                 if orphan.info.state == head_pb2.DEAD and not orphan.info.managed and not orphan.info.HasField("heir"):
@@ -451,6 +469,7 @@ class Head:
         if s is None or s.info.epoch != beat.epoch or s.info.state != head_pb2.ALIVE:
             return False
         s.last_heartbeat = asyncio.get_running_loop().time()
+        s.granted_until = s.last_heartbeat + self.lease_s  # it counts from when it sent the beat: sooner
         s.stats = beat.stats
         self.deadlocks.observe(beat.slot, beat.awaits, beat.confirmed, s.last_heartbeat)
         return True

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 class HeadServicer:
     def __init__(self, head: Head) -> None:
         self.head = head
+        self._names_changing = asyncio.Lock()  # one change of the registry at a time, store first
 
     async def RegisterNode(self, request: head_pb2.RegisterNodeRequest,  # noqa: N802
                            context: aio.ServicerContext) -> head_pb2.RegisterNodeReply:
@@ -70,12 +71,10 @@ class HeadServicer:
                         context: aio.ServicerContext) -> head_pb2.NameActorReply:
         if not request.name or not request.actor_id:
             raise InvalidRequestError("NameActor needs a name and an actor id")
-        names = self.head.names
-        free = names.find(request.name) is None
-        holder = names.take(request)
-        if free and names.find(request.name) is request:  # taken now: saved before the creator hears of it
-            await self.head.state.name_taken(request)
-        return head_pb2.NameActorReply(holder=holder)
+        async with self._names_changing:  # saved before anyone can learn who has the name
+            if self.head.names.would_take(request):
+                await self.head.state.name_taken(request)
+            return head_pb2.NameActorReply(holder=self.head.names.take(request))
 
     async def GetActor(self, request: head_pb2.GetActorRequest,  # noqa: N802
                        context: aio.ServicerContext) -> head_pb2.GetActorReply:
@@ -87,9 +86,9 @@ class HeadServicer:
 
     async def FreeActorNames(self, request: head_pb2.FreeActorNamesRequest,  # noqa: N802
                              context: aio.ServicerContext) -> head_pb2.FreeActorNamesReply:
-        names = self.head.names.free(request.actor_id)
-        await self.head.state.names_freed(request.actor_id, names)
-        return head_pb2.FreeActorNamesReply(names=names)
+        async with self._names_changing:
+            await self.head.state.names_freed(request.actor_id, self.head.names.held_by(request.actor_id))
+            return head_pb2.FreeActorNamesReply(names=self.head.names.free(request.actor_id))
 
     async def ClusterStats(self, request: head_pb2.ClusterStatsRequest,  # noqa: N802
                            context: aio.ServicerContext) -> head_pb2.ClusterStatsReply:

@@ -2,8 +2,10 @@
 
 What the head decides is written here before anyone can act on it: a slot's new epoch before its
 process starts, a node's registration before its reply, a failure before the view that announces
-it, a name before the creator learns it has it. A restarted head reads it back, and the nodes it
-names are the truth for what runs: it adopts those that still run and restarts the others.
+it, a name before anyone learns who has it. A restarted head reads it back, and the nodes it
+names are the truth for what runs: it adopts those that still run and restarts the others. Every
+write checks the head's incarnation: a head that another has replaced (a write of a killed head
+still on its way) changes nothing, and learns so (``SupersededError``).
 
 Keys (one hash tag: one shard, or one Redis Cluster slot):
 - ``{actorrt:head}:cluster``, a hash: the cluster's ``id``, the head's ``incarnation`` (one more at
@@ -17,14 +19,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from redis.exceptions import ResponseError
+
 from actorrt.cluster.store_lease import DEAD_EPOCHS
 from actorrt.exceptions import ClusterError
 from actorrt.rpc import head_pb2
-from actorrt.store.clients import Client, Store, until_reachable
+from actorrt.store.clients import Client, Store, refusal, until_reachable
 
 _CLUSTER = b"{actorrt:head}:cluster"
 _NAMES = b"{actorrt:head}:names"
 _KILLED = b"{actorrt:head}:killed"
+
+# Each script's KEYS: the cluster hash, names, killed; ARGV[1]: the writing head's incarnation.
+# They return 0, writing nothing, if a later head has started.
+_SAVE_VIEW = """
+if redis.call('HGET', KEYS[1], 'incarnation') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'view', ARGV[2])
+return 1
+"""
+_TAKE_NAME = """
+if redis.call('HGET', KEYS[1], 'incarnation') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+return 1
+"""
+_FREE_NAMES = """
+if redis.call('HGET', KEYS[1], 'incarnation') ~= ARGV[1] then return 0 end
+redis.call('SADD', KEYS[3], ARGV[2])
+for i = 3, #ARGV do redis.call('HDEL', KEYS[2], ARGV[i]) end
+return 1
+"""
+
+
+class SupersededError(ClusterError):
+    """Another head has started on this cluster's state since this one did."""
 
 
 @dataclass
@@ -41,15 +68,28 @@ class Restored:
 class HeadState:
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.incarnation = 0  # this head's, once ``create`` or ``resume`` has counted it
 
     async def _on_shard(self, what: str, fn) -> object:
         """``fn(client)`` on the shard of the head's keys, again while the store is unreachable."""
 
         async def once() -> object:
-            (result,) = await self.store.per_shard([_CLUSTER], lambda client, _: fn(client))
+            try:
+                (result,) = await self.store.per_shard([_CLUSTER], lambda client, _: fn(client))
+            except ResponseError as exc:  # e.g. LOADING, from a shard restarting: retried
+                raise refusal(exc) from exc
             return result
 
         return await until_reachable(what, once)
+
+    async def _write(self, what: str, source: str, *args: bytes | str) -> None:
+        async def call(client: Client) -> object:
+            return await self.store.script(client, source)(keys=[_CLUSTER, _NAMES, _KILLED],
+                                                           args=[self.incarnation, *args])
+
+        if not await self._on_shard(what, call):
+            raise SupersededError(f"another head has taken over the cluster since this one (incarnation "
+                                  f"{self.incarnation}) started")
 
     async def create(self, cluster_id: bytes) -> int:
         """A new cluster: forget a former one's state; returns the head's incarnation (1)."""
@@ -61,6 +101,7 @@ class HeadState:
                 await pipe.execute()
 
         await self._on_shard("writing the cluster's identity", write)
+        self.incarnation = 1
         return 1
 
     async def resume(self) -> Restored:
@@ -77,24 +118,16 @@ class HeadState:
         incarnation, (cluster_id, view), names, killed = await self._on_shard("reading the head's state", read)
         if not cluster_id:
             raise ClusterError("the lineage store holds no cluster's state: there is nothing to restart from")
+        self.incarnation = int(incarnation)
         return Restored(cluster_id, int(incarnation), head_pb2.ClusterView.FromString(view) if view else None,
                         {name.decode(): head_pb2.NamedActor.FromString(actor) for name, actor in names.items()},
                         set(killed))
 
     async def save_view(self, view: head_pb2.ClusterView) -> None:
-        data = view.SerializeToString()
-        await self._on_shard("saving the cluster's view", lambda client: client.hset(_CLUSTER, b"view", data))
+        await self._write("saving the cluster's view", _SAVE_VIEW, view.SerializeToString())
 
     async def name_taken(self, actor: head_pb2.NamedActor) -> None:
-        data = actor.SerializeToString()
-        await self._on_shard("saving an actor's name", lambda client: client.hset(_NAMES, actor.name, data))
+        await self._write("saving an actor's name", _TAKE_NAME, actor.name, actor.SerializeToString())
 
     async def names_freed(self, actor_id: bytes, names: list[str]) -> None:
-        async def write(client: Client) -> None:
-            async with client.pipeline(transaction=True) as pipe:
-                pipe.sadd(_KILLED, actor_id)
-                if names:
-                    pipe.hdel(_NAMES, *names)
-                await pipe.execute()
-
-        await self._on_shard("freeing an actor's names", write)
+        await self._write("freeing an actor's names", _FREE_NAMES, actor_id, *names)

@@ -11,7 +11,9 @@ head's grants, the node counts a lease from when it *sent* the renewal and the s
 
 from __future__ import annotations
 
-from actorrt.store.clients import Store, until_reachable
+from redis.exceptions import ResponseError
+
+from actorrt.store.clients import Store, refusal, until_reachable
 
 # Beside the head's state (one hash tag: one shard, or one Redis Cluster slot).
 # slot -> the highest epoch the head declared dead (a new cluster deletes it with the head's state)
@@ -40,15 +42,20 @@ return 0
 """
 
 
+async def _call(store: Store, source: str, slot: int, args: list) -> int:
+    try:
+        return int(await store.run_script(source, [_lease_key(slot), DEAD_EPOCHS], [slot, *args]))
+    except ResponseError as exc:  # e.g. LOADING, from a shard restarting: ClusterError, retried
+        raise refusal(exc) from exc
+
+
 async def renew(store: Store, slot: int, epoch: int, seconds: float) -> bool:
     """Ask the store for ``seconds`` more; False if the incarnation was declared dead."""
-    granted = await store.run_script(_RENEW, [_lease_key(slot), DEAD_EPOCHS], [slot, epoch, int(seconds * 1000)])
-    return bool(granted)
+    return bool(await _call(store, _RENEW, slot, [epoch, int(seconds * 1000)]))
 
 
 async def fence(store: Store, slot: int, epoch: int) -> float:
     """Refuse the incarnation any further lease; returns the seconds the one it holds still runs."""
-    remaining = await until_reachable(f"fencing node {slot} (epoch {epoch})", store.run_script, _FENCE,
-                                      [_lease_key(slot), DEAD_EPOCHS], [slot, epoch])
-    return int(remaining) / 1000
+    remaining = await until_reachable(f"fencing node {slot} (epoch {epoch})", _call, store, _FENCE, slot, [epoch])
+    return remaining / 1000
 

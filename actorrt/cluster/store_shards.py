@@ -59,9 +59,13 @@ class StoreShards:
         except (OSError, ValueError) as exc:
             raise ClusterError(f"no record of the store shards in {session_dir}: {exc}") from None
         self.password = record["password"]
-        self.shards = [RedisShard(s["host"], s["port"], self.password, Path(s["directory"]),
-                                  Child.adopt(s["pid"], "redis-server"))
-                       for s in record["shards"]]
+        self.shards = []
+        for s in record["shards"]:
+            # The one that serves its address (found by its pid: a head may have died restarting it),
+            # else the recorded process (still loading its file, or gone: then restarted below).
+            found = await RedisShard.running(s["host"], s["port"], self.password, Path(s["directory"]))
+            self.shards.append(found or RedisShard(s["host"], s["port"], self.password, Path(s["directory"]),
+                                                   Child(s["pid"], s["started"])))
         self.restarts = record["restarts"]
         self._supervise_all(session_dir)
 
@@ -72,8 +76,8 @@ class StoreShards:
             self._spawn(self._supervise(i))
 
     def _save(self) -> None:
-        shards = [{"host": s.host, "port": s.port, "directory": str(s.directory), "pid": s.process.pid}
-                  for s in self.shards]
+        shards = [{"host": s.host, "port": s.port, "directory": str(s.directory), "pid": s.process.pid,
+                   "started": s.process.started} for s in self.shards]
         record = {"password": self.password, "shards": shards, "restarts": self.restarts}
         write_atomically(self._record, json.dumps(record).encode(), mode=0o600)  # it holds the password
 
@@ -92,8 +96,13 @@ class StoreShards:
             if self._stopping():
                 return
             log.warning("store shard %d (%s) exited; restarting it from its append-only file", i, shard.address)
+
+            def started(new: RedisShard) -> None:  # recorded at once: a head dying now leaves no stray
+                self.shards[i] = new
+                self._save()
+
             try:
-                self.shards[i] = await RedisShard.start(shard.directory, shard.password, shard.host, port=shard.port)
+                await RedisShard.start(shard.directory, shard.password, shard.host, port=shard.port, on_started=started)
             except Exception as exc:  # noqa: BLE001 - whatever it is, the shard must come back
                 log.exception("store shard %d could not restart: %s; retrying", i, exc)
                 await asyncio.sleep(1.0)

@@ -9,7 +9,8 @@ it rebuilds its state from the store and adopts the nodes and shards that kept r
 talks to the supervisor over a socket pair (``children.py`` is its side): a request to start a
 process (its stdin descriptor passed along), and a notice once it serves. A head that exits 0
 stopped the cluster on purpose, and the supervisor exits with it; so does a first head that
-exits before it serves (its error is in the head's log, for the launcher to show).
+exits before it serves (its error is in the head's log, for the launcher to show), a head that
+found another head had replaced it, and a restarted one that keeps failing before it serves.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ STABLE_AFTER_S = 10.0
 # loop stuck) is killed and restarted: there is never a second head beside a hung one.
 ALIVE_EVERY_S = 0.5
 HUNG_AFTER_S = 5.0
+# Restarted heads that die before they serve, in a row, before the supervisor gives up: what
+# keeps them from starting (the store's state gone, the port taken) will not go away by itself.
+MAX_FAILED_STARTS = 10
+# The exit code of a head that found another head had replaced it: not restarted.
+SUPERSEDED_EXIT = 3
 
 
 class Supervisor:
@@ -49,6 +55,7 @@ class Supervisor:
         self.head: asyncio.subprocess.Process | None = None
         self.stopping = False
         self.served = False  # some head said it serves
+        self._serving_now = False  # the running (or last) head said it serves
         self._heard: float | None = None  # when the running head last said it runs (once it serves)
         self._background = BackgroundTasks("supervisor")
 
@@ -59,20 +66,30 @@ class Supervisor:
         if self.parent_pid:
             self._background.spawn(self._watch_parent())
         self._background.spawn(self._watch_head())
-        quick_deaths = 0  # in a row, each soon after its start
+        quick_deaths = failed_starts = 0  # in a row: each soon after its start; each before it served
         while True:
             started = loop.time()
-            code = await self._run_head(restarted=self.served)
+            self._serving_now = False
+            try:
+                code = await self._run_head(restarted=self.served)
+            except OSError as exc:  # no process or socket to be had now (EAGAIN, EMFILE): try again
+                log.error("could not start a head: %s", exc)
+                code = -1
             if self.stopping or code == 0:
                 return 0
-            if not self.served:
-                log.error("the head exited with %s before it served; giving up", code)
+            if code == SUPERSEDED_EXIT:
+                log.error("another head has taken over the cluster; this supervisor stops")
+                return code
+            failed_starts = 0 if self._serving_now else failed_starts + 1
+            if not self.served or failed_starts >= MAX_FAILED_STARTS:
+                log.error("the head exited with %s before it served%s; giving up", code,
+                          f", {failed_starts} times in a row" if self.served else "")
                 return code or 1
             if loop.time() - started > STABLE_AFTER_S:
                 quick_deaths = 0
             pause = RESTART_PAUSES_S[min(quick_deaths, len(RESTART_PAUSES_S) - 1)]
             quick_deaths += 1
-            log.warning("the head (pid %d) exited with %s; restarting it in %.1f s", self.head.pid, code, pause)
+            log.warning("the head exited with %s; restarting it in %.1f s", code, pause)
             await asyncio.sleep(pause)
             if self.stopping:
                 return 0
@@ -106,6 +123,8 @@ class Supervisor:
             argv = [*self.head_argv, *(["--restarted"] if restarted else [])]
             self.head = await asyncio.create_subprocess_exec(*dying_with_us(argv), env=env,
                                                              pass_fds=(theirs.fileno(),))
+            if self.stopping:  # asked to stop while it started
+                self.head.terminate()
             theirs.close()
             ours.setblocking(False)
             loop = asyncio.get_running_loop()
@@ -130,9 +149,10 @@ class Supervisor:
             asyncio.get_running_loop().remove_reader(sock)
             return
         request = json.loads(message)
+        if self._heard is not None or request.get("serving"):
+            self._heard = asyncio.get_running_loop().time()  # any message says the head runs
         if request.get("serving") or request.get("alive"):
-            self.served = True
-            self._heard = asyncio.get_running_loop().time()
+            self.served = self._serving_now = True
             return
         self._background.spawn(self._start(sock, request, fds[0] if fds else None))
 

@@ -69,7 +69,11 @@ class WarmNodes:
 
     async def _start(self) -> None:
         stdin, writer = os.pipe()
-        spare = await start_child(self._argv, self._env, self._log_path, stdin=stdin)
+        try:
+            spare = await start_child(self._argv, self._env, self._log_path, stdin=stdin)
+        except BaseException:
+            os.close(writer)
+            raise
         if self._stopped:
             spare.kill()
             os.close(writer)

@@ -20,7 +20,7 @@ ALIVE: NodeState
 DEAD: NodeState
 
 class NodeInfo(_message.Message):
-    __slots__ = ("slot", "epoch", "state", "address", "pid", "hostname", "managed", "heir", "former_addresses", "last_failure", "host_id")
+    __slots__ = ("slot", "epoch", "state", "address", "pid", "hostname", "managed", "heir", "former_addresses", "last_failure", "host_id", "process_started")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -32,6 +32,7 @@ class NodeInfo(_message.Message):
     FORMER_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
     LAST_FAILURE_FIELD_NUMBER: _ClassVar[int]
     HOST_ID_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_STARTED_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     state: NodeState
@@ -43,7 +44,8 @@ class NodeInfo(_message.Message):
     former_addresses: _containers.RepeatedScalarFieldContainer[str]
     last_failure: str
     host_id: str
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[NodeState, str]] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., hostname: _Optional[str] = ..., managed: _Optional[bool] = ..., heir: _Optional[int] = ..., former_addresses: _Optional[_Iterable[str]] = ..., last_failure: _Optional[str] = ..., host_id: _Optional[str] = ...) -> None: ...
+    process_started: int
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[NodeState, str]] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., hostname: _Optional[str] = ..., managed: _Optional[bool] = ..., heir: _Optional[int] = ..., former_addresses: _Optional[_Iterable[str]] = ..., last_failure: _Optional[str] = ..., host_id: _Optional[str] = ..., process_started: _Optional[int] = ...) -> None: ...
 
 class StoreShard(_message.Message):
     __slots__ = ("address", "pid", "restarts")

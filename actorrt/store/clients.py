@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from itertools import zip_longest
 from typing import TypeVar
@@ -24,7 +25,7 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.crc import key_slot
-from redis.exceptions import RedisClusterException
+from redis.exceptions import RedisClusterException, ResponseError
 
 from actorrt.exceptions import ClusterError, StaleIncarnationError
 from actorrt.store.script_connection import ScriptConnection
@@ -42,6 +43,20 @@ STORE_URL_ENV = "ACTORRT_STORE_URL"  # how a store URL reaches the head: it may 
 class StoreRefusedError(ClusterError):
     """The store refused a write for a reason that retrying does not change (it is too large, or
     malformed), unlike an unreachable store or a full one."""
+
+
+# Error replies that go away by themselves: retried like an unreachable store. Redis wraps an error
+# raised inside a script ("Error running script ...: -OOM command not allowed ..."), so the code is
+# looked for anywhere in the message.
+_TRANSIENT = re.compile(r"\b(OOM|BUSY|LOADING|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY|NOREPLICAS|NOSCRIPT)\b")
+
+
+def refusal(exc: ResponseError) -> ClusterError:
+    """An error reply as what it means: ClusterError if it goes away by itself (a shard loading
+    its file, full, failing over), StoreRefusedError if retrying changes nothing."""
+    if _TRANSIENT.search(str(exc)):
+        return ClusterError(f"the lineage store cannot take writes now: {exc}")
+    return StoreRefusedError(f"the lineage store refused the write: {exc}")
 
 
 async def until_reachable(what: str, fn: Callable[..., Awaitable[T]], *args, max_backoff: float = 2.0) -> T:

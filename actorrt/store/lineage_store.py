@@ -31,15 +31,14 @@ replacement has read them.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Iterable, Sequence
 
 from redis.exceptions import ResponseError
 
-from actorrt.exceptions import ClusterError, StaleIncarnationError
+from actorrt.exceptions import StaleIncarnationError
 from actorrt.rpc import common_pb2 as pb
 from actorrt.store import scripts
-from actorrt.store.clients import Client, Store, StoreRefusedError
+from actorrt.store.clients import Client, Store, refusal
 from actorrt.util.lease import Lease
 
 KEY_PREFIX = b"task:"
@@ -133,11 +132,6 @@ def newest(copies: Iterable[tuple[bytes | None, bytes | None]]) -> pb.TaskSpec |
     return best
 
 
-# Error replies that go away by themselves: the flusher retries these like an unreachable store.
-# Redis wraps an error raised inside a script ("Error running script ...: -OOM command not
-# allowed ..."), so the code is looked for anywhere in the message.
-_TRANSIENT = re.compile(r"\b(OOM|BUSY|LOADING|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY|NOREPLICAS|NOSCRIPT)\b")
-
 
 class LineageStore:
     """The lineage store as one process uses it: ``writer`` (a node's slot; any number for a
@@ -175,9 +169,7 @@ class LineageStore:
                 why = f"the lineage store refused a write of node slot {self._writer} (epoch {self._epoch}): {exc}"
                 self._lease.revoke(why)
                 raise StaleIncarnationError(why) from None
-            if _TRANSIENT.search(str(exc)):
-                raise ClusterError(f"the lineage store cannot take writes now: {exc}") from exc
-            raise StoreRefusedError(f"the lineage store refused the write: {exc}") from exc
+            raise refusal(exc) from exc
         return result
 
     async def fence(self, slot: int, epoch: int) -> None:

@@ -9,10 +9,10 @@ of its machine.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import shutil
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 
 from actorrt.exceptions import ClusterError
 from actorrt.util.children import Child, start_child
+from actorrt.util.files import write_atomically
 
 
 def redis_server_binary() -> str:
@@ -81,21 +82,18 @@ class RedisShard:
 
     @classmethod
     async def start(cls, directory: Path, password: str, host: str = "127.0.0.1",
-                    cluster: bool = False, port: int | None = None) -> RedisShard:
+                    cluster: bool = False, port: int | None = None,
+                    on_started: Callable[[RedisShard], None] | None = None) -> RedisShard:
         """A redis-server in ``directory``; with ``cluster``, a Redis Cluster node holding no slots
         yet (see ``tests/support/redis_cluster.py``). With ``port`` (a restart), on that port, and it loads
-        the append-only file it finds in ``directory``."""
+        the append-only file it finds in ``directory``. ``on_started`` learns of its process before it
+        is ready."""
         directory.mkdir(parents=True, exist_ok=True)
         last_error = ""
         fixed_port = port
         for _ in range(5):
             port = fixed_port or _free_port(host, with_bus=cluster)
             log_file = directory / "redis.log"
-            # The config comes on stdin so the password stays off the command line. What the
-            # process prints before it reads its logfile setting goes to redis-start.log.
-            config_in, config_out = os.pipe()
-            proc = await start_child([redis_server_binary(), "-"], stdin=config_in,
-                                     log_path=directory / "redis-start.log")
             config = (
                 f"bind {host}\nport {port}\nrequirepass {password}\ndir {directory}\n"
                 f"appendonly yes\nappendfsync always\nsave \"\"\nlogfile {log_file}\n"
@@ -103,13 +101,15 @@ class RedisShard:
             )
             if cluster:
                 config += f"cluster-enabled yes\ncluster-config-file nodes.conf\nmasterauth {password}\n"
+            # In a file only its owner reads, so the password stays off the command line (and the
+            # process reads all of it, whatever happens to the one that started it meanwhile).
+            config_file = directory / "redis.conf"
+            write_atomically(config_file, config.encode(), mode=0o600)
+            # What the process prints before it reads its logfile setting goes to redis-start.log.
+            proc = await start_child([redis_server_binary(), str(config_file)], log_path=directory / "redis-start.log")
             shard = cls(host, port, password, directory, proc)
-            try:
-                os.write(config_out, config.encode())  # far below a pipe's buffer: never blocks
-            except OSError:  # it exited before reading its config
-                pass
-            finally:
-                os.close(config_out)
+            if on_started is not None:
+                on_started(shard)
             if await shard._wait_ready():
                 return shard
             await shard.stop()
@@ -117,6 +117,20 @@ class RedisShard:
             last_error = "it exited; " + (
                 " | ".join(p.read_text(errors="replace")[-500:] for p in logs) or "no log")
         raise ClusterError(f"redis-server did not start in {directory}: {last_error}")
+
+    @classmethod
+    async def running(cls, host: str, port: int, password: str, directory: Path) -> RedisShard | None:
+        """The shard serving at ``host:port`` with ``password`` (one a head before this one started),
+        found by asking it its pid; None if none answers there."""
+        client = aioredis.Redis(host=host, port=port, password=password, socket_timeout=2.0)
+        try:
+            info = await client.info("server")
+        except (aioredis.RedisError, OSError):
+            return None
+        finally:
+            await client.aclose()
+        process = Child(int(info["process_id"]))
+        return cls(host, port, password, directory, process) if process.alive() else None
 
     async def _wait_ready(self, timeout: float = 10.0) -> bool:
         client = aioredis.Redis(host=self.host, port=self.port, password=self.password)

@@ -29,27 +29,19 @@ MAX_REQUEST_BYTES = 1 << 20
 class Child:
     """A process, by pidfd (one gone already counts as exited)."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, started: int | None = None) -> None:
+        """With ``started`` (a process a head before this one started): the process ``pid`` only if
+        it started then; one that started at another time got the pid since, and is not ours."""
         self.pid = pid
         self._exited: asyncio.Future[None] | None = None
         try:
             self._fd = os.pidfd_open(pid)
         except ProcessLookupError:
             self._fd = -1
-
-    @classmethod
-    def adopt(cls, pid: int, marker: str) -> Child:
-        """The process ``pid`` that a head before this one started, if it still runs: one whose
-        command line lacks ``marker`` is some other process that got the pid, and counts as exited."""
-        child = cls(pid)
-        try:
-            ours = marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            ours = False
-        if not ours and child._fd >= 0:
-            os.close(child._fd)
-            child._fd = -1
-        return child
+        self.started = start_time(pid) if self._fd >= 0 else 0  # read after the pidfd: the same process
+        if started is not None and self.started != started and self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def alive(self) -> bool:
         return self._fd >= 0 and (self._exited is None or not self._exited.done())
@@ -94,6 +86,15 @@ class Child:
             await self.wait()
 
 
+def start_time(pid: int) -> int:
+    """When ``pid`` started, in clock ticks after boot (0 if it is gone)."""
+    try:
+        # The fields after the parenthesised command name (which may hold spaces); starttime is the 22nd.
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 class _Supervisor:
     """This head's socket to its supervisor: one request and its reply at a time."""
 
@@ -101,11 +102,15 @@ class _Supervisor:
         self._sock = socket.socket(fileno=fd)
         self._lock = threading.Lock()
 
-    def notify(self, notice: str) -> None:
-        """Send ``notice`` (no reply); skipped if a request is under way (it says as much)."""
-        if self._lock.acquire(blocking=False):
+    def notify(self, notice: str, blocking: bool = False) -> None:
+        """Send ``notice`` (no reply). Unless ``blocking``, skipped rather than wait: while a request
+        is under way (the supervisor hears from this head then anyway), or the supervisor reads
+        nothing (it is stopped: the socket's buffer is full)."""
+        if self._lock.acquire(blocking=blocking):
             try:
-                self._sock.send(json.dumps({notice: True}).encode())
+                self._sock.send(json.dumps({notice: True}).encode(), 0 if blocking else socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                pass
             finally:
                 self._lock.release()
 
@@ -137,7 +142,7 @@ def serving() -> None:
     """Tell the supervisor, if any, that this head serves (a first head that exits before it does
     is not restarted)."""
     if (supervisor := _the_supervisor()) is not None:
-        supervisor.notify("serving")
+        supervisor.notify("serving", blocking=True)
 
 
 async def tell_alive(interval: float) -> None:

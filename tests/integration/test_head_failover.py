@@ -8,6 +8,7 @@ the calls made.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import os
@@ -19,7 +20,10 @@ import pytest
 
 import actorrt
 from actorrt.cluster import head_client, session
+from actorrt.cluster.head_state import HeadState
 from actorrt.core import context
+from actorrt.rpc import head_pb2
+from actorrt.store.clients import open_store
 from actorrt.streaming import Dataflow
 from actorrt.util.processes import process_alive
 
@@ -161,6 +165,34 @@ def test_a_node_killed_while_the_head_is_down_is_recovered_once_it_returns(clust
         after = actorrt.nodes()[1]
         assert after["state"] == "ALIVE" and after["epoch"] == node["epoch"] + 1
         assert actorrt.get(counter.inc.remote(), timeout=10) == calls + 2
+
+
+def test_a_slot_the_dead_head_had_declared_dead_but_not_restarted_is_restarted_by_the_next(cluster_with):
+    """The head dies between saving a node's death and starting its new process (the store says
+    DEAD, with the dead process's pid): the next head starts the slot again, and its actors are
+    rebuilt exactly."""
+
+    async def mark_dead(slot: int) -> None:  # what that head left in the store
+        view = context.current().worker.membership.view
+        store = open_store(view.store_url, [s.address for s in view.store_shards], view.store_password)
+        try:
+            state = HeadState(store)
+            saved = (await state.resume()).view
+            next(n for n in saved.nodes if n.slot == slot).state = head_pb2.DEAD
+            await state.save_view(saved)
+        finally:
+            await store.aclose()
+
+    with cluster_with(num_nodes=2, store_shards=1):
+        counter = Counter.options(node=1).remote()
+        assert actorrt.get([counter.inc.remote() for _ in range(20)], timeout=30)[-1] == 20
+        node = actorrt.nodes()[1]
+        with head_down():
+            os.kill(node["pid"], signal.SIGKILL)
+            asyncio.run(mark_dead(1))
+        _wait_for(lambda: (n := actorrt.nodes()[1])["state"] == "ALIVE" and n["epoch"] == node["epoch"] + 1, 30.0,
+                  f"node 1 was not restarted: {actorrt.nodes()}")
+        assert actorrt.get(counter.inc.remote(), timeout=30) == 21
 
 
 def test_the_head_killed_during_a_recovery_leaves_one_incarnation_and_no_process_behind(cluster_with):
