@@ -35,7 +35,7 @@ import click
 from run_meta import run_meta
 
 import actorrt
-from actorrt.cluster import session
+from actorrt.cluster.testing import cluster_session, wait_for_new_head
 from actorrt.core import context
 
 RESULTS = Path(__file__).parent / "results"
@@ -84,18 +84,6 @@ class Load:
         self._thread.join(60)
 
 
-def _session() -> session.Session:
-    return session.read(context.current().head_process.session.session_dir)
-
-
-def _new_head(old_pid: int) -> session.Session:
-    while True:
-        s = _session()
-        if s is not None and s.head_pid != old_pid:
-            return s
-        time.sleep(0.01)
-
-
 def _read_back_ms(log_path: Path) -> float:
     found = re.findall(r"read the cluster's state back .* in ([0-9.]+) ms", log_path.read_text())
     return float(found[-1]) if found else float("nan")
@@ -112,19 +100,19 @@ def measure(mode: str, actors: int, outage: float, window: float) -> dict[str, A
         load = Load(caller)
         time.sleep(window + 1.0)  # warm up, then the "before" window
         t0 = time.monotonic()
-        s = _session()
+        s = cluster_session()
         os.kill(s.supervisor_pid, signal.SIGSTOP)
         os.kill(s.head_pid, signal.SIGKILL)
         time.sleep(outage)
         t1 = time.monotonic()
         os.kill(s.supervisor_pid, signal.SIGCONT)
-        _new_head(s.head_pid)
+        wait_for_new_head(s.head_pid)
         time.sleep(window)
         t2 = time.monotonic()
         load.stop()
         before, during, after = load.rate(t0 - window, t0), load.rate(t0, t1), load.rate(t2 - window, t2)
 
-        s = _session()
+        s = cluster_session()
         killed = time.perf_counter()
         os.kill(s.head_pid, signal.SIGKILL)
         time.sleep(0.05)

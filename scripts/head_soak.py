@@ -4,10 +4,12 @@ An embedded cluster of three nodes runs named counters, each called through a ca
 another node (actor-to-actor calls) by driver threads that check every answer against their own
 count. A seeded schedule SIGKILLs the head ``--head-kills`` times over ``--minutes`` (some kills with
 its supervisor held back for a few seconds, so the head stays down past the nodes' leases), and a
-node between head kills. At the end every counter must equal the number of calls made to it, every
-name must resolve, and the shutdown must leave no process behind.
+node between head kills. With ``--long-outage S`` the head is first kept down S seconds (60 in
+the issue's scenario): the counts must go on all along, and an actor created meanwhile must come
+up within seconds of the head's return. At the end every counter must equal the number of calls
+made to it, every name must resolve, and the shutdown must leave no process behind.
 
-Run: ``python scripts/head_soak.py [--minutes 10] [--head-kills 20] [--seed 1]``.
+Run: ``python scripts/head_soak.py [--minutes 10] [--head-kills 20] [--long-outage 60] [--seed 1]``.
 """
 
 from __future__ import annotations
@@ -22,8 +24,7 @@ import time
 import click
 
 import actorrt
-from actorrt.cluster import session
-from actorrt.core import context
+from actorrt.cluster.testing import children_of, cluster_session, wait_for_new_head
 from actorrt.util.processes import process_alive
 
 NODES = 3
@@ -49,21 +50,6 @@ class Caller:
 
     async def inc(self):
         return await self.counter.inc.remote()
-
-
-def _session() -> session.Session:
-    return session.read(context.current().head_process.session.session_dir)
-
-
-def _children_of(pid: int) -> set[int]:
-    found = set()
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1]) == pid:
-                found.add(int(entry))
-        except (OSError, IndexError, ValueError):
-            continue
-    return found
 
 
 class Load:
@@ -98,7 +84,7 @@ class Load:
 
 
 def _kill_head(rng: random.Random, log) -> None:
-    s = _session()
+    s = cluster_session()
     held = rng.random() < 0.3
     if held:
         os.kill(s.supervisor_pid, signal.SIGSTOP)
@@ -107,20 +93,42 @@ def _kill_head(rng: random.Random, log) -> None:
         down = rng.uniform(2.0, 8.0)
         time.sleep(down)
         os.kill(s.supervisor_pid, signal.SIGCONT)
-    started = time.monotonic()
-    while (now := _session()) is None or now.head_pid == s.head_pid:
-        if time.monotonic() - started > 60:
-            raise AssertionError("the head did not come back")
-        time.sleep(0.02)
+    now = wait_for_new_head(s.head_pid)
     log(f"head {s.head_pid} killed{f', kept down {down:.1f} s' if held else ''}; head {now.head_pid} serves")
+
+
+def _long_outage(seconds: float, loads: list[Load], log) -> None:
+    """The head down ``seconds`` (its supervisor held back); calls must go on throughout, and an
+    actor named during the outage must come up soon after the head is back."""
+    s = cluster_session()
+    os.kill(s.supervisor_pid, signal.SIGSTOP)
+    os.kill(s.head_pid, signal.SIGKILL)
+    made: dict = {}
+    maker = threading.Thread(target=lambda: made.update(actor=Counter.options(name="made-in-outage").remote()))
+    try:
+        before = sum(load.calls for load in loads)
+        maker.start()
+        time.sleep(seconds)
+        during = sum(load.calls for load in loads) - before
+        if during == 0 or any(load.error for load in loads):
+            raise AssertionError(f"the calls stopped while the head was down: {[load.error for load in loads]}")
+    finally:
+        os.kill(s.supervisor_pid, signal.SIGCONT)
+    back = time.monotonic()
+    maker.join(60)
+    if actorrt.get(made["actor"].inc.remote(), timeout=60) != 1:
+        raise AssertionError("the actor made during the outage did not count")
+    log(f"head down {seconds:.0f} s: {during} calls went on ({during / seconds:.0f}/s); the actor named "
+        f"meanwhile served {time.monotonic() - back:.2f} s after the head came back")
 
 
 @click.command()
 @click.option("--minutes", default=10.0, show_default=True)
 @click.option("--head-kills", default=20, show_default=True)
 @click.option("--counters", default=6, show_default=True)
+@click.option("--long-outage", default=0.0, show_default=True, help="Seconds of one outage first (0: none).")
 @click.option("--seed", default=1, show_default=True)
-def main(minutes: float, head_kills: int, counters: int, seed: int) -> None:
+def main(minutes: float, head_kills: int, counters: int, long_outage: float, seed: int) -> None:
     rng = random.Random(seed)
     started = time.monotonic()
 
@@ -135,11 +143,13 @@ def main(minutes: float, head_kills: int, counters: int, seed: int) -> None:
                  for i in range(counters)]
         loads = [Load(Caller.options(node=(i + 1) % NODES, checkpoint_every=1000).remote(counter), counter)
                  for i, counter in enumerate(named)]
-        supervisor = _session().supervisor_pid
+        supervisor = cluster_session().supervisor_pid
+        if long_outage:
+            _long_outage(long_outage, loads, log)
         pause = minutes * 60 / head_kills
         for k in range(head_kills):
             time.sleep(rng.uniform(0.5, 1.5) * pause / 2)
-            seen |= _children_of(supervisor) | {_session().head_pid}
+            seen |= children_of(supervisor) | {cluster_session().head_pid}
             _kill_head(rng, log)
             time.sleep(rng.uniform(0.5, 1.5) * pause / 2)
             if k % 2 == 1:
@@ -160,7 +170,7 @@ def main(minutes: float, head_kills: int, counters: int, seed: int) -> None:
         calls = [load.calls for load in loads]
         if values != calls:
             raise AssertionError(f"counters {values}, calls made {calls}")
-        seen |= _children_of(supervisor)
+        seen |= children_of(supervisor)
         log(f"{sum(calls)} calls, each counted once, through {head_kills} head kills and "
             f"{head_kills // 2} node kills")
     finally:

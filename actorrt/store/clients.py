@@ -16,6 +16,7 @@ import contextlib
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import zip_longest
 from typing import TypeVar
 from urllib.parse import urlsplit
@@ -38,6 +39,10 @@ ShardFn = Callable[[Client, list[bytes]], Awaitable[T]]
 
 CLUSTER_SCHEME = "redis+cluster"
 STORE_URL_ENV = "ACTORRT_STORE_URL"  # how a store URL reaches the head: it may hold a password
+
+
+class StoreAuthError(ClusterError):
+    """The store refused this process's user or password: waiting does not change that."""
 
 
 class StoreRefusedError(ClusterError):
@@ -66,7 +71,7 @@ async def until_reachable(what: str, fn: Callable[..., Awaitable[T]], *args, max
     while True:
         try:
             return await fn(*args)
-        except (StaleIncarnationError, StoreRefusedError):
+        except (StaleIncarnationError, StoreRefusedError, StoreAuthError):
             raise  # this process is replaced, or the store refuses this for good: waiting changes nothing
         except ClusterError as exc:
             log.warning("%s failed (%s); retrying in %.2f s", what, exc, backoff)
@@ -129,7 +134,7 @@ class _Store:
         try:
             yield
         except aioredis.AuthenticationError as exc:
-            raise ClusterError(f"the lineage store refused the password: {exc}") from exc
+            raise StoreAuthError(f"the lineage store refused the password: {exc}") from exc
         except (aioredis.ConnectionError, aioredis.TimeoutError, RedisClusterException, OSError) as exc:
             raise ClusterError(f"lineage store unreachable ({self.description}): {exc}") from exc
         except RuntimeError as exc:
@@ -141,18 +146,20 @@ class _Store:
 
 
 class ShardedStore(_Store):
-    def __init__(self, addresses: Sequence[str], password: str | None = None, retries: int = 3) -> None:
+    def __init__(self, addresses: Sequence[str], password: str | None = None, retries: int = 3,
+                 username: str | None = None) -> None:
         if not addresses:
             raise ValueError("the lineage store needs at least one shard address")
         super().__init__()
         self.addresses = list(addresses)
         self.description = ", ".join(self.addresses)
-        self._scripts = [ScriptConnection(address, password) for address in self.addresses]
+        self._scripts = [ScriptConnection(address, password, username) for address in self.addresses]
         self._clients = []
         for address in self.addresses:
             host, _, port = address.rpartition(":")
             self._clients.append(aioredis.Redis(
-                host=host, port=int(port), password=password, socket_connect_timeout=2.0, retry=_retry(retries),
+                host=host, port=int(port), username=username, password=password, socket_connect_timeout=2.0,
+                retry=_retry(retries),
             ))
 
     def shard_of(self, key: bytes) -> int:
@@ -185,14 +192,15 @@ class ShardedStore(_Store):
 class ClusterStore(_Store):
     """A Redis Cluster reached through any of its nodes; the client follows slot moves itself."""
 
-    def __init__(self, seeds: Sequence[str], password: str | None = None, retries: int = 3) -> None:
+    def __init__(self, seeds: Sequence[str], password: str | None = None, retries: int = 3,
+                 username: str | None = None) -> None:
         if not seeds:
             raise ValueError("a Redis Cluster store needs at least one seed address")
         super().__init__()
         self.description = f"Redis Cluster via {', '.join(seeds)}"
         nodes = [ClusterNode(host, int(port)) for host, _, port in (s.rpartition(":") for s in seeds)]
-        self._client = RedisCluster(startup_nodes=nodes, password=password, socket_connect_timeout=2.0,
-                                    retry=_retry(retries))
+        self._client = RedisCluster(startup_nodes=nodes, username=username, password=password,
+                                    socket_connect_timeout=2.0, retry=_retry(retries))
         self._initialized = asyncio.Lock()
 
     async def per_shard(self, keys: Sequence[bytes], fn: ShardFn) -> list[T]:
@@ -223,11 +231,21 @@ class ClusterStore(_Store):
 Store = ShardedStore | ClusterStore
 
 
-def parse_store_url(url: str) -> tuple[str, list[str], str | None]:
-    """``redis://[:password@]host:port[,host:port...]`` (independent shards, client-side sharding)
-    or ``redis+cluster://[:password@]host:port[,...]`` (a Redis Cluster; any nodes as seeds).
+@dataclass(frozen=True)
+class StoreURL:
+    scheme: str
+    addresses: list[str]
+    username: str | None  # a Redis ACL user; None: the default user
+    password: str | None
 
-    Returns ``(scheme, addresses, password)``; raises ValueError naming what is wrong.
+
+def parse_store_url(url: str) -> StoreURL:
+    """``redis://[[user]:password@]host:port[,host:port...]`` (independent shards, client-side
+    sharding) or ``redis+cluster://[[user]:password@]host:port[,...]`` (a Redis Cluster; any nodes
+    as seeds). A user is a Redis ACL user (it needs the ``@scripting``, ``@hash``, ``@set``,
+    ``@string``, ``@keyspace`` and ``@connection`` commands on every key).
+
+    Raises ValueError naming what is wrong.
     """
     parts = urlsplit(url)
     if parts.scheme not in ("redis", CLUSTER_SCHEME):
@@ -240,7 +258,7 @@ def parse_store_url(url: str) -> tuple[str, list[str], str | None]:
             raise ValueError(f"store URL {url!r}: {address!r} is not host:port")
     if not addresses:
         raise ValueError(f"store URL {url!r} names no host:port")
-    return parts.scheme, addresses, parts.password
+    return StoreURL(parts.scheme, addresses, parts.username or None, parts.password)
 
 
 def without_password(url: str) -> str:
@@ -252,6 +270,6 @@ def open_store(url: str | None, shard_addresses: Sequence[str] = (), password: s
     """The store a view describes: an external store URL if given, else the head's shards."""
     if not url:
         return ShardedStore(shard_addresses, password)
-    scheme, addresses, url_password = parse_store_url(url)
-    cls = ClusterStore if scheme == CLUSTER_SCHEME else ShardedStore
-    return cls(addresses, url_password)
+    parsed = parse_store_url(url)
+    cls = ClusterStore if parsed.scheme == CLUSTER_SCHEME else ShardedStore
+    return cls(parsed.addresses, parsed.password, username=parsed.username)

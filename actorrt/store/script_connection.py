@@ -74,10 +74,11 @@ class _Replies(asyncio.Protocol):
 class ScriptConnection:
     """Script calls to one shard (``host:port``), over one pipelined connection."""
 
-    def __init__(self, address: str, password: str | None = None) -> None:
+    def __init__(self, address: str, password: str | None = None, username: str | None = None) -> None:
         host, _, port = address.rpartition(":")
         self._host, self._port = host, int(port)
         self._password = password
+        self._username = username  # a Redis ACL user (None: the default user)
         self._replies: _Replies | None = None
         self._opening: asyncio.Lock | None = None
         self._loaded: set[str] = set()  # digests of the scripts this connection's shard has
@@ -102,7 +103,7 @@ class ScriptConnection:
             raise ConnectionError(f"no answer from {self._host}:{self._port} in {CONNECT_TIMEOUT_S} s") from exc
         if self._password is not None:
             try:
-                await replies.call(("AUTH", self._password))
+                await replies.call(("AUTH", *([self._username] if self._username else []), self._password))
             except ResponseError as exc:
                 transport.close()
                 raise AuthenticationError(str(exc)) from None

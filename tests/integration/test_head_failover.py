@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import os
 import signal
 import threading
@@ -19,8 +18,9 @@ import time
 import pytest
 
 import actorrt
-from actorrt.cluster import head_client, session
+from actorrt.cluster import head_client
 from actorrt.cluster.head_state import HeadState
+from actorrt.cluster.testing import children_of, cluster_session, head_down, wait_for_new_head
 from actorrt.core import context
 from actorrt.rpc import head_pb2
 from actorrt.store.clients import open_store
@@ -49,48 +49,12 @@ class Caller:
         return await self.counter.inc.remote()
 
 
-def _session() -> session.Session:
-    return session.read(context.current().head_process.session.session_dir)
-
-
-def _children_of(pid: int) -> set[int]:
-    found = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1]) == pid:
-                    found.add(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
-
-
 def _wait_for(predicate, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while not (found := predicate()):
         assert time.monotonic() < deadline, what
         time.sleep(0.05)
     return found
-
-
-def _new_head(old_pid: int, timeout: float = 30.0) -> session.Session:
-    """The session of the head that replaced ``old_pid``, once it serves."""
-    return _wait_for(lambda: (s := _session()) is not None and s.head_pid != old_pid and process_alive(s.head_pid)
-                     and s, timeout, "no new head")
-
-
-@contextlib.contextmanager
-def head_down():
-    """The head SIGKILLed and kept down (its supervisor stopped) inside the block; restarted after."""
-    s = _session()
-    os.kill(s.supervisor_pid, signal.SIGSTOP)
-    try:
-        os.kill(s.head_pid, signal.SIGKILL)
-        _wait_for(lambda: not process_alive(s.head_pid), 10.0, "the head did not die")
-        yield s
-    finally:
-        os.kill(s.supervisor_pid, signal.SIGCONT)
-    _new_head(s.head_pid)
 
 
 def _processes() -> dict[str, int]:
@@ -105,14 +69,14 @@ def test_a_killed_head_is_restarted_and_running_work_never_notices(cluster_with)
         counters = [Counter.options(name=f"counter-{i}", node=i % 2).remote() for i in range(3)]
         calls = [0, 0, 0]
         before, epochs = _processes(), [n["epoch"] for n in actorrt.nodes()]
-        s = _session()
+        s = cluster_session()
         os.kill(s.head_pid, signal.SIGKILL)
         deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline or _session().head_pid == s.head_pid:
+        while time.monotonic() < deadline or cluster_session().head_pid == s.head_pid:
             for i, counter in enumerate(counters):
                 calls[i] += 1
                 assert actorrt.get(counter.inc.remote(), timeout=10) == calls[i]
-        _new_head(s.head_pid)
+        wait_for_new_head(s.head_pid)
         found = [actorrt.get_actor(f"counter-{i}") for i in range(3)]
         assert [actorrt.get(a.inc.remote(), timeout=10) for a in found] == [c + 1 for c in calls]
         assert _processes() == before
@@ -204,13 +168,13 @@ def test_the_head_killed_during_a_recovery_leaves_one_incarnation_and_no_process
         calls = 300
         for counter in counters:
             assert actorrt.get([counter.inc.remote() for _ in range(calls)], timeout=60)[-1] == calls
-        s = _session()
-        seen = {s.head_pid, *_children_of(s.supervisor_pid)}
+        s = cluster_session()
+        seen = {s.head_pid, *children_of(s.supervisor_pid)}
         actorrt.kill_node(1)
         os.kill(s.head_pid, signal.SIGKILL)
         assert actorrt.get([c.inc.remote() for c in counters], timeout=60) == [calls + 1] * 3
-        _new_head(s.head_pid)
-        seen |= _children_of(s.supervisor_pid)
+        wait_for_new_head(s.head_pid)
+        seen |= children_of(s.supervisor_pid)
         stats = actorrt.stats()
         hosted = [a["actor_id"] for n in stats["nodes"] if n["state"] == "ALIVE" for a in n["actors"]
                   if a["class"].endswith("Counter")]
@@ -231,10 +195,10 @@ def test_a_streaming_flow_counts_every_word_once_through_a_head_kill_and_then_a_
         def source():
             for i, line in enumerate(text):
                 if i == 1000:
-                    heads.append(_session().head_pid)
+                    heads.append(cluster_session().head_pid)
                     os.kill(heads[0], signal.SIGKILL)
                 if i == 2000:
-                    heads.append(_new_head(heads[0]).head_pid)
+                    heads.append(wait_for_new_head(heads[0]).head_pid)
                     actorrt.kill_node(1)
                 if i % 50 == 0:
                     time.sleep(0.005)
@@ -259,10 +223,10 @@ def test_a_head_stopped_past_its_supervisors_patience_is_replaced_and_never_runs
         counter = Counter.options(node=1).remote()
         caller = Caller.options(node=0).remote(counter)
         epochs = [n["epoch"] for n in actorrt.nodes()]
-        s = _session()
+        s = cluster_session()
         os.kill(s.head_pid, signal.SIGSTOP)
         calls, stopped_at = 0, time.monotonic()
-        while _session().head_pid == s.head_pid:
+        while cluster_session().head_pid == s.head_pid:
             assert time.monotonic() - stopped_at < 30, "the stopped head was not replaced"
             calls += 1
             assert actorrt.get(caller.inc.remote(), timeout=10) == calls
@@ -272,3 +236,21 @@ def test_a_head_stopped_past_its_supervisors_patience_is_replaced_and_never_runs
         time.sleep(5.0)  # past a heartbeat timeout of the new head's: no node is declared dead
         assert [n["epoch"] for n in actorrt.nodes()] == epochs
         assert all(n["state"] == "ALIVE" for n in actorrt.nodes())
+
+
+def test_a_collective_training_run_through_a_head_kill_and_then_a_node_kill_ends_bit_identical(cluster_with):
+    """Stateful members allreduce their gradients call after call while the head is SIGKILLed, and
+    later a node (recovered by the restarted head): every member ends bit-identical to numpy's."""
+    from tests.integration.test_collective_recovery import CALLS, oracle, run, start_group
+
+    with cluster_with(num_nodes=2, store_shards=1):
+        members = start_group()
+        run(members, range(3))
+        s = cluster_session()
+        os.kill(s.head_pid, signal.SIGKILL)
+        run(members, range(3, 6))  # with the head down or restarting
+        wait_for_new_head(s.head_pid)
+        actorrt.kill_node(1)
+        run(members, range(6, CALLS))
+        states = actorrt.get([m.state_bytes.remote() for m in members], timeout=60)
+    assert states == oracle(CALLS)
