@@ -154,6 +154,10 @@ class ActorClass(Generic[T]):
             # Another driver took the name since this one looked: the head's registry chose it.
             raise _Exists(self._existing(holder))  # the creation is not sent
 
+        if name is not None:
+            # The name is taken while this process's submissions wait (the creation's place in their
+            # order): not while the head is down, then, which would hold up every other thread.
+            rt.head_reachable()
         try:
             actor_id, slot = rt.worker.submitter.create_actor(creation, args, kwargs, self._options.node, take_name)
         except _Exists as exists:

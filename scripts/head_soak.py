@@ -107,8 +107,13 @@ def _long_outage(seconds: float, loads: list[Load], log) -> None:
     maker = threading.Thread(target=lambda: made.update(actor=Counter.options(name="made-in-outage").remote()))
     try:
         before = sum(load.calls for load in loads)
+        unnamed = Counter.remote()  # needs no head
+        if actorrt.get(unnamed.inc.remote(), timeout=60) != 1:
+            raise AssertionError("an actor made while the head was down did not count")
+        # A name needs the head: its creation waits for it, up to HEAD_CALL_TIMEOUT_S (30 s).
+        time.sleep(max(0.0, seconds - 10.0))
         maker.start()
-        time.sleep(seconds)
+        time.sleep(min(seconds, 10.0))
         during = sum(load.calls for load in loads) - before
         if during == 0 or any(load.error for load in loads):
             raise AssertionError(f"the calls stopped while the head was down: {[load.error for load in loads]}")

@@ -148,6 +148,9 @@ class Driver:
     def get(self, refs: ObjectRef | Sequence[ObjectRef], timeout: float | None) -> Any:
         return values.get(self.worker, refs, timeout)
 
+    def head_reachable(self) -> None:
+        self.call(self._head.reachable(), timeout=_HEAD_CALL_S)
+
     def name_actor(self, actor: head_pb2.NamedActor) -> head_pb2.NamedActor:
         return self.call(self._head.name_actor(actor), timeout=_HEAD_CALL_S)
 

@@ -72,6 +72,14 @@ class HeadClient:
             raise ClusterError(f"head {self.address}: {name} failed: {exc.code().name}: {exc.details()}"
                                f"{hint}") from None
 
+    async def reachable(self) -> None:
+        """Return once the channel to the head is up; HeadUnavailableError after HEAD_CALL_TIMEOUT_S."""
+        try:
+            await asyncio.wait_for(self._channel.channel_ready(), HEAD_CALL_TIMEOUT_S)
+        except TimeoutError:
+            raise HeadUnavailableError(f"the head at {self.address} did not answer within {HEAD_CALL_TIMEOUT_S:g} s: "
+                                       f"it is down or restarting; try again") from None
+
     async def register(self, slot: int, address: str, pid: int, hostname: str,
                        host_id: str) -> head_pb2.RegisterNodeReply:
         req = head_pb2.RegisterNodeRequest(slot=slot, address=address, pid=pid, hostname=hostname, host_id=host_id)

@@ -57,6 +57,9 @@ class NodeProcess:
     def get(self, refs, timeout=None):
         raise ActorRTError("actorrt.get() cannot block inside an actor; use `await ref` in an async method")
 
+    def head_reachable(self) -> None:
+        pass  # names are taken in the background here
+
     def name_actor(self, actor: head_pb2.NamedActor) -> None:
         """Inside an actor task, which cannot block: the name is taken in the background (a replay
         taking it again for the same actor is no conflict); a name taken by another actor is logged."""

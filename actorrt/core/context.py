@@ -35,6 +35,12 @@ class Runtime(Protocol):
     def wait(self, refs: Sequence[ObjectRef], num_returns: int,
              timeout: float | None) -> tuple[list[ObjectRef], list[ObjectRef]]: ...
 
+    def head_reachable(self) -> None:
+        """Return once the head answers (a driver: before it takes a name while holding its
+        submission order; raises HeadUnavailableError past the bound). At once where names are
+        taken in the background."""
+        ...
+
     def name_actor(self, actor: NamedActor) -> NamedActor | None:
         """Take ``actor.name``: the actor that has it (None where it is taken in the background)."""
         ...

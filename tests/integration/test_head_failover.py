@@ -107,6 +107,9 @@ def test_running_work_goes_on_while_the_head_stays_down_past_the_nodes_leases(cl
             maker.start()
             time.sleep(0.5)
             assert maker.is_alive()  # waiting for the head to take its name
+            for _ in range(20):  # and the driver's other calls do not wait behind it
+                calls += 1
+                assert actorrt.get(caller.inc.remote(), timeout=2) == calls
         maker.join(30)
         assert actorrt.get(made["actor"].inc.remote(), timeout=10) == 1
         assert actorrt.get(actorrt.get_actor("late").inc.remote(), timeout=10) == 2
