@@ -7,7 +7,8 @@ nodes with ``--actors`` named actors (10,000 by default):
 - **throughput**: a driver keeps 20 calls in flight through a caller actor to a counter actor on
   the other node (each call one actor-to-actor hop). Calls completed per second over ``--window``
   seconds before the outage, during it (the head SIGKILLed and kept down: its supervisor is
-  SIGSTOPped for ``--outage`` seconds, past the nodes' leases), and after it;
+  SIGSTOPped for ``--outage`` seconds, past the nodes' leases), and after it (from two seconds
+  after the restarted head serves);
 - **control back**: the head SIGKILLed with its supervisor running: seconds until
   ``get_actor`` answers again (the restart, the read-back of the state, the reconnection);
 - **read-back**: the restarted head's own time to read the state back from the store, from its log.
@@ -40,6 +41,7 @@ from actorrt.core import context
 
 RESULTS = Path(__file__).parent / "results"
 IN_FLIGHT = 20
+SETTLE_S = 2.0
 
 
 @actorrt.remote
@@ -107,7 +109,7 @@ def measure(mode: str, actors: int, outage: float, window: float) -> dict[str, A
         t1 = time.monotonic()
         os.kill(s.supervisor_pid, signal.SIGCONT)
         wait_for_new_head(s.head_pid)
-        time.sleep(window)
+        time.sleep(SETTLE_S + window)  # the restarted head's first seconds (its warm spare importing) apart
         t2 = time.monotonic()
         load.stop()
         before, during, after = load.rate(t0 - window, t0), load.rate(t0, t1), load.rate(t2 - window, t2)
