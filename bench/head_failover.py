@@ -36,31 +36,12 @@ import click
 from run_meta import run_meta
 
 import actorrt
-from actorrt.cluster.testing import cluster_session, wait_for_new_head
 from actorrt.core import context
+from actorrt.testing import Counter, Relay, cluster_session, wait_for_new_head
 
 RESULTS = Path(__file__).parent / "results"
 IN_FLIGHT = 20
 SETTLE_S = 2.0
-
-
-@actorrt.remote
-class Counter:
-    def __init__(self):
-        self.n = 0
-
-    def inc(self):
-        self.n += 1
-        return self.n
-
-
-@actorrt.remote
-class Caller:
-    def __init__(self, counter):
-        self.counter = counter
-
-    async def inc(self):
-        return await self.counter.inc.remote()
 
 
 class Load:
@@ -98,7 +79,7 @@ def measure(mode: str, actors: int, outage: float, window: float) -> dict[str, A
         named = [Counter.options(name=f"actor-{i}", node=i % 2).remote() for i in range(actors)]
         actorrt.get([a.inc.remote() for a in named[-100:]], timeout=120)
         made_s = time.perf_counter() - started
-        caller = Caller.options(node=0).remote(Counter.options(node=1).remote())
+        caller = Relay.options(node=0).remote(Counter.options(node=1).remote())
         load = Load(caller)
         time.sleep(window + 1.0)  # warm up, then the "before" window
         t0 = time.monotonic()

@@ -24,32 +24,10 @@ import time
 import click
 
 import actorrt
-from actorrt.cluster.testing import children_of, cluster_session, wait_for_new_head
+from actorrt.testing import Counter, Relay, children_of, cluster_session, wait_for_new_head
 from actorrt.util.processes import process_alive
 
 NODES = 3
-
-
-@actorrt.remote
-class Counter:
-    def __init__(self):
-        self.n = 0
-
-    def inc(self):
-        self.n += 1
-        return self.n
-
-    def value(self):
-        return self.n
-
-
-@actorrt.remote
-class Caller:
-    def __init__(self, counter):
-        self.counter = counter
-
-    async def inc(self):
-        return await self.counter.inc.remote()
 
 
 class Load:
@@ -146,7 +124,7 @@ def main(minutes: float, head_kills: int, counters: int, long_outage: float, see
         # Checkpoints bound what a node's recovery replays (the calls since each actor's last one).
         named = [Counter.options(name=f"soak-{i}", node=i % NODES, checkpoint_every=1000).remote()
                  for i in range(counters)]
-        loads = [Load(Caller.options(node=(i + 1) % NODES, checkpoint_every=1000).remote(counter), counter)
+        loads = [Load(Relay.options(node=(i + 1) % NODES, checkpoint_every=1000).remote(counter), counter)
                  for i, counter in enumerate(named)]
         supervisor = cluster_session().supervisor_pid
         if long_outage:

@@ -7,6 +7,7 @@ that never saw them connected (a node restarted since).
 
 from __future__ import annotations
 
+import asyncio
 from collections import deque
 from collections.abc import Callable
 
@@ -33,8 +34,10 @@ class ConnectedDrivers:
         self.departed.extend(departed)
         self.connected.update(dict.fromkeys(connected, 0))
 
-    def missing(self) -> None:
-        """Drivers that were connected to the head before this one and have not come back: gone."""
+    async def missing_after(self, seconds: float) -> None:
+        """After ``seconds``, the drivers that were connected to the head before this one and have not
+        come back are gone."""
+        await asyncio.sleep(seconds)
         for address in [a for a, subscriptions in self.connected.items() if not subscriptions]:
             del self.connected[address]
             self.departed.append(address)

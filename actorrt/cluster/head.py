@@ -1,17 +1,11 @@
-"""The head process: membership, failure detection, node-slot restarts, the store shards.
+"""The head: membership, failure detection, node-slot restarts, the store shards.
 
-Run as ``python -m actorrt.cluster.head [HEAD OPTIONS] --session-dir D`` with the cluster token in
-``ACTORRT_TOKEN`` and, for mutual TLS, its files in ``ACTORRT_TLS_*`` (``actorrt start --head``
-does this, under a supervisor that restarts it; its nodes get the same). It starts K redis-server
+It runs in ``run_head.py``'s process, under a supervisor that restarts it. It starts K redis-server
 shards and N node processes (its *managed* slots), writes the session file, and publishes a
 ``ClusterView`` to every subscriber whenever membership changes. A managed node that dies is
 detected at once (its process exits and its stream closes) and its slot restarts with a new epoch.
-
-What it decides it writes to the store first (``head_state.py``); a head started with
-``--restarted`` reads it back, adopts the shards and nodes that kept running, and serves on its
-predecessor's address: nodes and drivers reconnect and go on. Its RPCs are served by
-``HeadServicer`` (``head_service.py``); its store shards are kept by ``StoreShards``
-(``store_shards.py``), and the drivers its view names by ``ConnectedDrivers`` (``connected_drivers.py``).
+What it decides it writes to the store first (``head_state.py``); a restarted head reads it back
+and takes over (``takeover.py``). Its RPCs are served by ``HeadServicer`` (``head_service.py``).
 """
 
 from __future__ import annotations
@@ -19,48 +13,37 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
-import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import click
-import uvloop
 from grpc import aio
 
-from actorrt.cluster import session, store_lease
+from actorrt.cluster import session, store_lease, takeover
 from actorrt.cluster.actor_names import ActorNames
 from actorrt.cluster.connected_drivers import ConnectedDrivers
-from actorrt.cluster.daemon import daemon_setup, node_environment
 from actorrt.cluster.deadlocks import DeadlockDetector
-from actorrt.cluster.head_options import HeadOptions, head_options
+from actorrt.cluster.head_options import HeadOptions
 from actorrt.cluster.head_service import HeadServicer
 from actorrt.cluster.head_state import HeadState, Restored, SupersededError
 from actorrt.cluster.metrics_endpoint import serve_metrics
-from actorrt.cluster.session import TOKEN_ENV, Session
+from actorrt.cluster.node_processes import NodeProcesses
+from actorrt.cluster.session import Session
+from actorrt.cluster.slots import LEASE_FRACTION, MAX_RESTART_DELAY_S, Slot, heir_for, roll_back
 from actorrt.cluster.store_shards import StoreShards
 from actorrt.cluster.supervisor import ALIVE_EVERY_S, SUPERSEDED_EXIT
-from actorrt.cluster.warm_nodes import WarmNodes
+from actorrt.cluster.takeover import Takeover
 from actorrt.exceptions import ClusterError
 from actorrt.net.server import InvalidRequestError, start_server
 from actorrt.net.tls import TlsFiles
-from actorrt.rpc import head_pb2, node_pb2
-from actorrt.store.clients import open_store
+from actorrt.rpc import head_pb2
 from actorrt.util import children
 from actorrt.util.background import BackgroundTasks
-from actorrt.util.children import Child, start_child
+from actorrt.util.children import Child
 
 log = logging.getLogger("actorrt.head")
 
-# A slot whose process dies before registering is restarted after a growing pause (a node that
-# cannot start, e.g. a broken environment, must not be relaunched in a tight loop). A node that
-# fails after registering is restarted at once.
-MAX_RESTART_DELAY_S = 30.0
-# A heartbeat grants its node a lease this fraction of the heartbeat timeout long: the lease runs
-# out well before the head could declare the node dead (a margin for a slow head, and clock rates).
-LEASE_FRACTION = 0.5
 # Heartbeats are checked this often; a check this much later than due means the head itself was
 # not running (SIGSTOP, a paused VM), not that the nodes were silent.
 HEARTBEAT_CHECK_S = 0.1
@@ -69,28 +52,14 @@ PAUSED_AFTER_S = 1.0
 DRIVERS_BACK_S = 10.0
 
 
-@dataclass
-class Slot:
-    info: head_pb2.NodeInfo
-    process: Child | None = None
-    restart_delay: float = 0.0
-    last_heartbeat: float = 0.0
-    killed_at: float | None = None  # KillNode sent SIGKILL then (loop time)
-    failed_at: float = 0.0  # declared dead then
-    detection_ms: float = 0.0  # from the kill (or the last heartbeat) to the declaration
-    granted_until: float = 0.0  # loop time by which the lease of its last accepted heartbeat has run out
-    stats: node_pb2.NodeStatsReply = field(default_factory=node_pb2.NodeStatsReply)
-
-
 class Head:
-    def __init__(self, token: str, session_dir: Path, options: HeadOptions, parent_pid: int | None = None,
-                 tls: TlsFiles | None = None, restarted: bool = False) -> None:
+    def __init__(self, token: str, session_dir: Path, options: HeadOptions, tls: TlsFiles | None = None,
+                 restarted: bool = False) -> None:
         self.token = token
         self.tls = tls
         self.session_dir = session_dir
         self.restarted = restarted  # a head before this one ran the cluster: take over its state
         self.cluster_id = b""  # see ClusterView.cluster_id
-        self.parent_pid = parent_pid
         ft = options.fault_tolerance
         if not ft.checkpoint_dir:
             ft = replace(ft, checkpoint_dir=str(Path(session_dir).absolute() / session.CHECKPOINTS_DIR))
@@ -104,7 +73,7 @@ class Head:
         self._subscribers: set[asyncio.Queue[head_pb2.ClusterView]] = set()
         self.drivers = ConnectedDrivers(self.publish)
         self._stopping = False
-        self._warm: WarmNodes | None = None  # node processes kept warm for restarts
+        self.processes: NodeProcesses | None = None  # how node processes start (once the head serves)
         self._metrics: Any = None  # the Prometheus endpoint's HTTP server, if asked for
         self.stopped = asyncio.Event()
         self._background = BackgroundTasks("head")
@@ -125,27 +94,18 @@ class Head:
             self.options.host, port, [(HeadServicer(self), head_pb2.DESCRIPTOR.services_by_name["Head"])],
             self.token, self.tls,
         )
+        self.processes = NodeProcesses(self.address, self.options.host, self.token, self.tls, self.session_dir,
+                                       self._background.spawn)
         if restored is None:
             for slot in range(self.options.nodes):
                 self.slots[slot] = Slot(head_pb2.NodeInfo(slot=slot, epoch=0, managed=True))
                 await self._launch(slot)
         else:
             await self._adopt(restored)
-        self._warm = WarmNodes(self._node_argv(), self._node_env(), self._logs() / "node-spare.log",
-                               self._background.spawn)
-        self._warm.keep(self._spares_wanted())
+        self.processes.keep_warm(self._spares_wanted())
         self._background.spawn(self._check_heartbeats())
-        if self.parent_pid:
-            self._background.spawn(self._watch_parent())
         if self.options.metrics_port is not None:
-            loop = asyncio.get_running_loop()
-
-            async def stats() -> head_pb2.ClusterStatsReply:
-                return self.cluster_stats()
-
-            # Scrapes come on the endpoint's thread; the stats are read on the loop, which changes them.
-            self._metrics = serve_metrics(self.options.host, self.options.metrics_port,
-                                          lambda: asyncio.run_coroutine_threadsafe(stats(), loop).result(5.0))
+            self._metrics = serve_metrics(self.options.host, self.options.metrics_port, self.cluster_stats)
             log.info("Prometheus metrics on http://%s:%d/metrics", self.options.host, self._metrics.server_port)
         session.write(Session(self.address, self.token, os.getpid(), str(self.session_dir), children.supervisor_pid()))
         children.serving()
@@ -156,57 +116,33 @@ class Head:
         return server
 
     async def _open_state(self) -> Restored | None:
-        """Start the store shards (or adopt a former head's) and the cluster's state in the store:
-        a new one, or, restarted, the one read back (returned)."""
-        if not self.options.store_url:
-            if self.restarted:
-                await self.store.adopt(self.session_dir)
-            else:
-                await self.store.start(self.session_dir, self.options.host, self.options.store_shards)
-        self.state = HeadState(open_store(self.options.store_url, self.store.addresses, self.store.password))
-        if not self.restarted:
-            self.cluster_id = os.urandom(8)
-            incarnation = await self.state.create(self.cluster_id)
-            restored = None
-        else:
-            started = time.perf_counter()
-            restored = await self.state.resume()
-            self.cluster_id, incarnation = restored.cluster_id, restored.incarnation
+        self.state, self.cluster_id, restored = await takeover.open_state(self.store, self.options, self.session_dir,
+                                                                          self.restarted)
+        if restored is not None:
             self.names = ActorNames(restored.names, restored.killed)
-            log.info("read the cluster's state back (incarnation %d: %d nodes, %d named actors) in %.1f ms",
-                     incarnation, len(restored.view.nodes) if restored.view else 0, len(restored.names),
-                     (time.perf_counter() - started) * 1e3)
         # Views are numbered after the head's incarnation: a restarted head's are newer than any before.
-        self.revision = incarnation << 32
+        self.revision = self.state.incarnation << 32
         return restored
 
     async def _adopt(self, restored: Restored) -> None:
-        """Take over the slots ``restored`` names: nodes that still run go on (their heartbeats are
-        due from now on), the managed ones whose process is gone restart."""
+        """Take over the slots a dead head's view names (``takeover.takeover_plan``)."""
         view = restored.view or head_pb2.ClusterView()
         self.rollbacks = view.rollbacks
         self.drivers.restore(list(view.drivers), list(view.departed_drivers))
         now = asyncio.get_running_loop().time()
-        for info in view.nodes:
-            # Its predecessor may have granted it a lease just before it died.
+        for info, action in takeover.takeover_plan(view):
+            # Its heartbeats are due from now on; its predecessor may have granted a lease just before it died.
             s = self.slots[info.slot] = Slot(info, last_heartbeat=now, granted_until=now + self.lease_s)
-            if not info.managed:
-                continue  # it comes back by itself, or misses its heartbeats
-            if info.state == head_pb2.DEAD:  # its restart was due when the head died
+            if action is Takeover.LAUNCH:
                 self._background.spawn(self._launch(info.slot))
-            elif info.pid:
+            elif action is Takeover.ADOPT:
                 s.process = Child(info.pid, info.process_started)
                 self._background.spawn(self._watch_process(info.slot, info.epoch, s.process))
-            else:  # its epoch was taken, its process never started
+            elif action is Takeover.FAIL:
                 self._background.spawn(self.node_failed(info.slot, info.epoch, "not started when the head died"))
-        self._background.spawn(self._drivers_back())
+        # They retry every second at most: those not back by then left (what they owned is gone).
+        self._background.spawn(self.drivers.missing_after(max(self.options.heartbeat_timeout, DRIVERS_BACK_S)))
         await self._save()
-
-    async def _drivers_back(self) -> None:
-        """The drivers connected to the head before this one have a while to come back (they retry
-        every second at most); the others left (what they owned is gone)."""
-        await asyncio.sleep(max(self.options.heartbeat_timeout, DRIVERS_BACK_S))
-        self.drivers.missing()
 
     async def _save(self) -> None:
         """Write the view as it is now to the store (before anyone acts on it). A head that another
@@ -226,8 +162,8 @@ class Head:
         self.publish()  # nodes (those added by hand too) exit, drivers fail what waits
         if self._metrics is not None:
             self._metrics.shutdown()
-        if self._warm is not None:
-            self._warm.stop()
+        if self.processes is not None:
+            self.processes.stop()
         await asyncio.gather(*(s.process.stop(3.0) for s in self.slots.values() if s.process is not None))
         await self.store.stop()
         if self.state is not None:
@@ -243,30 +179,15 @@ class Head:
             s.info.former_addresses.append(s.info.address)
         s.info.address, s.info.pid = "", 0
         await self._save()  # the epoch is taken before a process can hold it
-        log_path = self._logs() / f"node-{slot}.log"
-        s.process = await self._warm.take(slot, log_path) if self._warm is not None else None
-        if s.process is None:
-            try:
-                s.process = await start_child([*self._node_argv(), "--slot", str(slot)], self._node_env(), log_path)
-            except (ClusterError, OSError) as exc:  # fork failed, or the supervisor could not: later, again
-                await self.node_failed(slot, s.info.epoch, f"its process could not start: {exc}")
-                return
+        try:
+            s.process = await self.processes.start(slot)
+        except (ClusterError, OSError) as exc:  # fork failed, or the supervisor could not: later, again
+            await self.node_failed(slot, s.info.epoch, f"its process could not start: {exc}")
+            return
         s.info.pid, s.info.process_started = s.process.pid, s.process.started
         self._background.spawn(self._watch_process(slot, s.info.epoch, s.process))
         await self._save()
         self.publish()
-
-    def _logs(self) -> Path:
-        logs = self.session_dir / session.LOGS_DIR
-        logs.mkdir(parents=True, exist_ok=True)
-        return logs
-
-    def _node_argv(self) -> list[str]:
-        return [sys.executable, "-m", "actorrt.cluster.node", "--head", self.address, "--host", self.options.host]
-
-    def _node_env(self) -> dict[str, str]:
-        # As the node wants it (no re-exec), with the token and this head's TLS files.
-        return dict(node_environment(os.environ), **{TOKEN_ENV: self.token}, **(self.tls.env() if self.tls else {}))
 
     def _spares_wanted(self) -> int:
         """Warm node processes to keep: one for the restart of a failed node, or, under global
@@ -329,11 +250,10 @@ class Head:
         """A node the head cannot restart (added by hand) died: the live node hosting the fewest
         actors inherits its actors, and those of the slots it had inherited, rebuilding them by
         replay; tasks for them go there from now on."""
-        alive = [s for s in self.slots.values() if s.info.state == head_pb2.ALIVE]
-        if not alive:
+        heir = heir_for(self.slots.values())
+        if heir is None:
             log.error("node %d will not come back and no live node can inherit its actors", dead.info.slot)
             return
-        heir = min(alive, key=lambda s: (len(s.stats.actors), s.info.slot)).info.slot
         for s in self.slots.values():
             if s is dead or (s.info.HasField("heir") and s.info.heir == dead.info.slot):
                 s.info.heir = heir
@@ -344,19 +264,8 @@ class Head:
         global checkpoint. They are declared dead in the same view as the failed one, so that no
         process sends work to a node that is about to go back (a checkpoint taken there would
         replace the one the rollback restores)."""
-        for other in self.slots.values():
-            if other.info.slot == failed or other.info.state != head_pb2.ALIVE:
-                continue
-            if other.process is None:
-                log.error("node %d was not started by this head and cannot be rolled back", other.info.slot)
-                continue
-            log.warning("rolling node %d back to the last global checkpoint", other.info.slot)
-            other.process.kill()
-            other.info.state = head_pb2.DEAD
-            other.info.last_failure = f"{time.strftime('%H:%M:%S')} rolled back: node {failed} failed"
-            other.failed_at = asyncio.get_running_loop().time()
-            other.detection_ms = 0.0
-            self._background.spawn(self._launch(other.info.slot))
+        for slot in roll_back(self.slots.values(), failed, asyncio.get_running_loop().time()):
+            self._background.spawn(self._launch(slot))
 
     async def _check_heartbeats(self) -> None:
         loop = asyncio.get_running_loop()
@@ -381,12 +290,6 @@ class Head:
             if not deadlock.suspected:
                 log.warning("deadlock: %s", deadlock.message)
             self._broadcast(head_pb2.HeadUpdate(deadlock=deadlock))
-
-    async def _watch_parent(self) -> None:
-        while os.getppid() == self.parent_pid:
-            await asyncio.sleep(0.5)
-        log.warning("the process that started the head is gone; stopping")
-        await self.stop()
 
     # ---- view ---------------------------------------------------------------------------------
 
@@ -492,31 +395,3 @@ class Head:
     def cluster_stats(self) -> head_pb2.ClusterStatsReply:
         stats = [s.stats for _, s in sorted(self.slots.items()) if s.info.state == head_pb2.ALIVE]
         return head_pb2.ClusterStatsReply(view=self.view(), nodes=stats)
-
-
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@head_options
-@click.option("--session-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Session directory (default: $ACTORRT_SESSION_DIR, else ~/.actorrt).")
-@click.option("--parent-pid", type=int, default=None, help="Stop when this process exits.")
-@click.option("--restarted", is_flag=True, help="Take over the cluster a head before this one ran in the session "
-              "directory (its supervisor restarts a head that died with this).")
-def main(head: HeadOptions, session_dir: Path | None, parent_pid: int | None, restarted: bool) -> None:
-    """Run a head in the foreground, with the cluster token in ACTORRT_TOKEN (and TLS files in
-    ACTORRT_TLS_CERT, ACTORRT_TLS_KEY and ACTORRT_TLS_CA for mutual TLS)."""
-    token, tls = daemon_setup("actorrt.cluster.head")
-
-    async def amain() -> None:
-        supervisor = Head(token, session_dir or session.default_dir(), head, parent_pid, tls, restarted)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(supervisor.stop()))
-        server = await supervisor.start()
-        await supervisor.stopped.wait()
-        await server.stop(0.5)
-
-    uvloop.run(amain())
-
-
-if __name__ == "__main__":
-    main()

@@ -62,7 +62,7 @@ def start_head(session_dir: Path, options: HeadOptions, *, token: str | None = N
     argv = [sys.executable, "-m", "actorrt.cluster.supervisor"]
     if tied_to_caller:
         argv += ["--parent-pid", str(os.getpid())]
-    argv += ["--", sys.executable, "-m", "actorrt.cluster.head", *options.argv(), "--session-dir", str(session_dir)]
+    argv += ["--", sys.executable, "-m", "actorrt.cluster.run_head", *options.argv(), "--session-dir", str(session_dir)]
     with open(logs / "head.log", "ab") as log:
         env = dict(os.environ, **{TOKEN_ENV: token, STORE_URL_ENV: options.store_url}, **(tls.env() if tls else {}))
         if code_paths:

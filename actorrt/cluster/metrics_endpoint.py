@@ -8,6 +8,7 @@ labelled with the actor's ID, class and label (``__actorrt_label__``).
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -54,8 +55,14 @@ class ClusterCollector:
 
 def serve_metrics(host: str, port: int, cluster_stats: Callable[[], head_pb2.ClusterStatsReply]) -> Any:
     """Serve ``/metrics`` on ``host:port`` (0: any free port) from a thread; returns the server
-    (``.server_port``, ``.shutdown()``)."""
+    (``.server_port``, ``.shutdown()``). Call it on the head's loop: ``cluster_stats`` runs there
+    (it reads what the loop changes), each scrape waiting for it."""
+    loop = asyncio.get_running_loop()
+
+    async def on_loop() -> head_pb2.ClusterStatsReply:
+        return cluster_stats()
+
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ClusterCollector(cluster_stats))
+    registry.register(ClusterCollector(lambda: asyncio.run_coroutine_threadsafe(on_loop(), loop).result(5.0)))
     server, _ = start_http_server(port, addr=host, registry=registry)
     return server

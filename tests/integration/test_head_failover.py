@@ -20,33 +20,12 @@ import pytest
 import actorrt
 from actorrt.cluster import head_client
 from actorrt.cluster.head_state import HeadState
-from actorrt.cluster.testing import children_of, cluster_session, head_down, wait_for_new_head
 from actorrt.core import context
 from actorrt.rpc import head_pb2
 from actorrt.store.clients import open_store
 from actorrt.streaming import Dataflow
+from actorrt.testing import Counter, Relay, children_of, cluster_session, head_down, wait_for_new_head
 from actorrt.util.processes import process_alive
-
-
-@actorrt.remote
-class Counter:
-    def __init__(self):
-        self.n = 0
-
-    def inc(self):
-        self.n += 1
-        return self.n
-
-
-@actorrt.remote
-class Caller:
-    """Calls its counter from inside the cluster: no driver and no head on the way."""
-
-    def __init__(self, counter):
-        self.counter = counter
-
-    async def inc(self):
-        return await self.counter.inc.remote()
 
 
 def _wait_for(predicate, timeout: float, what: str):
@@ -90,7 +69,7 @@ def test_running_work_goes_on_while_the_head_stays_down_past_the_nodes_leases(cl
     monkeypatch.setattr(head_client, "HEAD_CALL_TIMEOUT_S", 1.0)
     with cluster_with(num_nodes=2, store_shards=1, heartbeat_timeout=4.0):  # a 2 s lease
         counter = Counter.options(node=1).remote()
-        caller = Caller.options(node=0).remote(counter)
+        caller = Relay.options(node=0).remote(counter)
         assert actorrt.get(caller.inc.remote(), timeout=30) == 1
         calls, made = 1, {}
         with head_down():
@@ -224,7 +203,7 @@ def test_a_head_stopped_past_its_supervisors_patience_is_replaced_and_never_runs
     on throughout (the nodes' leases come from the store), and the new head finds every node alive."""
     with cluster_with(num_nodes=2, store_shards=1, heartbeat_timeout=4.0):
         counter = Counter.options(node=1).remote()
-        caller = Caller.options(node=0).remote(counter)
+        caller = Relay.options(node=0).remote(counter)
         epochs = [n["epoch"] for n in actorrt.nodes()]
         s = cluster_session()
         os.kill(s.head_pid, signal.SIGSTOP)

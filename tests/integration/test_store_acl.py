@@ -9,16 +9,7 @@ import redis
 
 import actorrt
 from actorrt.store.redis_server import RedisShard
-
-
-@actorrt.remote
-class Counter:
-    def __init__(self):
-        self.n = 0
-
-    def inc(self):
-        self.n += 1
-        return self.n
+from actorrt.testing import Counter
 
 
 @pytest.fixture

@@ -289,7 +289,7 @@ def test_a_partial_set_of_options_or_variables_names_what_is_missing(certs, tmp_
     assert out.returncode != 0 and "ACTORRT_TLS_CERT" in out.stderr and "ACTORRT_TLS_KEY" in out.stderr, out.stderr
 
 
-@pytest.mark.parametrize("module", ["actorrt.cluster.head", "actorrt.cluster.node"])
+@pytest.mark.parametrize("module", ["actorrt.cluster.run_head", "actorrt.cluster.node"])
 def test_a_head_or_node_process_with_partial_tls_variables_exits_saying_so(certs, tmp_path, module):
     args = ["--session-dir", str(tmp_path)] if module.endswith("head") else ["--head", "127.0.0.1:9"]
     env = _clean_env(ACTORRT_TOKEN="t", ACTORRT_TLS_KEY=str(certs[0] / "key.pem"))

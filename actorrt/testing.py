@@ -1,5 +1,6 @@
 """Fault injection on the control plane of an embedded cluster (``actorrt.init()`` in this process),
-for tests, soaks and recovery benchmarks: kill its head, or keep it down a while."""
+for tests, soaks and recovery benchmarks: kill its head, or keep it down a while; and the counting
+actors they check exactly-once against (each answer must equal the caller's own count)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,37 @@ import signal
 import time
 from collections.abc import Iterator
 
+from actorrt.api import remote
 from actorrt.cluster import session
 from actorrt.core import context
 from actorrt.exceptions import ActorRTError
 from actorrt.util.processes import process_alive
+
+
+@remote
+class Counter:
+    """Counts its calls; ``inc`` answers the count so far."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def inc(self) -> int:
+        self.n += 1
+        return self.n
+
+    def value(self) -> int:
+        return self.n
+
+
+@remote
+class Relay:
+    """Calls its counter from inside the cluster: no driver and no head on the way."""
+
+    def __init__(self, counter) -> None:
+        self.counter = counter
+
+    async def inc(self) -> int:
+        return await self.counter.inc.remote()
 
 
 def cluster_session() -> session.Session:
