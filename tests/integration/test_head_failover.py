@@ -12,8 +12,11 @@ import asyncio
 import collections
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -236,3 +239,13 @@ def test_a_collective_training_run_through_a_head_kill_and_then_a_node_kill_ends
         run(members, range(6, CALLS))
         states = actorrt.get([m.state_bytes.remote() for m in members], timeout=60)
     assert states == oracle(CALLS)
+
+
+def test_the_head_soak_script_passes_a_short_seeded_round():
+    """``scripts/head_soak.py`` as a user runs it (its own process and cluster), briefly: two head
+    kills and a node kill under load, every answer checked against the callers' own counts."""
+    script = Path(__file__).parents[2] / "scripts" / "head_soak.py"
+    ran = subprocess.run([sys.executable, str(script), "--minutes", "0.4", "--head-kills", "2", "--counters", "2",
+                          "--seed", "3"], capture_output=True, text=True, timeout=240)
+    assert ran.returncode == 0 and "PASS" in ran.stdout, ran.stdout[-3000:] + ran.stderr[-3000:]
+    assert "through 2 head kills and 1 node kills" in ran.stdout
