@@ -14,7 +14,7 @@ from actorrt.api import remote
 from actorrt.cluster import session
 from actorrt.core import context
 from actorrt.exceptions import ActorRTError
-from actorrt.util.processes import process_alive
+from actorrt.util.processes import process_alive, stat_fields
 
 
 @remote
@@ -87,11 +87,5 @@ def head_down() -> Iterator[session.Session]:
 
 def children_of(pid: int) -> set[int]:
     """The live processes whose parent is ``pid`` (a supervisor's: the head, nodes, store shards)."""
-    found = set()
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1]) == pid:
-                found.add(int(entry))
-        except (OSError, IndexError, ValueError):
-            continue
-    return found
+    return {int(entry) for entry in filter(str.isdigit, os.listdir("/proc"))
+            if (fields := stat_fields(int(entry))) and fields[0] != "Z" and int(fields[1]) == pid}

@@ -41,6 +41,7 @@ from actorrt.rpc import head_pb2
 from actorrt.util import children
 from actorrt.util.background import BackgroundTasks
 from actorrt.util.children import Child
+from actorrt.util.ticks import ticks
 
 log = logging.getLogger("actorrt.head")
 
@@ -89,7 +90,9 @@ class Head:
         restored = await self._open_state()
         port = self.options.port
         if restored is not None:  # where the nodes and drivers look for it
-            port = int(session.read(self.session_dir).head_address.rpartition(":")[2])
+            if (former := session.read(self.session_dir)) is None:
+                raise ClusterError(f"no session file in {self.session_dir}: the address to serve on is lost")
+            port = int(former.head_address.rpartition(":")[2])
         server, self.address = await start_server(
             self.options.host, port, [(HeadServicer(self), head_pb2.DESCRIPTOR.services_by_name["Head"])],
             self.token, self.tls,
@@ -268,18 +271,13 @@ class Head:
             self._background.spawn(self._launch(slot))
 
     async def _check_heartbeats(self) -> None:
-        loop = asyncio.get_running_loop()
-        last = loop.time()
-        while True:
-            await asyncio.sleep(HEARTBEAT_CHECK_S)
-            now = loop.time()
-            if now - last > PAUSED_AFTER_S:
-                # The head itself did not run (stopped, or starved): the heartbeats it missed meanwhile
-                # say nothing about the nodes, which kept their leases from the store.
-                log.warning("the head was paused for %.1f s; every node gets a fresh heartbeat timeout", now - last)
+        async for now, paused in ticks(HEARTBEAT_CHECK_S, PAUSED_AFTER_S):
+            if paused:
+                # The head itself did not run: the heartbeats it missed meanwhile say nothing about
+                # the nodes, which kept their leases from the store.
+                log.warning("the head was paused; every node gets a fresh heartbeat timeout")
                 for s in self.slots.values():
                     s.last_heartbeat = now
-            last = now
             for s in list(self.slots.values()):
                 if s.info.state == head_pb2.ALIVE and now - s.last_heartbeat > self.options.heartbeat_timeout:
                     self._background.spawn(self.node_failed(s.info.slot, s.info.epoch, "missed heartbeats"))

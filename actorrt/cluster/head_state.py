@@ -24,7 +24,7 @@ from redis.exceptions import ResponseError
 from actorrt.cluster.store_lease import DEAD_EPOCHS
 from actorrt.exceptions import ClusterError
 from actorrt.rpc import head_pb2
-from actorrt.store.clients import Client, Store, refusal, until_reachable
+from actorrt.store.clients import Client, Store, refusal, script_call, until_reachable
 
 _CLUSTER = b"{actorrt:head}:cluster"
 _NAMES = b"{actorrt:head}:names"
@@ -83,11 +83,8 @@ class HeadState:
         return await until_reachable(what, once)
 
     async def _write(self, what: str, source: str, *args: bytes | str) -> None:
-        async def call(client: Client) -> object:
-            return await self.store.script(client, source)(keys=[_CLUSTER, _NAMES, _KILLED],
-                                                           args=[self.incarnation, *args])
-
-        if not await self._on_shard(what, call):
+        if not await until_reachable(what, script_call, self.store, source, [_CLUSTER, _NAMES, _KILLED],
+                                     [self.incarnation, *args]):
             raise SupersededError(f"another head has taken over the cluster since this one (incarnation "
                                   f"{self.incarnation}) started")
 

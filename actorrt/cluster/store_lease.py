@@ -11,9 +11,7 @@ head's grants, the node counts a lease from when it *sent* the renewal and the s
 
 from __future__ import annotations
 
-from redis.exceptions import ResponseError
-
-from actorrt.store.clients import Store, refusal, until_reachable
+from actorrt.store.clients import Store, script_call, until_reachable
 
 # Beside the head's state (one hash tag: one shard, or one Redis Cluster slot).
 # slot -> the highest epoch the head declared dead (a new cluster deletes it with the head's state)
@@ -43,10 +41,7 @@ return 0
 
 
 async def _call(store: Store, source: str, slot: int, args: list) -> int:
-    try:
-        return int(await store.run_script(source, [_lease_key(slot), DEAD_EPOCHS], [slot, *args]))
-    except ResponseError as exc:  # e.g. LOADING, from a shard restarting: ClusterError, retried
-        raise refusal(exc) from exc
+    return int(await script_call(store, source, [_lease_key(slot), DEAD_EPOCHS], [slot, *args]))
 
 
 async def renew(store: Store, slot: int, epoch: int, seconds: float) -> bool:

@@ -29,6 +29,7 @@ import click
 from actorrt.util.background import BackgroundTasks
 from actorrt.util.children import MAX_REQUEST_BYTES, SUPERVISOR_FD_ENV
 from actorrt.util.processes import dying_with_us, spawn
+from actorrt.util.ticks import ticks
 
 log = logging.getLogger("actorrt.supervisor")
 
@@ -101,14 +102,9 @@ class Supervisor:
             self.head.terminate()
 
     async def _watch_head(self) -> None:
-        loop = asyncio.get_running_loop()
-        last = loop.time()
-        while True:
-            await asyncio.sleep(ALIVE_EVERY_S)
-            now = loop.time()
-            if now - last > 2 * ALIVE_EVERY_S and self._heard is not None:
+        async for now, paused in ticks(ALIVE_EVERY_S, 2 * ALIVE_EVERY_S):
+            if paused and self._heard is not None:
                 self._heard = now  # this process did not run (stopped): the head's notices wait unread
-            last = now
             head = self.head
             if self._heard is not None and now - self._heard > HUNG_AFTER_S and head and head.returncode is None:
                 log.error("the head (pid %d) has not said it runs for %.1f s (stopped or stuck); killing it",

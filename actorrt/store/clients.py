@@ -64,6 +64,15 @@ def refusal(exc: ResponseError) -> ClusterError:
     return StoreRefusedError(f"the lineage store refused the write: {exc}")
 
 
+async def script_call(store: Store, source: str, keys: list[bytes], args: list) -> object:
+    """``store.run_script``, an error reply raised as what it means (``refusal``): ClusterError
+    where it goes away by itself (``until_reachable`` retries it), StoreRefusedError for good."""
+    try:
+        return await store.run_script(source, keys, args)
+    except ResponseError as exc:
+        raise refusal(exc) from exc
+
+
 async def until_reachable(what: str, fn: Callable[..., Awaitable[T]], *args, max_backoff: float = 2.0) -> T:
     """``await fn(*args)``, again and again while the store is unreachable (a shard down or
     restarting), backing off: for what must not go on without the store (a recovery's reads)."""

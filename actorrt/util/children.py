@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from actorrt.exceptions import ClusterError
-from actorrt.util.processes import spawn
+from actorrt.util.processes import spawn, stat_fields
 
 # Set in a supervised head's environment: the number of its end of the socket to its supervisor.
 SUPERVISOR_FD_ENV = "ACTORRT_SUPERVISOR_FD"
@@ -88,11 +88,8 @@ class Child:
 
 def start_time(pid: int) -> int:
     """When ``pid`` started, in clock ticks after boot (0 if it is gone)."""
-    try:
-        # The fields after the parenthesised command name (which may hold spaces); starttime is the 22nd.
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return 0
+    fields = stat_fields(pid)
+    return int(fields[19]) if fields else 0  # starttime, the 22nd field of stat
 
 
 class _Supervisor:

@@ -44,6 +44,15 @@ async def spawn(argv: Sequence[str], env: Mapping[str, str] | None = None, log_p
             out.close()
 
 
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the parenthesised command name (which may hold
+    spaces): state, ppid, ...; None if the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def process_alive(pid: int) -> bool:
     """Whether ``pid`` runs; a zombie (exited, not reaped yet) counts as gone."""
     try:
@@ -52,9 +61,5 @@ def process_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:
-        # The state is the field after the parenthesised command name, which may contain spaces.
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+    fields = stat_fields(pid)
+    return fields is None or fields[0] != "Z"  # unreadable (another user's): it runs

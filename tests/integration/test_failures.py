@@ -10,6 +10,7 @@ import time
 import pytest
 
 import actorrt
+from actorrt.testing import children_of
 from actorrt.util.processes import process_alive
 
 
@@ -157,16 +158,12 @@ def _spares(head_pid: int) -> list[int]:
     """The head's children started as warm node processes (with --spare) that serve no slot yet."""
     serving = {n["pid"] for n in actorrt.nodes()}
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in children_of(head_pid) - serving:
         try:
-            ppid = int(open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1])
-            cmdline = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == head_pid and b"--spare" in cmdline and int(entry) not in serving and process_alive(int(entry)):
-            found.append(int(entry))
+            if b"--spare" in open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0"):
+                found.append(pid)
+        except OSError:
+            continue  # exited meanwhile
     return found
 
 
