@@ -84,7 +84,8 @@ def init(
             down), its submitters wait.
         store_url: an external lineage store for the embedded cluster instead of its own shards:
             ``redis://[:password@]host:port[,host:port...]`` (independent servers, sharded by the
-            client) or ``redis+cluster://[:password@]host:port[,...]`` (a Redis Cluster).
+            client) or ``redis+cluster://[:password@]host:port[,...]`` (a Redis Cluster); ``rediss``
+            for either over TLS.
         checkpoint_dir: where actors of the embedded cluster write checkpoints (default: in its
             session directory); every node must reach it.
         inline_max_bytes: an argument that serializes to more bytes than this is not written into

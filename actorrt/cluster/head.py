@@ -78,7 +78,8 @@ class Head:
         self._metrics: Any = None  # the Prometheus endpoint's HTTP server, if asked for
         self.stopped = asyncio.Event()
         self._background = BackgroundTasks("head")
-        self.store = StoreShards(self._background.spawn, self.publish, lambda: self._stopping)
+        self.store = StoreShards(self._background.spawn, self.publish, lambda: self._stopping,
+                                 tls.for_store() if tls else None)
         self.deadlocks = DeadlockDetector()  # cycles of awaits among the nodes' actors
         self.names = ActorNames()
         self.state: HeadState | None = None
@@ -305,6 +306,7 @@ class Head:
             cluster_id=self.cluster_id,
             head_grace_s=self.options.head_grace,
             stopping=self._stopping,
+            store_tls=self.store.tls is not None and not self.options.store_url,
         )
 
     def publish(self) -> None:

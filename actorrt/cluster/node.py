@@ -32,7 +32,7 @@ from actorrt.lineage import ids
 from actorrt.net.server import start_server
 from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2, node_pb2
-from actorrt.store.clients import open_store
+from actorrt.store.clients import store_of_view
 from actorrt.util.background import BackgroundTasks
 
 log = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ class NodeProcess:
         """While the head's grants do not come (it is down or restarting), renew the lease in the
         store, which grants it unless the head declared this incarnation dead."""
         view = self.worker.membership.view
-        store = open_store(view.store_url, [s.address for s in view.store_shards], view.store_password)
+        store = store_of_view(view, self.worker.store_tls)
         lease, slot, epoch = self.worker.lease, self.servicer.slot, self.servicer.epoch
         try:
             while not lease.revoked:

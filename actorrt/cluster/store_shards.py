@@ -21,6 +21,7 @@ from actorrt.cluster import session
 from actorrt.exceptions import ClusterError
 from actorrt.rpc import head_pb2
 from actorrt.store.redis_server import RedisShard
+from actorrt.store.tls import StoreTls
 from actorrt.util.children import Child
 from actorrt.util.files import write_atomically
 
@@ -31,8 +32,9 @@ STORE_RECORD = "store.json"
 
 class StoreShards:
     def __init__(self, spawn: Callable[[Coroutine[Any, Any, Any]], Any], restarted: Callable[[], None],
-                 stopping: Callable[[], bool]) -> None:
+                 stopping: Callable[[], bool], tls: StoreTls | None = None) -> None:
         self.password = session.new_token()
+        self.tls = tls  # the shards serve TLS only, with the cluster's certificate
         self.shards: list[RedisShard] = []
         self.restarts: list[int] = []
         self._spawn = spawn  # the head's background tasks
@@ -46,7 +48,8 @@ class StoreShards:
 
     async def start(self, session_dir: Path, host: str, count: int) -> None:
         self.shards = list(await asyncio.gather(*(
-            RedisShard.start(session_dir / session.STORE_DIR.format(i), self.password, host) for i in range(count)
+            RedisShard.start(session_dir / session.STORE_DIR.format(i), self.password, host, tls=self.tls)
+            for i in range(count)
         )))
         self.restarts = [0] * count
         self._supervise_all(session_dir)
@@ -63,9 +66,9 @@ class StoreShards:
         for s in record["shards"]:
             # The one that serves its address (found by its pid: a head may have died restarting it),
             # else the recorded process (still loading its file, or gone: then restarted below).
-            found = await RedisShard.running(s["host"], s["port"], self.password, Path(s["directory"]))
+            found = await RedisShard.running(s["host"], s["port"], self.password, Path(s["directory"]), self.tls)
             self.shards.append(found or RedisShard(s["host"], s["port"], self.password, Path(s["directory"]),
-                                                   Child(s["pid"], s["started"])))
+                                                   Child(s["pid"], s["started"]), self.tls))
         self.restarts = record["restarts"]
         self._supervise_all(session_dir)
 
@@ -102,7 +105,8 @@ class StoreShards:
                 self._save()
 
             try:
-                await RedisShard.start(shard.directory, shard.password, shard.host, port=shard.port, on_started=started)
+                await RedisShard.start(shard.directory, shard.password, shard.host, port=shard.port, on_started=started,
+                                       tls=self.tls)
             except Exception as exc:  # noqa: BLE001 - whatever it is, the shard must come back
                 log.exception("store shard %d could not restart: %s; retrying", i, exc)
                 await asyncio.sleep(1.0)

@@ -17,7 +17,7 @@ from actorrt.cluster.head_options import HeadOptions
 from actorrt.cluster.head_state import HeadState, Restored
 from actorrt.cluster.store_shards import StoreShards
 from actorrt.rpc import head_pb2
-from actorrt.store.clients import open_store
+from actorrt.store.clients import ShardedStore, open_store
 
 log = logging.getLogger("actorrt.head")
 
@@ -31,7 +31,8 @@ async def open_state(shards: StoreShards, options: HeadOptions, session_dir: Pat
             await shards.adopt(session_dir)
         else:
             await shards.start(session_dir, options.host, options.store_shards)
-    state = HeadState(open_store(options.store_url, shards.addresses, shards.password))
+    state = HeadState(open_store(options.store_url, shards.tls) if options.store_url
+                      else ShardedStore(shards.addresses, shards.password, tls=shards.tls))
     if not restarted:
         cluster_id = os.urandom(8)
         await state.create(cluster_id)

@@ -53,7 +53,7 @@ from actorrt.objects.store import ObjectStore
 from actorrt.objects.traffic import SharedTraffic
 from actorrt.rpc import checkpoint_pb2, head_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store.clients import open_store
+from actorrt.store.clients import store_of_view
 from actorrt.store.lineage_store import LineageStore
 from actorrt.util.background import BackgroundTasks
 from actorrt.util.lease import Lease
@@ -81,6 +81,7 @@ class Worker:
                  tls: TlsFiles | None = None) -> None:
         self.token = token
         self.tls = tls  # mutual TLS to every peer (streams and pulls), when the cluster uses it
+        self.store_tls = tls.for_store() if tls else None  # and to the store's servers where they serve it
         self.loop = loop
         self.address = ""
         self.slot = -1  # the node slot this process serves (-1: a driver)
@@ -197,8 +198,7 @@ class Worker:
         def store() -> LineageStore:
             # Nodes write into groups by slot (spread over the shards); drivers anywhere.
             writer = self.slot if self.slot >= 0 else zlib.crc32(self.address.encode())
-            return LineageStore(open_store(view.store_url, [s.address for s in view.store_shards],
-                                           view.store_password), writer, self.epoch, self.lease)
+            return LineageStore(store_of_view(view, self.store_tls), writer, self.epoch, self.lease)
 
         options = FaultToleranceOptions.from_proto(view.fault_tolerance)
         self.ft = self.submitter.ft = create_strategy(options, store)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from actorrt.exceptions import ClusterError
+from actorrt.store.tls import StoreTls
 
 if TYPE_CHECKING:
     from cryptography import x509
@@ -81,6 +82,10 @@ class TlsFiles:
     def env(self) -> dict[str, str]:
         """The variables that hand these files to a child process."""
         return {ENV_NAMES[k]: str(getattr(self, k)) for k in ENV_NAMES}
+
+    def for_store(self) -> StoreTls:
+        """The same files for the lineage store's Redis servers (see ``actorrt.store.tls``)."""
+        return StoreTls(self.ca, self.cert, self.key)
 
     def check_names(self, host: str) -> None:
         """Raise ClusterError unless the certificate names ``host``: peers dial this process at the

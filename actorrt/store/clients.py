@@ -29,7 +29,9 @@ from redis.crc import key_slot
 from redis.exceptions import RedisClusterException, ResponseError
 
 from actorrt.exceptions import ClusterError, StaleIncarnationError
+from actorrt.rpc import head_pb2
 from actorrt.store.script_connection import ScriptConnection
+from actorrt.store.tls import StoreTls
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,7 @@ Client = aioredis.Redis | RedisCluster
 ShardFn = Callable[[Client, list[bytes]], Awaitable[T]]
 
 CLUSTER_SCHEME = "redis+cluster"
+SCHEMES = ("redis", "rediss", CLUSTER_SCHEME, "rediss+cluster")  # rediss: over TLS
 STORE_URL_ENV = "ACTORRT_STORE_URL"  # how a store URL reaches the head: it may hold a password
 
 
@@ -156,19 +159,19 @@ class _Store:
 
 class ShardedStore(_Store):
     def __init__(self, addresses: Sequence[str], password: str | None = None, retries: int = 3,
-                 username: str | None = None) -> None:
+                 username: str | None = None, tls: StoreTls | None = None) -> None:
         if not addresses:
             raise ValueError("the lineage store needs at least one shard address")
         super().__init__()
         self.addresses = list(addresses)
         self.description = ", ".join(self.addresses)
-        self._scripts = [ScriptConnection(address, password, username) for address in self.addresses]
+        self._scripts = [ScriptConnection(address, password, username, tls) for address in self.addresses]
         self._clients = []
         for address in self.addresses:
             host, _, port = address.rpartition(":")
             self._clients.append(aioredis.Redis(
                 host=host, port=int(port), username=username, password=password, socket_connect_timeout=2.0,
-                retry=_retry(retries),
+                retry=_retry(retries), **(tls.redis_kwargs() if tls else {}),
             ))
 
     def shard_of(self, key: bytes) -> int:
@@ -202,14 +205,15 @@ class ClusterStore(_Store):
     """A Redis Cluster reached through any of its nodes; the client follows slot moves itself."""
 
     def __init__(self, seeds: Sequence[str], password: str | None = None, retries: int = 3,
-                 username: str | None = None) -> None:
+                 username: str | None = None, tls: StoreTls | None = None) -> None:
         if not seeds:
             raise ValueError("a Redis Cluster store needs at least one seed address")
         super().__init__()
         self.description = f"Redis Cluster via {', '.join(seeds)}"
         nodes = [ClusterNode(host, int(port)) for host, _, port in (s.rpartition(":") for s in seeds)]
         self._client = RedisCluster(startup_nodes=nodes, username=username, password=password,
-                                    socket_connect_timeout=2.0, retry=_retry(retries))
+                                    socket_connect_timeout=2.0, retry=_retry(retries),
+                                    **(tls.redis_kwargs() if tls else {}))
         self._initialized = asyncio.Lock()
 
     async def per_shard(self, keys: Sequence[bytes], fn: ShardFn) -> list[T]:
@@ -242,7 +246,8 @@ Store = ShardedStore | ClusterStore
 
 @dataclass(frozen=True)
 class StoreURL:
-    scheme: str
+    cluster: bool  # a Redis Cluster (else independent shards)
+    tls: bool
     addresses: list[str]
     username: str | None  # a Redis ACL user; None: the default user
     password: str | None
@@ -251,14 +256,15 @@ class StoreURL:
 def parse_store_url(url: str) -> StoreURL:
     """``redis://[[user]:password@]host:port[,host:port...]`` (independent shards, client-side
     sharding) or ``redis+cluster://[[user]:password@]host:port[,...]`` (a Redis Cluster; any nodes
-    as seeds). A user is a Redis ACL user (it needs the ``@scripting``, ``@hash``, ``@set``,
-    ``@string``, ``@keyspace`` and ``@connection`` commands on every key).
+    as seeds); ``rediss://`` and ``rediss+cluster://`` reach them over TLS. A user is a Redis ACL
+    user (it needs the ``@scripting``, ``@hash``, ``@set``, ``@string``, ``@keyspace`` and
+    ``@connection`` commands on every key).
 
     Raises ValueError naming what is wrong.
     """
     parts = urlsplit(url)
-    if parts.scheme not in ("redis", CLUSTER_SCHEME):
-        raise ValueError(f"store URL {url!r}: the scheme must be redis:// or {CLUSTER_SCHEME}://")
+    if parts.scheme not in SCHEMES:
+        raise ValueError(f"store URL {url!r}: the scheme must be one of {', '.join(s + '://' for s in SCHEMES)}")
     hosts = parts.netloc.rpartition("@")[2]
     addresses = [a.strip() for a in hosts.split(",") if a.strip()]
     for address in addresses:
@@ -267,7 +273,8 @@ def parse_store_url(url: str) -> StoreURL:
             raise ValueError(f"store URL {url!r}: {address!r} is not host:port")
     if not addresses:
         raise ValueError(f"store URL {url!r} names no host:port")
-    return StoreURL(parts.scheme, addresses, parts.username or None, parts.password)
+    return StoreURL(parts.scheme.endswith("+cluster"), parts.scheme.startswith("rediss"), addresses,
+                    parts.username or None, parts.password)
 
 
 def without_password(url: str) -> str:
@@ -275,10 +282,19 @@ def without_password(url: str) -> str:
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
-def open_store(url: str | None, shard_addresses: Sequence[str] = (), password: str | None = None) -> Store:
-    """The store a view describes: an external store URL if given, else the head's shards."""
-    if not url:
-        return ShardedStore(shard_addresses, password)
+def open_store(url: str, tls: StoreTls | None = None) -> Store:
+    """The store at ``url``; over TLS if it says ``rediss``, checked against ``tls``'s CA and
+    presenting its certificate (None: the system's CAs, no certificate)."""
     parsed = parse_store_url(url)
-    cls = ClusterStore if parsed.scheme == CLUSTER_SCHEME else ShardedStore
-    return cls(parsed.addresses, parsed.password, username=parsed.username)
+    cls = ClusterStore if parsed.cluster else ShardedStore
+    return cls(parsed.addresses, parsed.password, username=parsed.username,
+               tls=(tls or StoreTls()) if parsed.tls else None)
+
+
+def store_of_view(view: head_pb2.ClusterView, tls: StoreTls | None) -> Store:
+    """The store a cluster's view names: its external store, else the head's shards (over TLS
+    when they serve it); ``tls``: this process's certificate and the cluster's CA, if any."""
+    if view.store_url:
+        return open_store(view.store_url, tls)
+    return ShardedStore([s.address for s in view.store_shards], view.store_password,
+                        tls=tls if view.store_tls else None)

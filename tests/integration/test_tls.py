@@ -20,6 +20,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+import redis
 
 import actorrt
 from actorrt import collective
@@ -195,6 +196,19 @@ def test_a_plaintext_client_with_the_token_is_refused(tls_cluster, certs):
                                            timeout=10)
     assert info.value.code() == grpc.StatusCode.UNAVAILABLE
     _still_serving(tls_cluster, certs[0])
+
+
+def test_the_clusters_own_store_shards_serve_tls_only(tls_cluster, certs):
+    with grpc.secure_channel(tls_cluster.head_address, _credentials(certs[0])) as chan:
+        view = _cluster_stats(chan, tls_cluster.token).view
+    assert view.store_tls and len(view.store_shards) == 1
+    host, _, port = view.store_shards[0].address.rpartition(":")
+    files = TlsFiles(certs[0] / "cert.pem", certs[0] / "key.pem", certs[0] / "ca.pem").for_store()
+    with redis.Redis(host=host, port=int(port), password=view.store_password, **files.redis_kwargs()) as client:
+        assert client.dbsize() > 0  # the cluster's state and lineage, written over TLS
+    with redis.Redis(host=host, port=int(port), password=view.store_password, socket_timeout=2) as plaintext, \
+            pytest.raises((redis.ConnectionError, redis.TimeoutError)):
+        plaintext.ping()
 
 
 @pytest.mark.parametrize("client", ["certificate of another CA", "no certificate", "server not trusted"])

@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 from actorrt.exceptions import ClusterError
 from actorrt.store.clients import CLUSTER_SCHEME
 from actorrt.store.redis_server import RedisShard
+from actorrt.store.tls import StoreTls
 
 SLOTS = 16384
 
@@ -26,13 +27,15 @@ class RedisCluster:
     @property
     def url(self) -> str:
         password = self.nodes[0].password
-        return f"{CLUSTER_SCHEME}://:{password}@" + ",".join(n.address for n in self.nodes)
+        scheme = CLUSTER_SCHEME.replace("redis", "rediss") if self.nodes[0].tls else CLUSTER_SCHEME
+        return f"{scheme}://:{password}@" + ",".join(n.address for n in self.nodes)
 
     @classmethod
     async def start(cls, directory: Path, password: str, size: int = 3, host: str = "127.0.0.1",
-                    timeout: float = 20.0) -> RedisCluster:
+                    timeout: float = 20.0, tls: StoreTls | None = None) -> RedisCluster:
+        """With ``tls``, its nodes serve TLS only, and speak it among themselves."""
         nodes = list(await asyncio.gather(*(
-            RedisShard.start(directory / f"node-{i}", password, host, cluster=True) for i in range(size)
+            RedisShard.start(directory / f"node-{i}", password, host, cluster=True, tls=tls) for i in range(size)
         )))
         cluster = cls(nodes)
         try:
@@ -43,7 +46,7 @@ class RedisCluster:
         return cluster
 
     async def _form(self, timeout: float) -> None:
-        clients = [aioredis.Redis(host=n.host, port=n.port, password=n.password) for n in self.nodes]
+        clients = [n.client() for n in self.nodes]
         try:
             size = len(clients)
             for i, client in enumerate(clients):
