@@ -131,7 +131,8 @@ _OPTIONS = [
                  help="Seconds without heartbeats before a node is declared dead."),
     click.option("--store-url", default=None, envvar=STORE_URL_ENV, show_envvar=True,
                  help="An external lineage store instead of the head's own shards: "
-                      "redis://[:PASSWORD@]HOST:PORT[,HOST:PORT...] or redis+cluster://[:PASSWORD@]HOST:PORT."),
+                      "redis://[:PASSWORD@]HOST:PORT[,HOST:PORT...] or redis+cluster://[:PASSWORD@]HOST:PORT; "
+                      "rediss:// or rediss+cluster:// over TLS."),
     click.option("--metrics-port", default=None, type=click.IntRange(0, 65535),
                  help="Serve Prometheus metrics of the cluster's nodes and actors on this port (0: any free port)."),
     click.option("--head-grace", default=HEAD_GRACE_S, show_default=True, type=click.FloatRange(min=0, min_open=True),
