@@ -46,6 +46,7 @@ def init(
     *,
     num_nodes: int = 2,
     store_shards: int = 2,
+    store_replicas: int = 0,
     token: str | None = None,
     host: str = "127.0.0.1",
     timeout: float = 60.0,
@@ -70,6 +71,8 @@ def init(
             and ``store_shards`` redis-server shards on ``host``, stopped by ``shutdown()`` or at exit.
         num_nodes: node processes of the embedded cluster.
         store_shards: lineage-store shards of the embedded cluster.
+        store_replicas: replicas of each store shard that hold a write before it is acked; the
+            embedded cluster promotes one in the place of a shard that fails.
         token: the cluster token (default: ``ACTORRT_TOKEN``, else the local session file). With
             ``ACTORRT_TLS_CERT``, ``ACTORRT_TLS_KEY`` and ``ACTORRT_TLS_CA`` set, this driver (and an
             embedded cluster) speaks mutual TLS with those files; the certificate must name ``host``.
@@ -120,7 +123,8 @@ def init(
             ft_options = FaultToleranceOptions(ft, store_delay_ms, max_forwards, stash_limit,
                                                str(Path(checkpoint_dir).absolute()) if checkpoint_dir else "",
                                                inline_max_bytes, pinned_budget_bytes)
-            options = HeadOptions(host=host, nodes=num_nodes, store_shards=store_shards, fault_tolerance=ft_options,
+            options = HeadOptions(host=host, nodes=num_nodes, store_shards=store_shards, store_replicas=store_replicas,
+                                  fault_tolerance=ft_options,
                                   store_url=store_url or "", heartbeat_timeout=heartbeat_timeout,
                                   metrics_port=metrics_port, head_grace=head_grace)
             session_dir = Path(tempfile.mkdtemp(prefix="actorrt-"))

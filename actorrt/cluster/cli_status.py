@@ -55,7 +55,12 @@ def status(address: str | None, token: str | None, session_dir: Path | None, tls
     if view.store_url:
         click.echo(f"lineage store: {without_password(view.store_url)}")
     else:
-        shards = ", ".join(s.address for s in view.store_shards) or "none"
+        def shard(s: head_pb2.StoreShard) -> str:
+            replicas = f" (replicas {', '.join(s.replicas)})" if s.replicas else ""
+            failovers = f", {s.failovers} failover{'s' * (s.failovers != 1)}" if s.failovers else ""
+            return s.address + replicas + failovers
+
+        shards = "; ".join(map(shard, view.store_shards)) or "none"
         click.echo(f"store shards ({len(view.store_shards)}): {shards}")
 
 

@@ -217,8 +217,9 @@ class Driver:
         return {
             "head": self.head_address,
             "nodes": nodes,
-            "store_shards": [{"address": s.address, "pid": s.pid, "restarts": s.restarts}
-                             for s in self.worker.membership.view.store_shards],
+            "store_shards": [{"address": s.address, "pid": s.pid, "restarts": s.restarts, "replicas": list(s.replicas),
+                              "failovers": s.failovers} for s in self.worker.membership.view.store_shards],
+            "store_replicas": self.worker.membership.view.store_replicas,
             "store_url": without_password(self.worker.membership.view.store_url),
             "fault_tolerance": _ft_dict(self.worker.membership.view.fault_tolerance),
             "driver": {"pending_results": self.worker.pending_results(), "objects": len(self.worker.objects),

@@ -38,6 +38,7 @@ from actorrt.exceptions import ClusterError
 from actorrt.net.server import InvalidRequestError, start_server
 from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2
+from actorrt.store.clients import follow_view
 from actorrt.util import children
 from actorrt.util.background import BackgroundTasks
 from actorrt.util.children import Child
@@ -78,8 +79,8 @@ class Head:
         self._metrics: Any = None  # the Prometheus endpoint's HTTP server, if asked for
         self.stopped = asyncio.Event()
         self._background = BackgroundTasks("head")
-        self.store = StoreShards(self._background.spawn, self.publish, lambda: self._stopping,
-                                 tls.for_store() if tls else None)
+        self.store = StoreShards(self._background.spawn, self._store_moved, lambda: self._stopping,
+                                 tls.for_store() if tls else None, 0 if options.store_url else options.store_replicas)
         self.deadlocks = DeadlockDetector()  # cycles of awaits among the nodes' actors
         self.names = ActorNames()
         self.state: HeadState | None = None
@@ -307,7 +308,14 @@ class Head:
             head_grace_s=self.options.head_grace,
             stopping=self._stopping,
             store_tls=self.store.tls is not None and not self.options.store_url,
+            store_replicas=self.options.store_replicas,
         )
+
+    def _store_moved(self) -> None:
+        """A shard serves again, or its replica in its place: the head's own writes go there too."""
+        if self.state is not None:
+            follow_view(self.state.store, self.view())
+        self.publish()
 
     def publish(self) -> None:
         """Send the view, one revision newer, to every subscriber (and save it: the changes that

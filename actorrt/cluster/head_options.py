@@ -33,6 +33,7 @@ MIN_HEARTBEAT_TIMEOUT_S = 1.0
 # Nodes and drivers wait this long for an unreachable head (its supervisor restarts it in about a
 # second) before they give up on the cluster. Running work does not need the head meanwhile.
 HEAD_GRACE_S = 120.0
+MAX_STORE_REPLICAS = 4
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ class HeadOptions:
         metrics_port: serve Prometheus metrics on this port of ``host`` (0: any free port;
             None: no endpoint).
         head_grace: seconds nodes and drivers wait for an unreachable head before they give up.
+        store_replicas: replicas of each store shard that hold a write before it is acked; the head
+            runs them beside its own shards and promotes one in a failed shard's place (an
+            external store's operators run its replicas and their failover).
     """
 
     host: str = "127.0.0.1"
@@ -61,6 +65,7 @@ class HeadOptions:
     store_url: str = ""
     metrics_port: int | None = None
     head_grace: float = HEAD_GRACE_S
+    store_replicas: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.nodes, int) or self.nodes < 0:
@@ -75,6 +80,9 @@ class HeadOptions:
             raise ValueError(f"heartbeat_timeout must be a number >= {MIN_HEARTBEAT_TIMEOUT_S} (seconds; a node's "
                              f"lease is half of it, renewed at every heartbeat), "
                              f"not {self.heartbeat_timeout!r}")
+        if not isinstance(self.store_replicas, int) or not 0 <= self.store_replicas <= MAX_STORE_REPLICAS:
+            raise ValueError(f"store_replicas must be an int from 0 to {MAX_STORE_REPLICAS}, "
+                             f"not {self.store_replicas!r}")
         if not isinstance(self.head_grace, int | float) or self.head_grace <= 0:
             raise ValueError(f"head_grace must be a number > 0 (seconds), not {self.head_grace!r}")
 
@@ -91,7 +99,8 @@ class HeadOptions:
                "--store-shards", str(self.store_shards), "--ft", ft.mode.value,
                "--store-delay-ms", str(ft.store_delay_ms), "--stash-limit", str(ft.stash_limit),
                "--heartbeat-timeout", str(self.heartbeat_timeout), "--inline-max-bytes", str(ft.inline_max_bytes),
-               "--pinned-budget-bytes", str(ft.pinned_budget_bytes), "--head-grace", str(self.head_grace)]
+               "--pinned-budget-bytes", str(ft.pinned_budget_bytes), "--head-grace", str(self.head_grace),
+               "--store-replicas", str(self.store_replicas)]
         if ft.max_forwards is not None:
             out += ["--max-forwards", str(ft.max_forwards)]
         if ft.checkpoint_dir:
@@ -135,25 +144,28 @@ _OPTIONS = [
                       "rediss:// or rediss+cluster:// over TLS."),
     click.option("--metrics-port", default=None, type=click.IntRange(0, 65535),
                  help="Serve Prometheus metrics of the cluster's nodes and actors on this port (0: any free port)."),
+    click.option("--store-replicas", default=0, show_default=True, type=click.IntRange(0, MAX_STORE_REPLICAS),
+                 help="Replicas of each store shard that hold a write before it is acked (the head runs them "
+                      "beside its shards and promotes one in a failed shard's place)."),
     click.option("--head-grace", default=HEAD_GRACE_S, show_default=True, type=click.FloatRange(min=0, min_open=True),
                  help="Seconds nodes and drivers wait for an unreachable head before they give up on the cluster."),
 ]
 # The parameter names of the options above, in click's spelling.
 OPTION_NAMES = ("host", "port", "nodes", "store_shards", "ft", "store_delay_ms", "max_forwards", "stash_limit",
                 "checkpoint_dir", "inline_max_bytes", "pinned_budget_bytes", "heartbeat_timeout", "store_url",
-                "metrics_port", "head_grace")
+                "metrics_port", "store_replicas", "head_grace")
 
 
 def _from_values(host: str, port: int, nodes: int, store_shards: int, ft: str, store_delay_ms: float,
                  max_forwards: int | None, stash_limit: int, checkpoint_dir: Path | None, inline_max_bytes: int,
                  pinned_budget_bytes: int, heartbeat_timeout: float, store_url: str | None,
-                 metrics_port: int | None, head_grace: float) -> HeadOptions:
+                 metrics_port: int | None, store_replicas: int, head_grace: float) -> HeadOptions:
     try:
         return HeadOptions(host, port, nodes, store_shards,
                            FaultToleranceOptions(ft, store_delay_ms, max_forwards, stash_limit,
                                                  str(checkpoint_dir.absolute()) if checkpoint_dir else "",
                                                  inline_max_bytes, pinned_budget_bytes),
-                           heartbeat_timeout, store_url or "", metrics_port, head_grace)
+                           heartbeat_timeout, store_url or "", metrics_port, head_grace, store_replicas)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
 

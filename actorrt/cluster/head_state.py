@@ -71,11 +71,12 @@ class HeadState:
         self.incarnation = 0  # this head's, once ``create`` or ``resume`` has counted it
 
     async def _on_shard(self, what: str, fn) -> object:
-        """``fn(client)`` on the shard of the head's keys, again while the store is unreachable."""
+        """``fn(client)`` on the shard of the head's keys (its writes acked by the shard's replicas),
+        again while the store is unreachable."""
 
         async def once() -> object:
             try:
-                (result,) = await self.store.per_shard([_CLUSTER], lambda client, _: fn(client))
+                (result,) = await self.store.per_shard([_CLUSTER], lambda client, _: fn(client), durable=True)
             except ResponseError as exc:  # e.g. LOADING, from a shard restarting: retried
                 raise refusal(exc) from exc
             return result

@@ -32,7 +32,7 @@ from actorrt.lineage import ids
 from actorrt.net.server import start_server
 from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2, node_pb2
-from actorrt.store.clients import store_of_view
+from actorrt.store.clients import follow_view, store_of_view
 from actorrt.util.background import BackgroundTasks
 
 log = logging.getLogger(__name__)
@@ -141,6 +141,7 @@ class NodeProcess:
                 await asyncio.sleep(lease_s / 10)
                 if lease.remaining() > lease_s / 2:
                     continue  # the head's grants come
+                follow_view(store, self.worker.membership.view)
                 sent_at = time.monotonic()
                 try:
                     granted = await store_lease.renew(store, slot, epoch, lease_s)

@@ -31,8 +31,8 @@ async def open_state(shards: StoreShards, options: HeadOptions, session_dir: Pat
             await shards.adopt(session_dir)
         else:
             await shards.start(session_dir, options.host, options.store_shards)
-    state = HeadState(open_store(options.store_url, shards.tls) if options.store_url
-                      else ShardedStore(shards.addresses, shards.password, tls=shards.tls))
+    state = HeadState(open_store(options.store_url, shards.tls, options.store_replicas) if options.store_url
+                      else ShardedStore(shards.addresses, shards.password, tls=shards.tls, replicas=shards.replicas))
     if not restarted:
         cluster_id = os.urandom(8)
         await state.create(cluster_id)

@@ -53,7 +53,7 @@ from actorrt.objects.store import ObjectStore
 from actorrt.objects.traffic import SharedTraffic
 from actorrt.rpc import checkpoint_pb2, head_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store.clients import store_of_view
+from actorrt.store.clients import follow_view, store_of_view
 from actorrt.store.lineage_store import LineageStore
 from actorrt.util.background import BackgroundTasks
 from actorrt.util.lease import Lease
@@ -168,6 +168,8 @@ class Worker:
         gone = self.membership.apply(view)
         if gone is None:
             return
+        if self.ft is not None and self.ft.store is not None:  # a shard's replica may serve in its place now
+            follow_view(self.ft.store.store, view)
         for address in gone:
             if self.router is not None and address != self.address:
                 self.router.forget(address)

@@ -48,14 +48,18 @@ class NodeInfo(_message.Message):
     def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[NodeState, str]] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., hostname: _Optional[str] = ..., managed: _Optional[bool] = ..., heir: _Optional[int] = ..., former_addresses: _Optional[_Iterable[str]] = ..., last_failure: _Optional[str] = ..., host_id: _Optional[str] = ..., process_started: _Optional[int] = ...) -> None: ...
 
 class StoreShard(_message.Message):
-    __slots__ = ("address", "pid", "restarts")
+    __slots__ = ("address", "pid", "restarts", "replicas", "failovers")
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
     RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    FAILOVERS_FIELD_NUMBER: _ClassVar[int]
     address: str
     pid: int
     restarts: int
-    def __init__(self, address: _Optional[str] = ..., pid: _Optional[int] = ..., restarts: _Optional[int] = ...) -> None: ...
+    replicas: _containers.RepeatedScalarFieldContainer[str]
+    failovers: int
+    def __init__(self, address: _Optional[str] = ..., pid: _Optional[int] = ..., restarts: _Optional[int] = ..., replicas: _Optional[_Iterable[str]] = ..., failovers: _Optional[int] = ...) -> None: ...
 
 class FaultTolerance(_message.Message):
     __slots__ = ("mode", "store_delay_ms", "max_forwards", "stash_limit", "checkpoint_dir", "inline_max_bytes", "pinned_budget_bytes")
@@ -76,7 +80,7 @@ class FaultTolerance(_message.Message):
     def __init__(self, mode: _Optional[str] = ..., store_delay_ms: _Optional[float] = ..., max_forwards: _Optional[int] = ..., stash_limit: _Optional[int] = ..., checkpoint_dir: _Optional[str] = ..., inline_max_bytes: _Optional[int] = ..., pinned_budget_bytes: _Optional[int] = ...) -> None: ...
 
 class ClusterView(_message.Message):
-    __slots__ = ("revision", "nodes", "store_shards", "store_password", "fault_tolerance", "store_url", "drivers", "rollbacks", "departed_drivers", "cluster_id", "head_grace_s", "stopping", "store_tls")
+    __slots__ = ("revision", "nodes", "store_shards", "store_password", "fault_tolerance", "store_url", "drivers", "rollbacks", "departed_drivers", "cluster_id", "head_grace_s", "stopping", "store_tls", "store_replicas")
     REVISION_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     STORE_SHARDS_FIELD_NUMBER: _ClassVar[int]
@@ -90,6 +94,7 @@ class ClusterView(_message.Message):
     HEAD_GRACE_S_FIELD_NUMBER: _ClassVar[int]
     STOPPING_FIELD_NUMBER: _ClassVar[int]
     STORE_TLS_FIELD_NUMBER: _ClassVar[int]
+    STORE_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     revision: int
     nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
     store_shards: _containers.RepeatedCompositeFieldContainer[StoreShard]
@@ -103,7 +108,8 @@ class ClusterView(_message.Message):
     head_grace_s: float
     stopping: bool
     store_tls: bool
-    def __init__(self, revision: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., store_shards: _Optional[_Iterable[_Union[StoreShard, _Mapping]]] = ..., store_password: _Optional[str] = ..., fault_tolerance: _Optional[_Union[FaultTolerance, _Mapping]] = ..., store_url: _Optional[str] = ..., drivers: _Optional[_Iterable[str]] = ..., rollbacks: _Optional[int] = ..., departed_drivers: _Optional[_Iterable[str]] = ..., cluster_id: _Optional[bytes] = ..., head_grace_s: _Optional[float] = ..., stopping: _Optional[bool] = ..., store_tls: _Optional[bool] = ...) -> None: ...
+    store_replicas: int
+    def __init__(self, revision: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., store_shards: _Optional[_Iterable[_Union[StoreShard, _Mapping]]] = ..., store_password: _Optional[str] = ..., fault_tolerance: _Optional[_Union[FaultTolerance, _Mapping]] = ..., store_url: _Optional[str] = ..., drivers: _Optional[_Iterable[str]] = ..., rollbacks: _Optional[int] = ..., departed_drivers: _Optional[_Iterable[str]] = ..., cluster_id: _Optional[bytes] = ..., head_grace_s: _Optional[float] = ..., stopping: _Optional[bool] = ..., store_tls: _Optional[bool] = ..., store_replicas: _Optional[int] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
     __slots__ = ("slot", "address", "pid", "hostname", "host_id")

@@ -3,6 +3,11 @@
 Both spread keys the same way from the caller's view: ``per_shard`` groups keys by where they live
 and runs one function per group, groups in parallel, so a batch costs one round trip per shard.
 
+With ``replicas`` (each shard has that many replicas), a write returns once they hold it: a script
+call waits on its connection (``WAIT``, see ``script_connection.py``), and a ``durable`` group of
+``per_shard`` ends with a script call of its own that does (a replica that holds a later write
+holds every earlier one: a shard replicates in the order it applies).
+
 - ``ShardedStore``: a key's shard is its Redis Cluster hash slot modulo K, so any process computes
   the same placement, and keys with one ``{tag}`` share a shard as they would share a slot.
 - ``ClusterStore``: the cluster places keys by hash slot; a group is one slot, so a Lua script
@@ -100,12 +105,26 @@ def _round_robin(by_place: dict) -> list[int]:
     return [i for round_ in rounds for i in round_ if i is not None]
 
 
+# Written after a durable group's writes, in their slot, so that waiting for its replicas covers them.
+_SYNC = "return redis.call('INCR', KEYS[1])"
+
+
+def _sync_key(key: bytes) -> bytes:
+    """A key in ``key``'s slot (``key`` carries a ``{tag}``, as every key of a durable group does)."""
+    start = key.find(b"{")
+    end = key.find(b"}", start + 1)
+    if start < 0 or end <= start + 1:
+        raise ValueError(f"a durable write's key needs a {{tag}}: {key!r}")
+    return b"sync:" + key[start:end + 1]
+
+
 class _Store:
-    """What both stores share: error translation and the grouping contract."""
+    """What both stores share: error translation, the grouping contract, durable groups."""
 
     description = ""
 
-    def __init__(self) -> None:
+    def __init__(self, replicas: int = 0) -> None:
+        self.replicas = replicas
         self._registered: dict[tuple[int, str], object] = {}  # (client id, source) -> redis-py Script
 
     def script(self, client: Client, source: str):
@@ -122,9 +141,17 @@ class _Store:
         """The positions of ``tags`` in an order whose neighbours live on different shards."""
         raise NotImplementedError
 
-    async def per_shard(self, keys: Sequence[bytes], fn: ShardFn) -> list[T]:
+    async def per_shard(self, keys: Sequence[bytes], fn: ShardFn, durable: bool = False) -> list[T]:
         """Run ``fn(client, keys_of_one_group)`` for every group holding some of ``keys``, groups in
-        parallel (one pipelined round trip each when ``fn`` uses a pipeline or one script call)."""
+        parallel (one pipelined round trip each when ``fn`` uses a pipeline or one script call);
+        ``durable``: each returns once the shard's replicas hold what ``fn`` wrote."""
+        if durable and self.replicas:
+            async def then_synced(client: Client, ks: list[bytes]) -> T:
+                result = await fn(client, ks)
+                await script_call(self, _SYNC, [_sync_key(ks[0])], [])
+                return result
+
+            return await self._gather(then_synced(client, ks) for client, ks in self._groups(keys))
         return await self._gather(fn(client, ks) for client, ks in self._groups(keys))
 
     async def run_script(self, source: str, keys: list[bytes], args: list) -> object:
@@ -159,20 +186,47 @@ class _Store:
 
 class ShardedStore(_Store):
     def __init__(self, addresses: Sequence[str], password: str | None = None, retries: int = 3,
-                 username: str | None = None, tls: StoreTls | None = None) -> None:
+                 username: str | None = None, tls: StoreTls | None = None, replicas: int = 0) -> None:
         if not addresses:
             raise ValueError("the lineage store needs at least one shard address")
-        super().__init__()
-        self.addresses = list(addresses)
-        self.description = ", ".join(self.addresses)
-        self._scripts = [ScriptConnection(address, password, username, tls) for address in self.addresses]
-        self._clients = []
-        for address in self.addresses:
+        super().__init__(replicas)
+        self._password, self._username, self._tls, self._retries = password, username, tls, retries
+        self.addresses: list[str] = []
+        self._scripts: list[ScriptConnection] = []
+        self._clients: list[aioredis.Redis] = []
+        self.follow(addresses)
+
+    def follow(self, addresses: Sequence[str]) -> None:
+        """Shards ``addresses`` from now on (as many as before): a shard's replica promoted in its
+        place serves at another address. Calls under way on a former address fail as on a dead shard."""
+        if self.addresses and len(addresses) != len(self.addresses):
+            raise ValueError(f"the store has {len(self.addresses)} shards, not {len(addresses)}")
+        for i, address in enumerate(addresses):
+            if i < len(self.addresses) and self.addresses[i] == address:
+                continue
             host, _, port = address.rpartition(":")
-            self._clients.append(aioredis.Redis(
-                host=host, port=int(port), username=username, password=password, socket_connect_timeout=2.0,
-                retry=_retry(retries), **(tls.redis_kwargs() if tls else {}),
-            ))
+            script = ScriptConnection(address, self._password, self._username, self._tls, self.replicas)
+            client = aioredis.Redis(
+                host=host, port=int(port), username=self._username, password=self._password,
+                socket_connect_timeout=2.0, retry=_retry(self._retries),
+                **(self._tls.redis_kwargs() if self._tls else {}),
+            )
+            if i < len(self.addresses):
+                self._closing(self._scripts[i].aclose(), self._clients[i].aclose())
+                self.addresses[i], self._scripts[i], self._clients[i] = address, script, client
+            else:
+                self.addresses.append(address)
+                self._scripts.append(script)
+                self._clients.append(client)
+        self.description = ", ".join(self.addresses)
+
+    @staticmethod
+    def _closing(*closes: Awaitable[None]) -> None:
+        async def close() -> None:
+            await asyncio.gather(*closes, return_exceptions=True)
+
+        with contextlib.suppress(RuntimeError):  # no loop runs (a store made before it): nothing is open
+            asyncio.get_running_loop().create_task(close())
 
     def shard_of(self, key: bytes) -> int:
         return key_slot(key) % len(self._clients)
@@ -202,13 +256,17 @@ class ShardedStore(_Store):
 
 
 class ClusterStore(_Store):
-    """A Redis Cluster reached through any of its nodes; the client follows slot moves itself."""
+    """A Redis Cluster reached through any of its nodes; the client follows slot moves itself.
+    Script calls go on a lean connection per node (as ``ShardedStore``'s), and follow a slot that
+    moved (a replica promoted in a failed node's place) by reading the slot map again."""
 
     def __init__(self, seeds: Sequence[str], password: str | None = None, retries: int = 3,
-                 username: str | None = None, tls: StoreTls | None = None) -> None:
+                 username: str | None = None, tls: StoreTls | None = None, replicas: int = 0) -> None:
         if not seeds:
             raise ValueError("a Redis Cluster store needs at least one seed address")
-        super().__init__()
+        super().__init__(replicas)
+        self._connect = (password, username, tls, replicas)
+        self._scripts: dict[str, ScriptConnection] = {}  # by node address
         self.description = f"Redis Cluster via {', '.join(seeds)}"
         nodes = [ClusterNode(host, int(port)) for host, _, port in (s.rpartition(":") for s in seeds)]
         self._client = RedisCluster(startup_nodes=nodes, username=username, password=password,
@@ -216,12 +274,41 @@ class ClusterStore(_Store):
                                     **(tls.redis_kwargs() if tls else {}))
         self._initialized = asyncio.Lock()
 
-    async def per_shard(self, keys: Sequence[bytes], fn: ShardFn) -> list[T]:
-        # Learn the slot map once, before parallel calls: redis-py's cluster client races when
-        # several first commands each try to initialize it.
+    async def _slot_map(self) -> None:
+        # Learnt once, before parallel calls: redis-py's cluster client races when several first
+        # commands each try to initialize it.
         async with self._initialized:
             await self._gather([self._client.initialize()])
-        return await super().per_shard(keys, fn)
+
+    async def per_shard(self, keys: Sequence[bytes], fn: ShardFn, durable: bool = False) -> list[T]:
+        await self._slot_map()
+        return await super().per_shard(keys, fn, durable)
+
+    async def run_script(self, source: str, keys: list[bytes], args: list) -> object:
+        for _ in range(3):
+            await self._slot_map()
+            node = self._client.get_node_from_key(keys[0])
+            script = self._scripts.get(node.name)
+            if script is None:
+                script = self._scripts[node.name] = ScriptConnection(node.name, *self._connect)
+            try:
+                with self._errors_translated():
+                    return await script.run_script(source, keys, args)
+            except ResponseError as exc:
+                if not str(exc).startswith(("MOVED", "ASK", "CLUSTERDOWN")):
+                    raise
+                moved = exc
+            except ClusterError:
+                await self._reread_slot_map()  # the node may be gone, a replica promoted in its place
+                raise
+            await self._reread_slot_map()
+        raise refusal(moved)
+
+    async def _reread_slot_map(self) -> None:
+        async with self._initialized:
+            self._client._initialize = True  # redis-py's flag: read the slot map at the next command
+            with contextlib.suppress(ClusterError):
+                await self._gather([self._client.initialize()])
 
     def _groups(self, keys: Sequence[bytes]) -> list[tuple[Client, list[bytes]]]:
         groups: dict[int, list[bytes]] = {}
@@ -239,6 +326,8 @@ class ClusterStore(_Store):
 
     async def aclose(self) -> None:
         await self._client.aclose()
+        for connection in self._scripts.values():
+            await connection.aclose()
 
 
 Store = ShardedStore | ClusterStore
@@ -282,19 +371,27 @@ def without_password(url: str) -> str:
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
-def open_store(url: str, tls: StoreTls | None = None) -> Store:
+def open_store(url: str, tls: StoreTls | None = None, replicas: int = 0) -> Store:
     """The store at ``url``; over TLS if it says ``rediss``, checked against ``tls``'s CA and
-    presenting its certificate (None: the system's CAs, no certificate)."""
+    presenting its certificate (None: the system's CAs, no certificate); writes return once
+    ``replicas`` replicas of their shard hold them."""
     parsed = parse_store_url(url)
     cls = ClusterStore if parsed.cluster else ShardedStore
     return cls(parsed.addresses, parsed.password, username=parsed.username,
-               tls=(tls or StoreTls()) if parsed.tls else None)
+               tls=(tls or StoreTls()) if parsed.tls else None, replicas=replicas)
 
 
 def store_of_view(view: head_pb2.ClusterView, tls: StoreTls | None) -> Store:
     """The store a cluster's view names: its external store, else the head's shards (over TLS
-    when they serve it); ``tls``: this process's certificate and the cluster's CA, if any."""
+    when they serve it); ``tls``: this process's certificate and the cluster's CA, if any. Views
+    that move a shard to its replica reach it through ``follow_view``."""
     if view.store_url:
-        return open_store(view.store_url, tls)
+        return open_store(view.store_url, tls, view.store_replicas)
     return ShardedStore([s.address for s in view.store_shards], view.store_password,
-                        tls=tls if view.store_tls else None)
+                        tls=tls if view.store_tls else None, replicas=view.store_replicas)
+
+
+def follow_view(store: Store, view: head_pb2.ClusterView) -> None:
+    """``store`` (made by ``store_of_view``) on the shards ``view`` names now."""
+    if isinstance(store, ShardedStore) and not view.store_url:
+        store.follow([s.address for s in view.store_shards])

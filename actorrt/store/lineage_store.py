@@ -183,7 +183,7 @@ class LineageStore:
             script = self.store.script(client, scripts.RAISE_FENCE)
             await asyncio.gather(*(script(keys=[key], args=[epoch]) for key in ks))
 
-        await self.store.per_shard(keys, raise_fence)
+        await self.store.per_shard(keys, raise_fence, durable=True)
 
     async def write(self, writes: Sequence[Write]) -> list[tuple[bytes, int]]:
         """Write specs, whole or as the delta of their version, in one atomic script call (in order,
@@ -270,7 +270,7 @@ class LineageStore:
         async def add(client: Client, _: list[bytes]) -> None:
             await client.sadd(key, actor_id)
 
-        await self.store.per_shard([key], add)
+        await self.store.per_shard([key], add, durable=True)
 
     async def actors_on(self, slot: int) -> list[bytes]:
         key = _actors_key(slot)

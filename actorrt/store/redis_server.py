@@ -89,11 +89,13 @@ class RedisShard:
     async def start(cls, directory: Path, password: str, host: str = "127.0.0.1",
                     cluster: bool = False, port: int | None = None,
                     on_started: Callable[[RedisShard], None] | None = None,
-                    tls: StoreTls | None = None) -> RedisShard:
+                    tls: StoreTls | None = None, replica_of: RedisShard | None = None) -> RedisShard:
         """A redis-server in ``directory``; with ``cluster``, a Redis Cluster node holding no slots
         yet (see ``tests/support/redis_cluster.py``). With ``port`` (a restart), on that port, and it loads
         the append-only file it finds in ``directory``. ``on_started`` learns of its process before it
-        is ready. With ``tls``, it serves TLS only (its certificate must name ``host``)."""
+        is ready. With ``tls``, it serves TLS only (its certificate must name ``host``). With
+        ``replica_of``, a replica of that shard (it serves once it runs; ``in_sync`` says when it
+        holds the shard's data)."""
         directory.mkdir(parents=True, exist_ok=True)
         last_error = ""
         fixed_port = port
@@ -109,6 +111,8 @@ class RedisShard:
             if cluster:
                 config += f"cluster-enabled yes\ncluster-config-file nodes.conf\nmasterauth {password}\n"
                 config += "tls-cluster yes\n" if tls else ""
+            if replica_of is not None:
+                config += f"replicaof {replica_of.host} {replica_of.port}\nmasterauth {password}\n"
             # In a file only its owner reads, so the password stays off the command line (and the
             # process reads all of it, whatever happens to the one that started it meanwhile).
             config_file = directory / "redis.conf"
@@ -160,6 +164,28 @@ class RedisShard:
         finally:
             await client.aclose()
         return False
+
+    async def in_sync(self) -> bool:
+        """This replica's link to its shard is up: it holds what the shard held, and follows it."""
+        client = self.client(socket_timeout=2.0)
+        try:
+            info = await client.info("replication")
+        except (aioredis.RedisError, OSError):
+            return False
+        finally:
+            await client.aclose()
+        return info.get("role") == "slave" and info.get("master_link_status") == "up"
+
+    async def replicate(self, primary: RedisShard | None) -> None:
+        """Follow ``primary`` from now on; None: stop following, and take writes (a promotion)."""
+        client = self.client(socket_timeout=5.0)
+        try:
+            if primary is None:
+                await client.execute_command("REPLICAOF", "NO", "ONE")
+            else:
+                await client.execute_command("REPLICAOF", primary.host, str(primary.port))
+        finally:
+            await client.aclose()
 
     def client(self, **kwargs) -> aioredis.Redis:
         """A redis-py client of this shard (the caller closes it)."""

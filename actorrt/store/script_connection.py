@@ -8,9 +8,14 @@ command and parsing the reply, it costs about 70 µs. Everything else the store 
 reads, the index, collection, fences) is rare and stays on redis-py.
 
 Calls are pipelined: replies come back in the order the commands were written, so each waits on
-a future in a FIFO. A lost connection fails the calls under way with ``ConnectionError``, and the
-next call opens a new one. A shard that restarted has forgotten its scripts: ``NOSCRIPT`` loads
-the script and calls again.
+a future in a FIFO. With ``replicas``, each script call is followed on the same connection by
+``WAIT``: its reply comes once that many replicas hold the call's writes (and all before them),
+so a write is acked only when a replica promoted in the shard's place would hold it. Fewer within
+``WAIT_TIMEOUT_MS`` fail the call with ``NOREPLICAS``, which callers retry as a shard failing over.
+
+A lost connection fails the calls under way with ``ConnectionError``, and the next call opens a
+new one. A shard that restarted has forgotten its scripts: ``NOSCRIPT`` loads the script and
+calls again.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from redis.exceptions import AuthenticationError, ResponseError
 from actorrt.store.tls import StoreTls
 
 CONNECT_TIMEOUT_S = 2.0
+WAIT_TIMEOUT_MS = 2000
 
 
 @functools.cache
@@ -63,24 +69,32 @@ class _Replies(asyncio.Protocol):
             if not future.done():
                 future.set_exception(self.lost)
 
-    def call(self, args: tuple) -> asyncio.Future:
-        future = asyncio.get_running_loop().create_future()
+    def call(self, command: tuple) -> asyncio.Future:
+        return self.calls(command)[0]
+
+    def calls(self, *commands: tuple) -> list[asyncio.Future]:
+        """The replies to ``commands``, written at once."""
+        loop = asyncio.get_running_loop()
+        futures = [loop.create_future() for _ in commands]
         if self.lost is not None:
-            future.set_exception(self.lost)
-            return future
-        self._waiting.append(future)
-        self.transport.write(hiredis.pack_command(args))
-        return future
+            for future in futures:
+                future.set_exception(self.lost)
+        else:
+            self._waiting.extend(futures)
+            self.transport.write(b"".join(hiredis.pack_command(c) for c in commands))
+        return futures
 
 
 class ScriptConnection:
     """Script calls to one shard (``host:port``), over one pipelined connection (TLS with ``tls``)."""
 
     def __init__(self, address: str, password: str | None = None, username: str | None = None,
-                 tls: StoreTls | None = None) -> None:
+                 tls: StoreTls | None = None, replicas: int = 0) -> None:
         host, _, port = address.rpartition(":")
+        self.address = address
         self._host, self._port = host, int(port)
         self._tls = tls
+        self._replicas = replicas  # replicas that must hold a call's writes before it returns
         self._password = password
         self._username = username  # a Redis ACL user (None: the default user)
         self._replies: _Replies | None = None
@@ -131,12 +145,27 @@ class ScriptConnection:
             self._loaded.add(digest)
         command = ("EVALSHA", digest, len(keys), *keys, *args)
         try:
-            return await replies.call(command)
+            return await self._replicated(replies, command)
         except ResponseError as exc:
             if not str(exc).startswith("NOSCRIPT"):
                 raise
             await replies.call(("SCRIPT", "LOAD", source))  # flushed under us
+            return await self._replicated(replies, command)
+
+    async def _replicated(self, replies: _Replies, command: tuple) -> object:
+        if not self._replicas:
             return await replies.call(command)
+        # Both replies are awaited whatever the first is, so that neither is left unretrieved.
+        result, held_by = await asyncio.gather(
+            *replies.calls(command, ("WAIT", self._replicas, WAIT_TIMEOUT_MS)), return_exceptions=True)
+        if isinstance(result, BaseException):
+            raise result
+        if isinstance(held_by, BaseException):
+            raise held_by
+        if held_by < self._replicas:
+            raise ResponseError(f"NOREPLICAS {held_by} of {self._replicas} replicas of {self.address} "
+                                f"acknowledged the write within {WAIT_TIMEOUT_MS} ms")
+        return result
 
     async def aclose(self) -> None:
         if self._replies is not None and self._replies.transport is not None:
