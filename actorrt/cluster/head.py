@@ -125,6 +125,7 @@ class Head:
                                                                           self.restarted)
         if restored is not None:
             self.names = ActorNames(restored.names, restored.killed)
+        follow_view(self.state.store, self.view())  # a shard may have failed over since it was opened
         # Views are numbered after the head's incarnation: a restarted head's are newer than any before.
         self.revision = self.state.incarnation << 32
         return restored

@@ -91,8 +91,13 @@ class StoreShards:
             shard = _Shard(await self._adopted(s["primary"]), restarts=s["restarts"], failovers=s["failovers"],
                            made=s["made"])
             shard.replicas = [await self._adopted(r) for r in s["replicas"]]
+            # Seen in sync by the head before (the shard may have died with it: one may be promoted).
+            shard.in_sync = {r.process.pid for r in shard.replicas} & set(s["in_sync"])
             self._shards.append(shard)
         self._supervise_all(session_dir)
+        # A shard lost meanwhile is replaced (by its replica, or restarted) before the head reads its state.
+        while not all(s.primary.process.alive() for s in self._shards):
+            await asyncio.sleep(0.05)
 
     async def _adopted(self, s: dict) -> RedisShard:
         # The one that serves its address (found by its pid: a head may have died restarting it),
@@ -114,7 +119,7 @@ class StoreShards:
                     "started": s.process.started}
 
         shards = [{"primary": entry(s.primary), "replicas": [entry(r) for r in s.replicas], "restarts": s.restarts,
-                   "failovers": s.failovers, "made": s.made} for s in self._shards]
+                   "failovers": s.failovers, "made": s.made, "in_sync": sorted(s.in_sync)} for s in self._shards]
         record = {"password": self.password, "host": self._host, "shards": shards}
         write_atomically(self._record, json.dumps(record).encode(), mode=0o600)  # it holds the password
 
@@ -227,6 +232,7 @@ class StoreShards:
         while replica in shard.replicas and replica.process.alive():
             if await replica.in_sync():
                 shard.in_sync.add(replica.process.pid)
+                self._save()
                 return
             await asyncio.sleep(SYNC_POLL_S)
 

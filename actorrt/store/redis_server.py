@@ -109,7 +109,9 @@ class RedisShard:
                 "daemonize no\nprotected-mode yes\n"
             )
             if cluster:
-                config += f"cluster-enabled yes\ncluster-config-file nodes.conf\nmasterauth {password}\n"
+                # A node unreachable for 2 s is failed over to its replica (Redis's default: 15 s).
+                config += (f"cluster-enabled yes\ncluster-config-file nodes.conf\nmasterauth {password}\n"
+                           "cluster-node-timeout 2000\n")
                 config += "tls-cluster yes\n" if tls else ""
             if replica_of is not None:
                 config += f"replicaof {replica_of.host} {replica_of.port}\nmasterauth {password}\n"

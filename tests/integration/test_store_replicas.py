@@ -4,7 +4,9 @@ A write is acked only once the shard's replica holds it (``WAIT``): while the re
 writes are not acked, and a replica promoted after its shard is SIGKILLed at a random moment under
 a stream of writes holds every write that was acked. An embedded cluster whose shard is gone for
 good (SIGKILLed, its directory deleted) goes on through the promoted replica, gets a new replica,
-and rebuilds a killed node's actor from the lineage the lost shard had acked, exactly once."""
+and rebuilds a killed node's actor from the lineage the lost shard had acked, exactly once; also
+when the shard is lost while the head is down. An external Redis Cluster's own failover loses no
+acked write either."""
 
 from __future__ import annotations
 
@@ -22,10 +24,11 @@ from actorrt.cluster import session
 from actorrt.exceptions import ClusterError
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store.clients import ShardedStore
+from actorrt.store.clients import ShardedStore, open_store
 from actorrt.store.lineage_store import LineageStore
 from actorrt.store.redis_server import RedisShard
-from actorrt.testing import Counter, cluster_session
+from actorrt.testing import Counter, cluster_session, head_down
+from tests.support.redis_cluster import RedisCluster
 from tests.support.waiting import eventually
 
 
@@ -102,6 +105,50 @@ async def test_a_promoted_replica_holds_every_acked_write(primary_and_replica, s
         await promoted.aclose()
 
 
+async def test_a_redis_cluster_fails_over_and_keeps_every_acked_write(tmp_path):
+    """An external Redis Cluster with a replica per primary: a primary SIGKILLed under a stream of
+    writes is replaced by its replica (the cluster's own failover), the store follows the slots to
+    it, and every write acked before, during and after is there."""
+    cluster = await RedisCluster.start(tmp_path / "cluster", "pw", size=3, replicas=4)
+    store = LineageStore(open_store(cluster.url, replicas=1))
+    acked: list[bytes] = []
+    failed = 0
+
+    async def write(n: int) -> None:
+        nonlocal failed
+        batch = _specs(n, 10)
+        while True:
+            try:
+                await store.write([(s, True) for s in batch])
+            except ClusterError:
+                failed += 1  # the primary is down, or no replica has acked yet: retried
+                await asyncio.sleep(0.1)
+                continue
+            acked.extend(s.task_id for s in batch)
+            return
+
+    try:
+        await write(0)
+        group_node = store.store._client.get_node_from_key(b"{%02x}" % store.group)
+        victim = next(n for n in cluster.nodes if n.address == group_node.name)
+        writing = asyncio.create_task(asyncio.wait_for(_write_many(write, 10, 400), 120))
+        await asyncio.sleep(0.5)
+        os.kill(victim.process.pid, signal.SIGKILL)
+        await writing
+        assert failed > 0  # the writes did meet the failover
+        held = await store.read(acked)
+        assert sorted(held) == sorted(acked) and len(acked) == 400
+    finally:
+        await store.aclose()
+        await cluster.stop()
+
+
+async def _write_many(write, start: int, stop: int) -> None:
+    for n in range(start, stop, 10):
+        await write(n)
+        await asyncio.sleep(0.02)
+
+
 def _store_shards() -> list[dict]:
     return actorrt.stats()["store_shards"]
 
@@ -127,5 +174,25 @@ def test_an_embedded_cluster_fails_over_to_a_replica_of_a_shard_gone_for_good():
         assert actorrt.get(counter.inc.remote(), timeout=60) == 301
         Counter.options(name="after-failover").remote()  # the head's state is in the store too
         assert actorrt.get(actorrt.get_actor("after-failover").inc.remote(), timeout=30) == 1
+    finally:
+        actorrt.shutdown()
+
+
+def test_a_shard_lost_while_the_head_is_down_fails_over_once_it_is_back():
+    actorrt.init(num_nodes=1, store_shards=1, store_replicas=1)
+    try:
+        eventually(_store_shards, lambda shards: len(shards[0]["replicas"]) == 1, what="the shard has its replica")
+        counter = Counter.options(node=0).remote()
+        assert actorrt.get([counter.inc.remote() for _ in range(100)], timeout=60)[-1] == 100
+        lost = _store_shards()[0]
+        with head_down() as down:
+            os.kill(lost["pid"], signal.SIGKILL)
+            shutil.rmtree(Path(down.session_dir) / session.STORE_DIR.format(0))
+            assert actorrt.get([counter.inc.remote() for _ in range(50)], timeout=60)[-1] == 150  # calls go on
+        now = eventually(lambda: _store_shards()[0], lambda s: s["failovers"] == 1 and len(s["replicas"]) == 1,
+                         what="the restarted head to promote the replica and start a new one")
+        assert now["address"] == lost["replicas"][0]
+        actorrt.kill_node(0)
+        assert actorrt.get(counter.inc.remote(), timeout=60) == 151
     finally:
         actorrt.shutdown()

@@ -22,7 +22,8 @@ SLOTS = 16384
 
 @dataclass
 class RedisCluster:
-    nodes: list[RedisShard]
+    nodes: list[RedisShard]  # primaries first, then their replicas
+    primaries: int
 
     @property
     def url(self) -> str:
@@ -32,12 +33,16 @@ class RedisCluster:
 
     @classmethod
     async def start(cls, directory: Path, password: str, size: int = 3, host: str = "127.0.0.1",
-                    timeout: float = 20.0, tls: StoreTls | None = None) -> RedisCluster:
-        """With ``tls``, its nodes serve TLS only, and speak it among themselves."""
+                    timeout: float = 20.0, tls: StoreTls | None = None, replicas: int = 0) -> RedisCluster:
+        """``size`` primaries and ``replicas`` replicas, dealt out among them in turn. The cluster
+        promotes a replica in the place of a primary that fails, and moves a spare replica (of a
+        primary with two) to a primary left without one. With ``tls``, its nodes serve TLS only, and speak it among
+        themselves."""
         nodes = list(await asyncio.gather(*(
-            RedisShard.start(directory / f"node-{i}", password, host, cluster=True, tls=tls) for i in range(size)
+            RedisShard.start(directory / f"node-{i}", password, host, cluster=True, tls=tls)
+            for i in range(size + replicas)
         )))
-        cluster = cls(nodes)
+        cluster = cls(nodes, size)
         try:
             await cluster._form(timeout)
         except BaseException:
@@ -48,13 +53,19 @@ class RedisCluster:
     async def _form(self, timeout: float) -> None:
         clients = [n.client() for n in self.nodes]
         try:
-            size = len(clients)
-            for i, client in enumerate(clients):
-                await client.execute_command("CLUSTER ADDSLOTS", *range(i * SLOTS // size, (i + 1) * SLOTS // size))
+            size, primaries = len(clients), self.primaries
+            for i, client in enumerate(clients[:primaries]):
+                await client.execute_command("CLUSTER ADDSLOTS",
+                                             *range(i * SLOTS // primaries, (i + 1) * SLOTS // primaries))
             for node in self.nodes[1:]:
                 await clients[0].execute_command("CLUSTER MEET", node.host, node.port)
             async with asyncio.timeout(timeout):
                 while not all(await asyncio.gather(*(self._ready(c, size) for c in clients))):
+                    await asyncio.sleep(0.1)
+                ids = [await c.execute_command("CLUSTER MYID") for c in clients[:primaries]]
+                for i, client in enumerate(clients[primaries:]):
+                    await client.execute_command("CLUSTER REPLICATE", ids[i % primaries])
+                while not all([await self._in_sync(c) for c in clients[primaries:]]):
                     await asyncio.sleep(0.1)
         except TimeoutError:
             raise ClusterError(f"the Redis Cluster of {len(self.nodes)} nodes did not form") from None
@@ -66,6 +77,10 @@ class RedisCluster:
     async def _ready(client: aioredis.Redis, size: int) -> bool:
         info = await client.execute_command("CLUSTER INFO")  # redis-py parses it into a dict
         return info.get("cluster_state") == "ok" and int(info.get("cluster_known_nodes", 0)) == size
+
+    @staticmethod
+    async def _in_sync(client: aioredis.Redis) -> bool:
+        return (await client.info("replication")).get("master_link_status") == "up"
 
     async def stop(self) -> None:
         await asyncio.gather(*(n.stop() for n in self.nodes))
