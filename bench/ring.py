@@ -11,7 +11,9 @@ actor's list of round times at the end with one method call.
 ``--peer ray`` runs the same ring on Ray actors in the same run (Ray on one machine has no node
 processes: every Ray actor is its own worker process) and prints actorrt / Ray per percentile.
 ``--tls`` runs the ring a second time with mutual TLS between every process (a throwaway CA) and
-prints TLS / plaintext per percentile.
+prints TLS / plaintext per percentile. ``--store-replicas`` runs it again with a replica of every
+store shard (each flush acked once the replica holds it) and with ``ft=none``, and prints what the
+replicas cost per hop.
 
 ``--sweep`` (or lists for ``--ft``, ``--store-delay-ms``, ``--max-forwards``, ``--receivers both``)
 runs one ring per lineage-logging configuration in one invocation, each on a fresh cluster, and
@@ -133,10 +135,12 @@ def _table(results: list[dict[str, Any]], ratios: dict[str, dict[str, float]]) -
               help="seconds to wait after start-up before the ring runs (to attach py-spy to the nodes)")
 @click.option("--tls", is_flag=True,
               help="also run the ring with mutual TLS between all processes (single configuration only)")
+@click.option("--store-replicas", "replicas", is_flag=True,
+              help="also run the ring with a replica of every store shard, and with ft=none (single configuration)")
 def main(actors: int, nodes: int, rounds: int | None, warmup: int | None, slow_rounds: int | None,
          out_dir: str, peer: str | None, ft_text: str | None, receivers: str | None, deterministic: bool,
          delay_text: str | None, forwards_text: str | None, sweep: bool, repeat: int, timeout: float,
-         hold: float, tls: bool) -> None:
+         hold: float, tls: bool, replicas: bool) -> None:
     """Per-hop latency of a ring of actors with P tokens in flight (actorrt, optionally vs Ray), for
     one lineage-logging configuration or a sweep of them."""
     rounds = rounds if rounds is not None else (SWEEP_ROUNDS if sweep else 300)
@@ -162,26 +166,30 @@ def main(actors: int, nodes: int, rounds: int | None, warmup: int | None, slow_r
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if len(configs) > 1 or repeat > 1:
-        if peer or tls:
-            raise click.BadParameter("--peer ray and --tls run with a single configuration, not a sweep")
+        if peer or tls or replicas:
+            raise click.BadParameter("--peer ray, --tls and --store-replicas run with a single configuration, "
+                                     "not a sweep")
         main_sweep(configs, actors, nodes, rounds, warmup, slow_rounds, slow_warmup, repeat, timeout, now,
                     machine, out)
         return
     c = configs[0]
     params = {"actors": actors, "nodes": nodes, "rounds": rounds, "warmup": warmup, "peer": peer,
               "ft": c["ft"], "nondeterministic": c["nondeterministic"], "store_delay_ms": c["store_delay_ms"],
-              "max_forwards": c["max_forwards"], "tls": tls,
+              "max_forwards": c["max_forwards"], "tls": tls, "store_replicas": replicas,
               "mode": "fire-and-forget", "payload": "(origin:int, round:int)",
               "per_hop": "round-trip time measured in the origin actor / actors"}
 
-    def ring() -> dict[str, Any]:
-        return run_actorrt(actors, nodes, rounds, warmup, timeout, hold, c["ft"], c["nondeterministic"],
-                           c["store_delay_ms"], c["max_forwards"])
+    def ring(ft: str = c["ft"], store_replicas: int = 0) -> dict[str, Any]:
+        return run_actorrt(actors, nodes, rounds, warmup, timeout, hold, ft, c["nondeterministic"],
+                           c["store_delay_ms"], c["max_forwards"], store_replicas)
 
     results = [ring()]
     if tls:
         with tls_environment():
             results.append({**ring(), "system": "actorrt+tls"})
+    if replicas:
+        results.append({**ring(store_replicas=1), "system": "actorrt+replicas"})
+        results.append({**ring(ft="none"), "system": "actorrt ft=none"})
     peer_note = None
     if peer == "ray":
         ok, info = ray_available()
@@ -206,6 +214,8 @@ def main(actors: int, nodes: int, rounds: int | None, warmup: int | None, slow_r
 
     ratios = ratio("actorrt", "ray")
     tls_ratios = ratio("actorrt+tls", "actorrt")
+    replica_ratios = ratio("actorrt+replicas", "actorrt")
+    ft_ratios = ratio("actorrt", "actorrt ft=none")
     act = results[0]["per_hop_ms"]
     targets = {
         "p50_ms_max": TARGET_P50_MS, "p50_ms": act["p50"], "p50_over_target": act["p50"] / TARGET_P50_MS,
@@ -219,14 +229,16 @@ def main(actors: int, nodes: int, rounds: int | None, warmup: int | None, slow_r
     stem = f"ring-{now:%Y%m%d-%H%M%S}"
     doc = {"benchmark": "ring", "date": now.isoformat(timespec="seconds"), "machine": machine,
            "params": params, "results": results, "ratio_actorrt_over_ray": ratios,
-           "ratio_tls_over_plaintext": tls_ratios, "targets": targets, "note": peer_note}
+           "ratio_tls_over_plaintext": tls_ratios, "ratio_replicas_over_none": replica_ratios,
+           "ratio_ft_over_none": ft_ratios, "targets": targets, "note": peer_note}
     (out / f"{stem}.json").write_text(json.dumps(doc, indent=1))
     _plot(results, params, out / f"{stem}.png")
 
     click.echo(f"ring: {actors} actors, {nodes} nodes, {rounds} rounds (+{warmup} warm-up) per token, "
                f"{machine['cores']} cores (calibration loop {machine['calibration_loop_s_before']:.2f} s before, "
                f"{machine['calibration_loop_s_after']:.2f} s after); {config_label(c)}")
-    shown = {label: r for label, r in (("actorrt / ray", ratios), ("tls / plaintext", tls_ratios)) if r}
+    shown = {label: r for label, r in (("actorrt / ray", ratios), ("tls / plaintext", tls_ratios),
+                                       ("replicas / no replicas", replica_ratios), ("ft / none", ft_ratios)) if r}
     click.echo(_table(results, shown))
     verdict = "met" if targets["p50_met"] else "NOT met"
     line = f"target p50 <= {TARGET_P50_MS} ms: {verdict} ({act['p50'] / TARGET_P50_MS:.2f}x the target)"

@@ -147,10 +147,12 @@ def lineage_stats(stats: dict[str, Any]) -> dict[str, Any]:
 
 def run_actorrt(actors: int, nodes: int, rounds: int, warmup: int, timeout: float,
                 hold: float, ft: str = "lineage_stash", nondeterministic: bool = True,
-                store_delay_ms: float = 0.0, max_forwards: int | None = None) -> dict[str, Any]:
+                store_delay_ms: float = 0.0, max_forwards: int | None = None,
+                store_replicas: int = 0) -> dict[str, Any]:
     import actorrt
 
-    actorrt.init(num_nodes=nodes, ft=ft, store_delay_ms=store_delay_ms, max_forwards=max_forwards)
+    actorrt.init(num_nodes=nodes, ft=ft, store_delay_ms=store_delay_ms, max_forwards=max_forwards,
+                 store_replicas=store_replicas)
     try:
         node_pids = {n["node"]: n["pid"] for n in actorrt.nodes()}
         ring_cls = actorrt.remote(RingActor)
