@@ -45,6 +45,8 @@ STOP_TIMEOUT_S = 15.0
 @click.command()
 @click.option("--head", "as_head", is_flag=True, help="Start a head (with its nodes and store shards).")
 @click.option("--address", default=None, metavar="HOST:PORT", help="Add a node to the head at HOST:PORT.")
+@click.option("--standby", is_flag=True, help="With --head and --store-url: a standby head (on another host) that "
+              "takes the cluster over when the active head's lease in the store runs out.")
 @head_options
 @session_dir_option
 @click.option("--token", default=None,
@@ -53,8 +55,8 @@ STOP_TIMEOUT_S = 15.0
               help="Seconds to wait for the nodes to come up.")
 @tls_options
 @click.pass_context
-def start(ctx: click.Context, as_head: bool, address: str | None, head: HeadOptions, session_dir: Path | None,
-          token: str | None, timeout: float, tls: TlsFiles | None) -> None:
+def start(ctx: click.Context, as_head: bool, address: str | None, standby: bool, head: HeadOptions,
+          session_dir: Path | None, token: str | None, timeout: float, tls: TlsFiles | None) -> None:
     """Start a head (--head) or add a node to a running head (--address HOST:PORT).
 
     Both run in the background and outlive this command. A head writes the session file (address,
@@ -69,6 +71,12 @@ def start(ctx: click.Context, as_head: bool, address: str | None, head: HeadOpti
     session_dir = session_dir or session.default_dir()
     if tls is not None:
         tls.check_names(head.host)
+    if standby and not (as_head and head.store_url):
+        raise click.UsageError("--standby needs --head and --store-url (the store where the active head holds its "
+                               "lease, and from which the standby takes the cluster over)")
+    if standby:
+        _start_standby(session_dir, head, token or os.environ.get(TOKEN_ENV), tls)
+        return
     if as_head:
         _start_head(session_dir, head, token or os.environ.get(TOKEN_ENV), timeout, tls)
         return
@@ -121,6 +129,16 @@ def _start_head(session_dir: Path, options: HeadOptions, token: str | None, time
     click.echo(f"  actorrt start --address {address} --host <that machine's address>{tls_hint}")
     click.echo("Stop the cluster:")
     click.echo(f"  {env_hint}actorrt stop{tls_hint}")
+
+
+def _start_standby(session_dir: Path, options: HeadOptions, token: str | None, tls: TlsFiles | None) -> None:
+    if not token:
+        raise click.UsageError(f"a standby head needs the cluster's token: --token, or {TOKEN_ENV}")
+    head = start_head(session_dir, options, token=token, tied_to_caller=False, tls=tls, standby=True)
+    click.echo(f"Started a standby head (supervisor pid {head.process.pid}): it takes the cluster over on "
+               f"{options.host} when the active head's lease in the store runs out.")
+    click.echo(f"  session file: {session_dir / SESSION_FILE}")
+    click.echo(f"  logs:         {head.log_path.parent}")
 
 
 def _add_node(address: str, host: str, session_dir: Path, token: str | None, timeout: float,
@@ -199,6 +217,13 @@ def stop(address: str | None, token: str | None, session_dir: Path | None, timeo
             click.echo(f"The head at {found.head_address} (pid {found.root_pid}) is not running; "
                        "removed its stale session file.")
             return
+    if address is None and found is not None and found.standby:
+        os.kill(found.root_pid, signal.SIGTERM)  # standing by: nothing else to stop
+        if not _wait_gone(found.root_pid, timeout):
+            os.kill(found.root_pid, signal.SIGKILL)
+        session.remove(session_dir)
+        click.echo(f"Stopped the standby head (pid {found.root_pid}).")
+        return
     address, token, local = head_target(address, token, session_dir)
     try:
         with_head(address, token, lambda c: c.shutdown(), tls)

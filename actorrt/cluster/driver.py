@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import uvloop
 from grpc import aio
 
+from actorrt.cluster import leadership
 from actorrt.cluster.head_client import HEAD_CALL_TIMEOUT_S, HeadClient
 from actorrt.cluster.launch import HeadProcess
 from actorrt.cluster.node_service import NodeServicer
@@ -100,7 +101,8 @@ class Driver:
         self.worker.bind(address)
         await self.worker.serve_objects(self.host)
         self.worker.recovered.set()  # a driver is never rebuilt: it answers fetches at once
-        self._head = HeadClient(self.head_address, self.token, self.worker.tls)
+        self._head = HeadClient(self.head_address, self.token, self.worker.tls,
+                                leadership.locator(lambda: self.worker.membership.view, self.worker.store_tls))
         # A unary call first: a wrong token then fails as UNAUTHENTICATED for sure, where a stream
         # aborted at once sometimes surfaced as INTERNAL on the client.
         await self._head.cluster_stats()

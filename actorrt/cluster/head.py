@@ -11,16 +11,17 @@ and takes over (``takeover.py``). Its RPCs are served by ``HeadServicer`` (``hea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from grpc import aio
 
-from actorrt.cluster import session, store_lease, takeover
+from actorrt.cluster import leadership, session, store_lease, takeover
 from actorrt.cluster.actor_names import ActorNames
 from actorrt.cluster.connected_drivers import ConnectedDrivers
 from actorrt.cluster.deadlocks import DeadlockDetector
@@ -37,6 +38,7 @@ from actorrt.cluster.takeover import Takeover
 from actorrt.exceptions import ClusterError
 from actorrt.net.server import InvalidRequestError, start_server
 from actorrt.net.tls import TlsFiles
+from actorrt.objects.host import host_identity
 from actorrt.rpc import head_pb2
 from actorrt.store.clients import follow_view
 from actorrt.util import children
@@ -56,11 +58,12 @@ DRIVERS_BACK_S = 10.0
 
 class Head:
     def __init__(self, token: str, session_dir: Path, options: HeadOptions, tls: TlsFiles | None = None,
-                 restarted: bool = False) -> None:
+                 restarted: bool = False, standby: bool = False) -> None:
         self.token = token
         self.tls = tls
         self.session_dir = session_dir
         self.restarted = restarted  # a head before this one ran the cluster: take over its state
+        self.standby = standby  # wait until the active head's lease runs out, then take its cluster over
         self.cluster_id = b""  # see ClusterView.cluster_id
         ft = options.fault_tolerance
         if not ft.checkpoint_dir:
@@ -89,16 +92,25 @@ class Head:
     # ---- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> aio.Server:
-        restored = await self._open_state()
-        port = self.options.port
-        if restored is not None:  # where the nodes and drivers look for it
-            if (former := session.read(self.session_dir)) is None:
-                raise ClusterError(f"no session file in {self.session_dir}: the address to serve on is lost")
-            port = int(former.head_address.rpartition(":")[2])
+        former = session.read(self.session_dir) if self.restarted else None
+        if self.restarted and former is None:
+            raise ClusterError(f"no session file in {self.session_dir}: the address to serve on is lost")
+        former_address = former.head_address if former is not None else ""
+        if self.standby and not former_address:
+            session.write(Session("", self.token, os.getpid(), str(self.session_dir), children.supervisor_pid(),
+                                  standby=True))
+            log.info("standing by to take over the cluster whose head's lease is in the store")
+        restored = await self._open_state(former_address)
+        # Where the nodes and drivers look for it: a restarted head serves where it did.
+        port = int(former_address.rpartition(":")[2]) if former_address else self.options.port
         server, self.address = await start_server(
             self.options.host, port, [(HeadServicer(self), head_pb2.DESCRIPTOR.services_by_name["Head"])],
             self.token, self.tls,
         )
+        if self.options.store_url:  # the active head from now on: nodes and drivers find it by the lease
+            if not await leadership.hold(self.state.store, self.address, self.state.incarnation):
+                self._superseded("another head has taken over the cluster")
+            self._background.spawn(self._keep_leadership())
         self.processes = NodeProcesses(self.address, self.options.host, self.token, self.tls, self.session_dir,
                                        self._background.spawn)
         if restored is None:
@@ -120,9 +132,9 @@ class Head:
                  len(self.slots), store)
         return server
 
-    async def _open_state(self) -> Restored | None:
-        self.state, self.cluster_id, restored = await takeover.open_state(self.store, self.options, self.session_dir,
-                                                                          self.restarted)
+    async def _open_state(self, former_address: str) -> Restored | None:
+        self.state, self.cluster_id, restored = await takeover.open_state(
+            self.store, self.options, self.session_dir, self.restarted, self.standby, former_address)
         if restored is not None:
             self.names = ActorNames(restored.names, restored.killed)
         follow_view(self.state.store, self.view())  # a shard may have failed over since it was opened
@@ -136,7 +148,7 @@ class Head:
         self.rollbacks = view.rollbacks
         self.drivers.restore(list(view.drivers), list(view.departed_drivers))
         now = asyncio.get_running_loop().time()
-        for info, action in takeover.takeover_plan(view):
+        for info, action in takeover.takeover_plan(view, host_identity()):
             # Its heartbeats are due from now on; its predecessor may have granted a lease just before it died.
             s = self.slots[info.slot] = Slot(info, last_heartbeat=now, granted_until=now + self.lease_s)
             if action is Takeover.LAUNCH:
@@ -158,8 +170,19 @@ class Head:
             try:
                 await self.state.save_view(view)
             except SupersededError as exc:
-                log.critical("%s; exiting", exc)
-                os._exit(SUPERSEDED_EXIT)
+                self._superseded(str(exc))
+
+    @staticmethod
+    def _superseded(why: str) -> NoReturn:
+        log.critical("%s; exiting", why)
+        os._exit(SUPERSEDED_EXIT)
+
+    async def _keep_leadership(self) -> None:
+        superseded, why = await leadership.keep(self.state.store, self.address, self.state.incarnation)
+        if superseded:
+            self._superseded(why)
+        log.critical("%s; exiting (its supervisor restarts it)", why)  # a standby may take over meanwhile
+        os._exit(1)
 
     async def stop(self) -> None:
         if self._stopping:
@@ -173,6 +196,9 @@ class Head:
         await asyncio.gather(*(s.process.stop(3.0) for s in self.slots.values() if s.process is not None))
         await self.store.stop()
         if self.state is not None:
+            if self.options.store_url:  # a standby must not take a stopped cluster over
+                with contextlib.suppress(ClusterError):
+                    await leadership.stopped(self.state.store, self.state.incarnation)
             await self.state.store.aclose()
         session.remove(self.session_dir)
         self.stopped.set()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import NoReturn
 
 import grpc
 from grpc import aio
@@ -19,6 +20,9 @@ from actorrt.rpc import head_pb2, head_pb2_grpc
 log = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 0.2
+# The head answers every heartbeat: a stream silent this long is a head that stopped (a paused
+# machine), not one that is busy, and is dropped as if it had closed.
+HEAD_SILENT_S = 5.0
 # A call that needs the head waits this long for one that is unreachable (restarting) to answer.
 HEAD_CALL_TIMEOUT_S = 30.0
 
@@ -31,10 +35,16 @@ class ClusterStoppedError(ClusterError):
     """The head said the cluster is being stopped."""
 
 
+# Where the active head serves now, read from the store (None: unknown; see leadership.py).
+Locate = Callable[[], Awaitable[str | None]]
+
+
 class HeadClient:
-    def __init__(self, address: str, token: str, tls: TlsFiles | None = None) -> None:
+    def __init__(self, address: str, token: str, tls: TlsFiles | None = None, locate: Locate | None = None) -> None:
         self.address = address
         self._metadata = metadata(token)
+        self._tls = tls
+        self.locate = locate  # asked where the active head is, while this one is unreachable
         self._channel = channel(address, tls)
         # A head in TLS closes a plaintext connection at once: UNAVAILABLE, as if it were down.
         self._unavailable_hint = "" if tls else (f" (if the cluster runs in mutual TLS: set {CERT_ENV}, {KEY_ENV} "
@@ -59,18 +69,32 @@ class HeadClient:
         raises HeadUnavailableError."""
         timeout = timeout or HEAD_CALL_TIMEOUT_S
         joined = bool(self.cluster_id)
-        try:
-            return await getattr(self._stub, name)(request, metadata=self._metadata, wait_for_ready=joined,
-                                                   timeout=timeout if joined else min(timeout, 10.0))
-        except aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
-                raise ClusterError(f"the head at {self.address} rejected the cluster token") from None
-            if joined and exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise HeadUnavailableError(f"the head at {self.address} did not answer {name} within {timeout:g} s "
-                                           f"({exc.code().name}): it is down or restarting; try again") from None
-            hint = self._unavailable_hint if exc.code() == grpc.StatusCode.UNAVAILABLE else ""
-            raise ClusterError(f"head {self.address}: {name} failed: {exc.code().name}: {exc.details()}"
-                               f"{hint}") from None
+        deadline = asyncio.get_running_loop().time() + (timeout if joined else min(timeout, 10.0))
+        while True:
+            stub = self._stub
+            try:
+                return await getattr(stub, name)(request, metadata=self._metadata, wait_for_ready=joined,
+                                                 timeout=max(deadline - asyncio.get_running_loop().time(), 0.01))
+            except (aio.AioRpcError, asyncio.CancelledError) as exc:
+                # The active head moved while it waited (a standby took over; closing the channel
+                # to the former one cancelled the call, not this task): ask that one.
+                moved = stub is not self._stub and not asyncio.current_task().cancelling()
+                if moved and asyncio.get_running_loop().time() < deadline:
+                    continue
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                self._refused(name, timeout, joined, exc)
+
+    def _refused(self, name: str, timeout: float, joined: bool, exc: aio.AioRpcError) -> NoReturn:
+        """Raise what a failed call means."""
+        if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
+            raise ClusterError(f"the head at {self.address} rejected the cluster token") from None
+        if joined and exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            raise HeadUnavailableError(f"the head at {self.address} did not answer {name} within {timeout:g} s "
+                                       f"({exc.code().name}): it is down or restarting; try again") from None
+        hint = self._unavailable_hint if exc.code() == grpc.StatusCode.UNAVAILABLE else ""
+        raise ClusterError(f"head {self.address}: {name} failed: {exc.code().name}: {exc.details()}"
+                           f"{hint}") from None
 
     async def reachable(self) -> None:
         """Return once the channel to the head is up; HeadUnavailableError after HEAD_CALL_TIMEOUT_S."""
@@ -127,24 +151,29 @@ class HeadClient:
                 await asyncio.sleep(HEARTBEAT_INTERVAL_S)
 
         call = self._stub.Subscribe(beats(), metadata=self._metadata)
+        loop = asyncio.get_running_loop()
         try:
-            async for update in call:
-                if update.HasField("lease"):
-                    on_lease(update.lease)
-                    continue
-                if update.HasField("deadlock"):
-                    on_deadlock(update.deadlock)
-                    continue
-                self._joined(update.view)
-                on_view(update.view)
-                if first_view is not None and not first_view.done():
-                    first_view.set_result(update.view)
-                if update.view.stopping:
-                    raise ClusterStoppedError(f"the cluster of the head at {self.address} was stopped")
+            async with asyncio.timeout(HEAD_SILENT_S) as silence:
+                async for update in call:
+                    silence.reschedule(loop.time() + HEAD_SILENT_S)
+                    if update.HasField("lease"):
+                        on_lease(update.lease)
+                        continue
+                    if update.HasField("deadlock"):
+                        on_deadlock(update.deadlock)
+                        continue
+                    self._joined(update.view)
+                    on_view(update.view)
+                    if first_view is not None and not first_view.done():
+                        first_view.set_result(update.view)
+                    if update.view.stopping:
+                        raise ClusterStoppedError(f"the cluster of the head at {self.address} was stopped")
         except aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
                 raise ClusterError(f"the head at {self.address} rejected the cluster token") from None
             raise ClusterError(f"lost the head at {self.address}: {exc.code().name}") from None
+        except TimeoutError:
+            raise ClusterError(f"the head at {self.address} said nothing for {HEAD_SILENT_S:g} s") from None
         finally:
             call.cancel()
         raise ClusterError(f"the head at {self.address} closed the stream")
@@ -186,7 +215,25 @@ class HeadClient:
                 if now - lost_since >= self.grace_s:
                     return f"{exc}; unreachable for {now - lost_since:.1f} s"
                 log.debug("%s; reconnecting", exc)
+                await self._follow_the_lease()
             await asyncio.sleep(0.25)
+
+    async def _follow_the_lease(self) -> None:
+        """Move to where the store says the active head serves now, if that is elsewhere (a
+        standby took the cluster over)."""
+        if self.locate is None:
+            return
+        try:
+            found = await self.locate()
+        except ClusterError as exc:
+            log.debug("could not read where the active head is: %s", exc)
+            return
+        if found and found != self.address:
+            log.warning("the active head is now at %s (was %s)", found, self.address)
+            old, self.address = self._channel, found
+            self._channel = channel(found, self._tls)
+            self._stub = head_pb2_grpc.HeadStub(self._channel)
+            await old.close()
 
     async def aclose(self) -> None:
         await self._channel.close()

@@ -41,9 +41,12 @@ class HeadServicer:
                         member = (beat.slot, beat.epoch)
                         grant = head_pb2.LeaseGrant(heartbeat=beat.seq, seconds=self.head.lease_s)
                         queue.put_nowait(head_pb2.HeadUpdate(lease=grant))
-                elif beat.address and not driver:
-                    driver = beat.address
-                    self.head.drivers.joined(driver)
+                elif beat.address:
+                    if not driver:
+                        driver = beat.address
+                        self.head.drivers.joined(driver)
+                    # No lease for a driver: an answer, so that it tells a stopped head from a quiet one.
+                    queue.put_nowait(head_pb2.HeadUpdate(lease=head_pb2.LeaseGrant(heartbeat=beat.seq)))
 
         reader = asyncio.ensure_future(read())
         try:

@@ -41,9 +41,10 @@ class HeadProcess:
             self.process.wait()
 
 
-def start_head(session_dir: Path, options: HeadOptions, *, token: str | None = None,
-               tied_to_caller: bool = True, code_paths: Sequence[str] = (), tls: TlsFiles | None = None) -> HeadProcess:
-    """Launch a head under its supervisor and wait until its session file names its address.
+def start_head(session_dir: Path, options: HeadOptions, *, token: str | None = None, tied_to_caller: bool = True,
+               code_paths: Sequence[str] = (), tls: TlsFiles | None = None, standby: bool = False) -> HeadProcess:
+    """Launch a head under its supervisor and wait until its session file names its address (a
+    ``standby`` head's says it stands by: it takes over once the active head's lease runs out).
 
     With ``tied_to_caller`` the cluster (supervisor, head, nodes and shards) stops when this process exits;
     the CLI launches a head that outlives it instead. ``code_paths`` go first on the ``PYTHONPATH``
@@ -62,7 +63,8 @@ def start_head(session_dir: Path, options: HeadOptions, *, token: str | None = N
     argv = [sys.executable, "-m", "actorrt.cluster.supervisor"]
     if tied_to_caller:
         argv += ["--parent-pid", str(os.getpid())]
-    argv += ["--", sys.executable, "-m", "actorrt.cluster.run_head", *options.argv(), "--session-dir", str(session_dir)]
+    argv += ["--", sys.executable, "-m", "actorrt.cluster.run_head", *options.argv(), "--session-dir", str(session_dir),
+             *(["--standby"] if standby else [])]
     with open(logs / "head.log", "ab") as log:
         env = dict(os.environ, **{TOKEN_ENV: token, STORE_URL_ENV: options.store_url}, **(tls.env() if tls else {}))
         if code_paths:

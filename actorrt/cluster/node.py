@@ -18,7 +18,7 @@ import time
 import click
 import uvloop
 
-from actorrt.cluster import store_lease
+from actorrt.cluster import leadership, store_lease
 from actorrt.cluster.daemon import daemon_setup, node_environment
 from actorrt.cluster.head_client import HeadClient
 from actorrt.cluster.node_recovery import NodeRecoveries
@@ -49,7 +49,8 @@ class NodeProcess:
         self.worker = Worker(token, ids.driver_id(), asyncio.get_running_loop(), tls)
         self.worker.host = ActorHost(self.worker)
         self.servicer = NodeServicer(self.worker)
-        self.head = HeadClient(head_address, token, tls)
+        self.head = HeadClient(head_address, token, tls,
+                               leadership.locator(lambda: self.worker.membership.view, self.worker.store_tls))
         self._background = BackgroundTasks("node")
         self._inherited: set[int] = set()  # dead slots whose actors this process rebuilt (or is rebuilding)
         self.recoveries = NodeRecoveries(self.worker, self.servicer, token, self._background.spawn)

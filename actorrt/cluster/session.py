@@ -29,6 +29,7 @@ class Session:
     head_pid: int
     session_dir: str
     supervisor_pid: int = 0  # the process that restarts the head (0: none)
+    standby: bool = False  # a standby head, not serving (head_address is empty) until it takes over
 
     @property
     def root_pid(self) -> int:

@@ -1,7 +1,8 @@
 """How a head starts on the cluster's state: a new cluster, or the one a dead head left.
 
 ``open_state`` starts the store shards (or adopts the ones a dead head ran) and creates the
-cluster's state in the store, or reads it back. ``takeover_plan`` says, for each slot the dead
+cluster's state in the store, or reads it back; with an external store, only once no other head
+holds the cluster's lease (``leadership.py``). ``takeover_plan`` says, for each slot the dead
 head's last view names, what the new head does with it; it is pure, and tested without processes.
 """
 
@@ -13,19 +14,23 @@ import os
 import time
 from pathlib import Path
 
+from actorrt.cluster import leadership
 from actorrt.cluster.head_options import HeadOptions
-from actorrt.cluster.head_state import HeadState, Restored
+from actorrt.cluster.head_state import HeadState, Restored, SupersededError
 from actorrt.cluster.store_shards import StoreShards
+from actorrt.exceptions import ClusterError
 from actorrt.rpc import head_pb2
-from actorrt.store.clients import ShardedStore, open_store
+from actorrt.store.clients import ShardedStore, open_store, until_reachable
 
 log = logging.getLogger("actorrt.head")
 
 
-async def open_state(shards: StoreShards, options: HeadOptions, session_dir: Path,
-                     restarted: bool) -> tuple[HeadState, bytes, Restored | None]:
+async def open_state(shards: StoreShards, options: HeadOptions, session_dir: Path, restarted: bool,
+                     standby: bool = False, former_address: str = "") -> tuple[HeadState, bytes, Restored | None]:
     """The store's shards running and the cluster's state in it: ``(state, cluster id, what a dead
-    head left)``; the last is None for a new cluster."""
+    head left)``; the last is None for a new cluster. A ``standby`` head first waits until no other
+    holds the cluster's lease, then takes the cluster over as a restarted one; a restarted head
+    whose lease another head holds (at another address than its ``former_address``) was replaced."""
     if not options.store_url:
         if restarted:
             await shards.adopt(session_dir)
@@ -33,6 +38,18 @@ async def open_state(shards: StoreShards, options: HeadOptions, session_dir: Pat
             await shards.start(session_dir, options.host, options.store_shards)
     state = HeadState(open_store(options.store_url, shards.tls, options.store_replicas) if options.store_url
                       else ShardedStore(shards.addresses, shards.password, tls=shards.tls, replicas=shards.replicas))
+    if options.store_url:
+        holder = await until_reachable("reading the head's lease", leadership.leader, state.store)
+        if standby:
+            await leadership.wait_for_vacancy(state.store, former_address)
+            restarted = True
+        elif restarted and holder not in (None, former_address, leadership.STOPPED):
+            raise SupersededError(f"the head at {holder} holds the cluster's lease: it has replaced this one")
+        elif not restarted and holder not in (None, leadership.STOPPED):
+            raise ClusterError(f"a head at {holder} runs a cluster on this store: stop it first, or back it up with "
+                               "`actorrt start --head --standby`")
+        elif not restarted:
+            await leadership.clear_stopped(state.store)
     if not restarted:
         cluster_id = os.urandom(8)
         await state.create(cluster_id)
@@ -52,11 +69,13 @@ class Takeover(enum.Enum):
     FAIL = "fail"  # its epoch was taken, its process never started: a failure, restarted as any
 
 
-def takeover_plan(view: head_pb2.ClusterView) -> list[tuple[head_pb2.NodeInfo, Takeover]]:
-    """What a new head does with each slot of the dead head's last ``view``."""
+def takeover_plan(view: head_pb2.ClusterView, host_id: str = "") -> list[tuple[head_pb2.NodeInfo, Takeover]]:
+    """What a new head on host ``host_id`` does with each slot of the dead head's last ``view`` (a
+    standby head on another host cannot watch the processes its predecessor started)."""
     plan = []
     for info in view.nodes:
-        if not info.managed:
+        if not info.managed or (info.pid and host_id and info.host_id and info.host_id != host_id
+                                and info.state != head_pb2.DEAD):
             action = Takeover.FOLLOW
         elif info.state == head_pb2.DEAD:
             action = Takeover.LAUNCH
