@@ -36,17 +36,15 @@ class HeadServicer:
             nonlocal member, driver
             async for beat in requests:
                 await check_message(beat, context)
+                seconds = 0.0  # every beat is answered: a member tells a stopped head from a quiet one
                 if beat.slot >= 0:
                     if self.head.heartbeat(beat):
                         member = (beat.slot, beat.epoch)
-                        grant = head_pb2.LeaseGrant(heartbeat=beat.seq, seconds=self.head.lease_s)
-                        queue.put_nowait(head_pb2.HeadUpdate(lease=grant))
-                elif beat.address:
-                    if not driver:
-                        driver = beat.address
-                        self.head.drivers.joined(driver)
-                    # No lease for a driver: an answer, so that it tells a stopped head from a quiet one.
-                    queue.put_nowait(head_pb2.HeadUpdate(lease=head_pb2.LeaseGrant(heartbeat=beat.seq)))
+                        seconds = self.head.lease_s
+                elif beat.address and not driver:
+                    driver = beat.address
+                    self.head.drivers.joined(driver)
+                queue.put_nowait(head_pb2.HeadUpdate(lease=head_pb2.LeaseGrant(heartbeat=beat.seq, seconds=seconds)))
 
         reader = asyncio.ensure_future(read())
         try:

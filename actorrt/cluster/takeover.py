@@ -39,6 +39,7 @@ async def open_state(shards: StoreShards, options: HeadOptions, session_dir: Pat
     state = HeadState(open_store(options.store_url, shards.tls, options.store_replicas) if options.store_url
                       else ShardedStore(shards.addresses, shards.password, tls=shards.tls, replicas=shards.replicas))
     if options.store_url:
+        await _check_replicas(state, options.store_replicas)
         holder = await until_reachable("reading the head's lease", leadership.leader, state.store)
         if standby:
             await leadership.wait_for_vacancy(state.store, former_address)
@@ -60,6 +61,17 @@ async def open_state(shards: StoreShards, options: HeadOptions, session_dir: Pat
              restored.incarnation, len(restored.view.nodes) if restored.view else 0, len(restored.names),
              (time.perf_counter() - started) * 1e3)
     return state, restored.cluster_id, restored
+
+
+async def _check_replicas(state: HeadState, wanted: int) -> None:
+    """An external store whose shards lack the replicas each write must wait for would ack nothing."""
+    if not wanted:
+        return
+    short = {address: n for address, n in (await until_reachable(
+        "counting the store's replicas", state.store.replicas_connected)).items() if n < wanted}
+    if short:
+        raise ClusterError(f"store_replicas={wanted}, but these store shards have fewer replicas connected: "
+                           + ", ".join(f"{address} ({n})" for address, n in sorted(short.items())))
 
 
 class Takeover(enum.Enum):

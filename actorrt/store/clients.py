@@ -248,6 +248,12 @@ class ShardedStore(_Store):
             by_shard.setdefault(self.shard_of(tag), []).append(i)
         return _round_robin(by_shard)
 
+    async def replicas_connected(self) -> dict[str, int]:
+        """How many replicas each shard has connected now, by address."""
+        infos = await self._gather(client.info("replication") for client in self._clients)
+        return {address: int(info.get("connected_slaves", 0)) for address, info in zip(self.addresses, infos,
+                                                                                       strict=True)}
+
     async def aclose(self) -> None:
         for client in self._clients:
             await client.aclose()
@@ -323,6 +329,11 @@ class ClusterStore(_Store):
         for i, tag in enumerate(tags):
             by_node.setdefault(self._client.get_node_from_key(tag).name, []).append(i)
         return _round_robin(by_node)
+
+    async def replicas_connected(self) -> dict[str, int]:
+        await self._slot_map()
+        (infos,) = await self._gather([self._client.info("replication", target_nodes=RedisCluster.PRIMARIES)])
+        return {name: int(info.get("connected_slaves", 0)) for name, info in infos.items()}
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -141,13 +141,9 @@ class RedisShard:
                       tls: StoreTls | None = None) -> RedisShard | None:
         """The shard serving at ``host:port`` with ``password`` (one a head before this one started),
         found by asking it its pid; None if none answers there."""
-        client = _client(host, port, password, tls, socket_timeout=2.0)
-        try:
-            info = await client.info("server")
-        except (aioredis.RedisError, OSError):
+        info = await _info(_client(host, port, password, tls, socket_timeout=2.0), "server")
+        if info is None:
             return None
-        finally:
-            await client.aclose()
         process = Child(int(info["process_id"]))
         return cls(host, port, password, directory, process, tls) if process.alive() else None
 
@@ -169,14 +165,8 @@ class RedisShard:
 
     async def in_sync(self) -> bool:
         """This replica's link to its shard is up: it holds what the shard held, and follows it."""
-        client = self.client(socket_timeout=2.0)
-        try:
-            info = await client.info("replication")
-        except (aioredis.RedisError, OSError):
-            return False
-        finally:
-            await client.aclose()
-        return info.get("role") == "slave" and info.get("master_link_status") == "up"
+        info = await _info(self.client(socket_timeout=2.0), "replication")
+        return info is not None and info.get("role") == "slave" and info.get("master_link_status") == "up"
 
     async def replicate(self, primary: RedisShard | None) -> None:
         """Follow ``primary`` from now on; None: stop following, and take writes (a promotion)."""
@@ -195,6 +185,15 @@ class RedisShard:
 
     async def stop(self) -> None:
         await self.process.stop(5.0)
+
+
+async def _info(client: aioredis.Redis, section: str) -> dict | None:
+    """``INFO section`` of the server ``client`` reaches (then closed), or None if it does not answer."""
+    async with client:
+        try:
+            return await client.info(section)
+        except (aioredis.RedisError, OSError):
+            return None
 
 
 def _client(host: str, port: int, password: str, tls: StoreTls | None, **kwargs) -> aioredis.Redis:

@@ -21,18 +21,8 @@ from actorrt.cluster import leadership, session
 from actorrt.exceptions import ClusterError
 from actorrt.objects.host import HOST_ID_ENV
 from actorrt.store.clients import open_store
-from actorrt.store.redis_server import RedisShard
 from actorrt.testing import Counter, children_of
 from actorrt.util.processes import process_alive
-
-
-@pytest.fixture
-async def store_url(tmp_path):
-    shard = await RedisShard.start(tmp_path / "store", "pw")
-    try:
-        yield f"redis://:pw@{shard.address}"
-    finally:
-        await shard.stop()
 
 
 def _actorrt(*args: str, host: str, token: str | None = None) -> subprocess.CompletedProcess:
@@ -66,10 +56,10 @@ def _wait_for(predicate, timeout: float, what: str):
 
 
 @pytest.fixture
-def two_hosts(store_url, tmp_path):
+def two_hosts(external_store, tmp_path):
     """An active head on host "a" (two nodes) and a standby on host "b", sharing the store; this
     process as a driver of the cluster. Yields (store URL, host a's session, host b's directory)."""
-    a_dir, b_dir = tmp_path / "a", tmp_path / "b"
+    store_url, a_dir, b_dir = external_store, tmp_path / "a", tmp_path / "b"
     _actorrt("start", "--head", "--nodes", "2", "--store-url", store_url, "--session-dir", str(a_dir), host="a")
     a = session.read(a_dir)
     try:
@@ -135,7 +125,8 @@ def test_a_head_paused_past_its_lease_exits_when_it_resumes(two_hosts):
     assert actorrt.get(actorrt.get_actor("c").inc.remote(), timeout=120) == 22
 
 
-def test_a_second_head_on_a_store_with_an_active_one_is_refused(store_url, tmp_path):
+def test_a_second_head_on_a_store_with_an_active_one_is_refused(external_store, tmp_path):
+    store_url = external_store
     _actorrt("start", "--head", "--nodes", "1", "--store-url", store_url, "--session-dir", str(tmp_path / "a"),
              host="a")
     try:
@@ -149,7 +140,8 @@ def test_a_second_head_on_a_store_with_an_active_one_is_refused(store_url, tmp_p
     assert _leader(store_url) == leadership.STOPPED
 
 
-def test_a_standby_of_a_stopped_cluster_exits(store_url, tmp_path):
+def test_a_standby_of_a_stopped_cluster_exits(external_store, tmp_path):
+    store_url = external_store
     _actorrt("start", "--head", "--nodes", "1", "--store-url", store_url, "--session-dir", str(tmp_path / "a"),
              host="a")
     a = session.read(tmp_path / "a")

@@ -196,3 +196,18 @@ def test_a_shard_lost_while_the_head_is_down_fails_over_once_it_is_back():
         assert actorrt.get(counter.inc.remote(), timeout=60) == 151
     finally:
         actorrt.shutdown()
+
+
+def test_store_replicas_on_an_external_store_without_them_is_a_clear_error(external_store):
+    with pytest.raises(actorrt.ClusterError, match="fewer replicas connected"):
+        actorrt.init(num_nodes=1, store_url=external_store, store_replicas=1, timeout=30)
+
+
+async def test_a_redis_cluster_counts_its_replicas(tmp_path):
+    cluster = await RedisCluster.start(tmp_path / "cluster", "pw", size=3, replicas=3)
+    store = open_store(cluster.url, replicas=1)
+    try:
+        assert sorted((await store.replicas_connected()).values()) == [1, 1, 1]
+    finally:
+        await store.aclose()
+        await cluster.stop()
