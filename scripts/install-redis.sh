@@ -5,7 +5,8 @@
 # without starting its system service. Elsewhere, install one yourself (Redis 6 or newer built with
 # BUILD_TLS=yes) and put it on PATH or name it in ACTORRT_REDIS_SERVER.
 set -euo pipefail
-if command -v redis-server >/dev/null || [ -n "${ACTORRT_REDIS_SERVER:-}" ]; then
+# (The redis-server in .venv/bin is the wheel's copy.)
+if [ -n "${ACTORRT_REDIS_SERVER:-}" ] || which -a redis-server 2>/dev/null | grep -qv "/.venv/bin/"; then
   exit 0
 fi
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then

