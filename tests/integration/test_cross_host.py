@@ -1,8 +1,9 @@
-"""Objects and collective calls across hosts, tested across network namespaces: the head and node 0 in one namespace
-(host "host-a"), a hand-added node 1 and the driver in another ("host-b"), joined by a veth pair
-on addresses the test creates. Neither side can map the other's shared memory (their host
-identities differ), so large objects cross as pulled byte streams; a kill of the other host's node
-while its results cross must not change them (its replay makes them again)."""
+"""Objects and collective calls across hosts, tested across network namespaces: the head and node
+0 in one namespace (host "host-a"), a hand-added node 1 and the driver in another ("host-b"),
+joined by a veth pair on addresses the test creates; once more in mutual TLS (the store's shards
+too). Neither side can map the other's shared memory (their host identities differ), so large
+objects cross as pulled byte streams; a kill of the other host's node while its results cross
+must not change them (its replay makes them again)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from actorrt.cluster.certs import CA_CERT, CERT, KEY, make_certs
+from actorrt.net.tls import TlsFiles
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("ip") is None,
@@ -69,6 +73,8 @@ DRIVER = textwrap.dedent("""
     # actor on host-a -> actor on host-b, by ref (owned by this driver, which pulled it already)
     assert actorrt.get(near.total.remote(far.make.remote(100 * MB, 1.5)), timeout=60)[0] == 1.5 * (100 * MB // 8)
     print("BOTH_WAYS_OK", flush=True)
+    from actorrt.core import context
+    print(f"STORE_TLS={context.current().worker.membership.view.store_tls}", flush=True)
 
     # Kill host-a's node while its results cross: the replay makes them again, the same.
     refs = [far.make.remote(60 * MB, float(i)) for i in range(4)]
@@ -185,12 +191,16 @@ COLLECTIVE_DRIVER = textwrap.dedent("""
 """)
 
 
-def run_across_hosts(tmp_path: Path, driver: str) -> str:
+def run_across_hosts(tmp_path: Path, driver: str, tls: bool = False) -> str:
     """Run ``driver`` in host-b's namespace against a cluster whose head and node 0 are on host-a
-    and whose node 1 is on host-b; its output."""
+    and whose node 1 is on host-b; its output. With ``tls``, every process of both hosts speaks
+    mutual TLS with a certificate of a CA the test makes, naming both addresses."""
     session_dir = tmp_path / "session"
     base = {"ACTORRT_SESSION_DIR": str(session_dir), "PYTHONPATH": os.pathsep.join(sys.path)}
     with two_hosts() as (ns_a, addr_a, ns_b, addr_b):
+        if tls:
+            make_certs(tmp_path / "certs", [addr_a, addr_b])
+            base.update(TlsFiles(*(tmp_path / "certs" / name for name in (CERT, KEY, CA_CERT))).env())
         head = _in(ns_a, dict(base, ACTORRT_HOST_ID="host-a"), sys.executable, "-m", "actorrt", "start", "--head",
                    "--nodes", "1", "--store-shards", "1", "--host", addr_a, stdout=subprocess.PIPE,
                    stderr=subprocess.STDOUT, text=True)
@@ -225,6 +235,14 @@ def test_large_objects_cross_hosts_both_ways_and_survive_a_kill_of_the_other_hos
     assert "BOTH_WAYS_OK" in output and "AFTER_KILL_OK" in output, output
     rate = float(output.split("to host-a: ")[1].split(" GB/s")[0])
     print(f"100 MB to the other host: {rate} GB/s")
+
+
+@pytest.mark.timeout(300)
+def test_large_objects_cross_hosts_over_mutual_tls_with_the_store_in_tls_too(tmp_path: Path) -> None:
+    output = run_across_hosts(tmp_path, DRIVER, tls=True)
+    assert "BOTH_WAYS_OK" in output and "AFTER_KILL_OK" in output and "STORE_TLS=True" in output, output
+    rate = float(output.split("to host-a: ")[1].split(" GB/s")[0])
+    print(f"100 MB to the other host over TLS: {rate} GB/s")
 
 
 @pytest.mark.timeout(300)

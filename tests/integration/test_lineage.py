@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
+import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -165,60 +170,53 @@ def test_invalid_fault_tolerance_options_are_rejected():
     assert not actorrt.is_initialized()
 
 
+@contextlib.contextmanager
+def _stalled(pids: list[int], seconds: float = 3.0) -> Iterator[threading.Timer]:
+    """The store shards ``pids`` SIGSTOPped: they answer nothing for ``seconds``, then a timer
+    (alive until then) SIGCONTs them."""
+    def resume() -> None:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    timer = threading.Timer(seconds, resume)
+    timer.start()
+    try:
+        yield timer
+    finally:
+        timer.join()
+
+
 def test_a_stalled_store_shard_slows_flushes_not_tasks(stash_cluster):
-    import threading
-
-    import redis
-
     view = context.current().worker.membership.view
-    host, _, port = view.store_shards[0].address.rpartition(":")
-    stalled = redis.Redis(host=host, port=int(port), password=view.store_password)
     reducer = Reducer.options(node=1, nondeterministic=True).remote()
     actorrt.get(reducer.add.remote(0), timeout=30)
-    sleeper = threading.Thread(target=stalled.execute_command, args=("DEBUG", "SLEEP", "3"))
-    sleeper.start()  # the shard answers nothing for 3 s
-    try:
+    with _stalled([view.store_shards[0].pid]) as stall:
         time.sleep(0.2)
         results = actorrt.get([reducer.add.remote(1) for _ in range(200)], timeout=30)
         assert results[-1] == 200
         # Tasks ran while the shard was stalled: their specs wait in the stashes, uncommitted.
-        assert sleeper.is_alive()
+        assert stall.is_alive()
         assert sum(x["stash_size"] for x in _lineage(actorrt.stats())) > 0
-    finally:
-        sleeper.join()
-        stalled.close()
     wait_drained()
 
 
 def test_a_full_stash_makes_submitters_wait_instead_of_growing(cluster_with):
-    import threading
-
-    import redis
-
     with cluster_with(num_nodes=1, store_shards=2, ft="lineage_stash", stash_limit=50):
         view = context.current().worker.membership.view
-        shards = []
-        for shard in view.store_shards:
-            host, _, port = shard.address.rpartition(":")
-            shards.append(redis.Redis(host=host, port=int(port), password=view.store_password))
         reducer = Reducer.remote()
         actorrt.get(reducer.add.remote(0), timeout=30)
-        stalls = [threading.Thread(target=c.execute_command, args=("DEBUG", "SLEEP", "3")) for c in shards]
-        for t in stalls:
-            t.start()  # the whole store answers nothing for 3 s
-        time.sleep(0.2)
-        refs = []
-        submitter = threading.Thread(target=lambda: refs.extend(reducer.add.remote(1) for _ in range(400)))
-        submitter.start()
-        time.sleep(1.5)
-        driver_stash = context.current().worker.ft.stats().stash_size
-        assert submitter.is_alive(), "400 submissions went through a stash bounded at 50"
-        assert driver_stash <= 50 + 10
-        for t in stalls:
-            t.join()
+        with _stalled([shard.pid for shard in view.store_shards]):  # the whole store answers nothing for 3 s
+            time.sleep(0.2)
+            refs = []
+            submitter = threading.Thread(target=lambda: refs.extend(reducer.add.remote(1) for _ in range(400)))
+            submitter.start()
+            time.sleep(1.5)
+            driver_stash = context.current().worker.ft.stats().stash_size
+            assert submitter.is_alive(), "400 submissions went through a stash bounded at 50"
+            assert driver_stash <= 50 + 10
         submitter.join(30)
         assert not submitter.is_alive()
         assert actorrt.get(refs[-1], timeout=30) == 400
         wait_drained()
-        for c in shards:
-            c.close()
