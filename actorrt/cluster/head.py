@@ -87,6 +87,7 @@ class Head:
         self.deadlocks = DeadlockDetector()  # cycles of awaits among the nodes' actors
         self.names = ActorNames()
         self.state: HeadState | None = None
+        self._leader: leadership.LeaderLease | None = None  # with an external store: the lease it holds
         self._saving = asyncio.Lock()  # views are saved in the order they were made
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -108,7 +109,8 @@ class Head:
             self.token, self.tls,
         )
         if self.options.store_url:  # the active head from now on: nodes and drivers find it by the lease
-            if not await leadership.hold(self.state.store, self.address, self.state.incarnation):
+            self._leader = leadership.LeaderLease(self.state.store, self.address, self.state.incarnation)
+            if not await self._leader.take():
                 self._superseded("another head has taken over the cluster")
             self._background.spawn(self._keep_leadership())
         self.processes = NodeProcesses(self.address, self.options.host, self.token, self.tls, self.session_dir,
@@ -178,10 +180,24 @@ class Head:
         os._exit(SUPERSEDED_EXIT)
 
     async def _keep_leadership(self) -> None:
-        superseded, why = await leadership.keep(self.state.store, self.address, self.state.incarnation)
+        outcome = await self._leader.keep(lambda: self._stopping)
+        if outcome is None:
+            return
+        superseded, why = outcome
         if superseded:
             self._superseded(why)
-        log.critical("%s; exiting (its supervisor restarts it)", why)  # a standby may take over meanwhile
+        self._step_down(why)
+
+    def _check_leadership(self) -> None:
+        """Before the head acts on nodes (grants, kills, restarts, views): exit if its lease may
+        have run out (it was paused, or cut off from the store), rather than act beside a standby
+        that took over."""
+        if self._leader is not None and not self._leader.valid() and not self._stopping:
+            self._step_down(f"the head's lease in the store was not renewed for {leadership.STEP_DOWN_S:g} s")
+
+    @staticmethod
+    def _step_down(why: str) -> NoReturn:
+        log.critical("%s; exiting (its supervisor restarts it, unless a standby has taken over)", why)
         os._exit(1)
 
     async def stop(self) -> None:
@@ -204,6 +220,7 @@ class Head:
         self.stopped.set()
 
     async def _launch(self, slot: int) -> None:
+        self._check_leadership()
         s = self.slots[slot]
         s.info.epoch += 1
         s.info.state = head_pb2.STARTING
@@ -234,6 +251,7 @@ class Head:
         await self.node_failed(slot, epoch, "its process exited")
 
     async def node_failed(self, slot: int, epoch: int, reason: str) -> None:
+        self._check_leadership()
         s = self.slots.get(slot)
         if s is None or s.info.epoch != epoch or s.info.state == head_pb2.DEAD or self._stopping:
             return
@@ -347,6 +365,7 @@ class Head:
     def publish(self) -> None:
         """Send the view, one revision newer, to every subscriber (and save it: the changes that
         must be in the store before anyone hears of them were saved already)."""
+        self._check_leadership()
         self.revision += 1
         self._broadcast(head_pb2.HeadUpdate(view=self.view()))
         if self.state is not None and not self._stopping:
@@ -403,6 +422,7 @@ class Head:
 
     def heartbeat(self, beat: head_pb2.Heartbeat) -> bool:
         """A node's heartbeat; False if it names no live incarnation (it gets no lease then)."""
+        self._check_leadership()  # (it grants a lease)
         s = self.slots.get(beat.slot)
         if s is None or s.info.epoch != beat.epoch or s.info.state != head_pb2.ALIVE:
             return False
@@ -414,6 +434,7 @@ class Head:
 
     def member_lost(self, slot: int, epoch: int) -> None:
         """A node's heartbeat stream closed: it failed, or is failing."""
+        self._check_leadership()
         self._background.spawn(self.node_failed(slot, epoch, "heartbeat stream closed"))
 
     def kill(self, slot: int) -> int:

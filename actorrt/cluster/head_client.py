@@ -21,7 +21,9 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 0.2
 # The head answers every heartbeat: a stream silent this long is a head that stopped (a paused
-# machine), not one that is busy, and is dropped as if it had closed.
+# machine), not one that is busy. It is dropped only if another head serves the cluster now (the
+# store's lease says so): the head takes a stream that closes for a node's failure, and one only
+# paused must not find its nodes gone when it wakes (its supervisor replaces a hung head anyway).
 HEAD_SILENT_S = 5.0
 # A call that needs the head waits this long for one that is unreachable (restarting) to answer.
 HEAD_CALL_TIMEOUT_S = 30.0
@@ -152,29 +154,45 @@ class HeadClient:
 
         call = self._stub.Subscribe(beats(), metadata=self._metadata)
         loop = asyncio.get_running_loop()
+        heard = [loop.time()]
+        replaced: list[str] = []  # the head that serves instead of a silent one
+
+        async def watch_silence() -> None:
+            while True:
+                await asyncio.sleep(1.0)
+                if loop.time() - heard[0] >= HEAD_SILENT_S and (found := await self._active_elsewhere()):
+                    replaced.append(found)
+                    call.cancel()
+                    return
+
+        watchdog = asyncio.ensure_future(watch_silence()) if self.locate is not None else None
         try:
-            async with asyncio.timeout(HEAD_SILENT_S) as silence:
-                async for update in call:
-                    silence.reschedule(loop.time() + HEAD_SILENT_S)
-                    if update.HasField("lease"):
-                        on_lease(update.lease)
-                        continue
-                    if update.HasField("deadlock"):
-                        on_deadlock(update.deadlock)
-                        continue
-                    self._joined(update.view)
-                    on_view(update.view)
-                    if first_view is not None and not first_view.done():
-                        first_view.set_result(update.view)
-                    if update.view.stopping:
-                        raise ClusterStoppedError(f"the cluster of the head at {self.address} was stopped")
-        except aio.AioRpcError as exc:
+            async for update in call:
+                heard[0] = loop.time()
+                if update.HasField("lease"):
+                    on_lease(update.lease)
+                    continue
+                if update.HasField("deadlock"):
+                    on_deadlock(update.deadlock)
+                    continue
+                self._joined(update.view)
+                on_view(update.view)
+                if first_view is not None and not first_view.done():
+                    first_view.set_result(update.view)
+                if update.view.stopping:
+                    raise ClusterStoppedError(f"the cluster of the head at {self.address} was stopped")
+        except (aio.AioRpcError, asyncio.CancelledError) as exc:
+            if replaced:
+                raise ClusterError(f"the head at {self.address} said nothing for {HEAD_SILENT_S:g} s, and the head "
+                                   f"at {replaced[0]} serves the cluster now") from None
+            if isinstance(exc, asyncio.CancelledError):
+                raise
             if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
                 raise ClusterError(f"the head at {self.address} rejected the cluster token") from None
             raise ClusterError(f"lost the head at {self.address}: {exc.code().name}") from None
-        except TimeoutError:
-            raise ClusterError(f"the head at {self.address} said nothing for {HEAD_SILENT_S:g} s") from None
         finally:
+            if watchdog is not None:
+                watchdog.cancel()
             call.cancel()
         raise ClusterError(f"the head at {self.address} closed the stream")
 
@@ -218,17 +236,21 @@ class HeadClient:
                 await self._follow_the_lease()
             await asyncio.sleep(0.25)
 
-    async def _follow_the_lease(self) -> None:
-        """Move to where the store says the active head serves now, if that is elsewhere (a
-        standby took the cluster over)."""
+    async def _active_elsewhere(self) -> str | None:
+        """The address of the active head if the store names another than this one's."""
         if self.locate is None:
-            return
+            return None
         try:
             found = await self.locate()
         except ClusterError as exc:
             log.debug("could not read where the active head is: %s", exc)
-            return
-        if found and found != self.address:
+            return None
+        return found if found and found != self.address else None
+
+    async def _follow_the_lease(self) -> None:
+        """Move to where the store says the active head serves now, if that is elsewhere (a
+        standby took the cluster over)."""
+        if found := await self._active_elsewhere():
             log.warning("the active head is now at %s (was %s)", found, self.address)
             old, self.address = self._channel, found
             self._channel = channel(found, self._tls)

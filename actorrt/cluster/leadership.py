@@ -28,12 +28,16 @@ from actorrt.store.tls import StoreTls
 log = logging.getLogger("actorrt.head")
 
 LEADER_LEASE_S = 5.0
+STEP_DOWN_S = 0.8 * LEADER_LEASE_S  # a head that has not renewed for this long acts no more
+RENEW_TIMEOUT_S = 0.05
 _LEADER = b"{actorrt:head}:leader"
 _CLUSTER = b"{actorrt:head}:cluster"  # (head_state.py's)
 
 # KEYS: leader, cluster hash; ARGV: address, incarnation, lease ms. Sets or renews the lease if the
-# incarnation is the store's newest; returns 1 then, else 0 (a later head has started).
+# incarnation is the store's newest; returns 1 then, 0 if a later head has started, -1 if the
+# cluster was stopped.
 _HOLD = """
+if redis.call('HGET', KEYS[1], 'stopped') then return -1 end
 if redis.call('HGET', KEYS[2], 'incarnation') ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], 'address', ARGV[1], 'incarnation', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
@@ -70,11 +74,8 @@ async def clear_stopped(store: Store) -> None:
     await script_call(store, "return redis.call('HDEL', KEYS[1], 'stopped')", [_LEADER], [])
 
 
-async def hold(store: Store, address: str, incarnation: int) -> bool:
-    """Set or renew the lease for the head of ``incarnation`` at ``address``; False if a later
-    head has started."""
-    return bool(await script_call(store, _HOLD, [_LEADER, _CLUSTER],
-                                  [address, incarnation, int(LEADER_LEASE_S * 1000)]))
+async def _hold(store: Store, address: str, incarnation: int) -> int:
+    return int(await script_call(store, _HOLD, [_LEADER, _CLUSTER], [address, incarnation, int(LEADER_LEASE_S * 1000)]))
 
 
 async def wait_for_vacancy(store: Store, own_address: str = "") -> None:
@@ -97,20 +98,48 @@ async def wait_for_vacancy(store: Store, own_address: str = "") -> None:
         await asyncio.sleep(LEADER_LEASE_S / 10)
 
 
-async def keep(store: Store, address: str, incarnation: int) -> tuple[bool, str]:
-    """Renew the lease until this head cannot: returns whether a later head started, and why it
-    stopped (that, or the store did not answer for so long that another may take over now)."""
-    renewed = time.monotonic()
-    while True:
-        await asyncio.sleep(LEADER_LEASE_S / 5)
-        try:
-            if not await hold(store, address, incarnation):
+class LeaderLease:
+    """This head's hold on the lease. It counts from when a renewal was *sent* (it may have reached
+    the store any time after), and the head takes it for lost well before the store would: a
+    standby may take over once it runs out, so past ``STEP_DOWN_S`` without a renewal this head
+    acts no more (``valid``)."""
+
+    def __init__(self, store: Store, address: str, incarnation: int) -> None:
+        self._store, self._address, self._incarnation = store, address, incarnation
+        self._renewed = -LEADER_LEASE_S  # monotonic time the last successful renewal was sent
+
+    def valid(self) -> bool:
+        return time.monotonic() < self._renewed + STEP_DOWN_S
+
+    async def take(self) -> bool:
+        """Set the lease; False if a later head has started, or the cluster was stopped."""
+        return await self._renew() == 1
+
+    async def _renew(self) -> int:
+        sent = time.monotonic()
+        async with asyncio.timeout(max(self._renewed + STEP_DOWN_S - sent, RENEW_TIMEOUT_S)):
+            held = await _hold(self._store, self._address, self._incarnation)
+        if held == 1:
+            self._renewed = sent
+        return held
+
+    async def keep(self, stopping: Callable[[], bool]) -> tuple[bool, str] | None:
+        """Renew the lease until this head cannot: returns whether a later head started, and why
+        it stopped (that, or no renewal for ``STEP_DOWN_S``); None once ``stopping()``."""
+        while True:
+            await asyncio.sleep(LEADER_LEASE_S / 5)
+            if stopping():
+                return None
+            try:
+                held = await self._renew()
+            except (ClusterError, TimeoutError) as exc:
+                if not self.valid():
+                    return False, f"could not renew the head's lease for {STEP_DOWN_S:g} s ({exc or 'no answer'})"
+                continue
+            if held == 0:
                 return True, "another head has taken over the cluster"
-            renewed = time.monotonic()
-        except ClusterError as exc:
-            # Past most of the lease a standby may be about to take over: step down first.
-            if time.monotonic() - renewed > LEADER_LEASE_S * 0.8:
-                return False, f"could not renew the head's lease for {time.monotonic() - renewed:.1f} s ({exc})"
+            if held < 0:
+                return None  # stopped on purpose: this head is stopping too
 
 
 def locator(view: Callable[[], head_pb2.ClusterView], tls: StoreTls | None) -> Callable[[], Awaitable[str | None]]:

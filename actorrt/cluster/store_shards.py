@@ -156,6 +156,10 @@ class StoreShards:
         shard = self._shards[i]
         lost = shard.primary
         heir = next((r for r in shard.replicas if r.process.pid in shard.in_sync and r.process.alive()), None)
+        if heir is None and not any(lost.directory.glob("appendonly*")):
+            # Its file is gone too: restarted, it would be empty, and its replicas would copy that.
+            # A replica not yet seen in sync (the watch polls) may well be: it holds at least as much.
+            heir = next((r for r in shard.replicas if r.process.alive()), None)
         if heir is not None:
             try:
                 await heir.replicate(None)

@@ -35,7 +35,7 @@ from redis.exceptions import RedisClusterException, ResponseError
 
 from actorrt.exceptions import ClusterError, StaleIncarnationError
 from actorrt.rpc import head_pb2
-from actorrt.store.script_connection import ScriptConnection
+from actorrt.store.script_connection import ScriptConnection, sync_key
 from actorrt.store.tls import StoreTls
 
 log = logging.getLogger(__name__)
@@ -109,15 +109,6 @@ def _round_robin(by_place: dict) -> list[int]:
 _SYNC = "return redis.call('INCR', KEYS[1])"
 
 
-def _sync_key(key: bytes) -> bytes:
-    """A key in ``key``'s slot (``key`` carries a ``{tag}``, as every key of a durable group does)."""
-    start = key.find(b"{")
-    end = key.find(b"}", start + 1)
-    if start < 0 or end <= start + 1:
-        raise ValueError(f"a durable write's key needs a {{tag}}: {key!r}")
-    return b"sync:" + key[start:end + 1]
-
-
 class _Store:
     """What both stores share: error translation, the grouping contract, durable groups."""
 
@@ -137,6 +128,10 @@ class _Store:
     def _groups(self, keys: Sequence[bytes]) -> list[tuple[Client, list[bytes]]]:
         raise NotImplementedError
 
+    def _place(self, key: bytes) -> str:
+        """The address of the server that holds ``key`` now."""
+        raise NotImplementedError
+
     async def spread(self, tags: Sequence[bytes]) -> list[int]:
         """The positions of ``tags`` in an order whose neighbours live on different shards."""
         raise NotImplementedError
@@ -147,8 +142,11 @@ class _Store:
         ``durable``: each returns once the shard's replicas hold what ``fn`` wrote."""
         if durable and self.replicas:
             async def then_synced(client: Client, ks: list[bytes]) -> T:
+                place = self._place(ks[0])
                 result = await fn(client, ks)
-                await script_call(self, _SYNC, [_sync_key(ks[0])], [])
+                if self._place(ks[0]) != place:  # the sync below would wait on another server
+                    raise ClusterError(f"the store shard of {ks[0]!r} moved during a write; try again")
+                await script_call(self, _SYNC, [sync_key(ks[0])], [])
                 return result
 
             return await self._gather(then_synced(client, ks) for client, ks in self._groups(keys))
@@ -231,6 +229,9 @@ class ShardedStore(_Store):
     def shard_of(self, key: bytes) -> int:
         return key_slot(key) % len(self._clients)
 
+    def _place(self, key: bytes) -> str:
+        return self.addresses[self.shard_of(key)]
+
     async def run_script(self, source: str, keys: list[bytes], args: list) -> object:
         # The hot path (every flush): a lean connection of its own rather than redis-py's.
         with self._errors_translated():
@@ -279,6 +280,9 @@ class ClusterStore(_Store):
                                     socket_connect_timeout=2.0, retry=_retry(retries),
                                     **(tls.redis_kwargs() if tls else {}))
         self._initialized = asyncio.Lock()
+
+    def _place(self, key: bytes) -> str:
+        return self._client.get_node_from_key(key).name
 
     async def _slot_map(self) -> None:
         # Learnt once, before parallel calls: redis-py's cluster client races when several first

@@ -8,10 +8,13 @@ command and parsing the reply, it costs about 70 µs. Everything else the store 
 reads, the index, collection, fences) is rare and stays on redis-py.
 
 Calls are pipelined: replies come back in the order the commands were written, so each waits on
-a future in a FIFO. With ``replicas``, each script call is followed on the same connection by
-``WAIT``: its reply comes once that many replicas hold the call's writes (and all before them),
-so a write is acked only when a replica promoted in the shard's place would hold it. Fewer within
-``WAIT_TIMEOUT_MS`` fail the call with ``NOREPLICAS``, which callers retry as a shard failing over.
+a future in a FIFO. With ``replicas``, each script call is followed on the same connection by a
+write of its own (``INCR`` of a key in the call's slot) and ``WAIT``: its reply comes once that
+many replicas hold that write, and so every write the shard applied before it (it replicates in
+order), the call's included, also when the call wrote nothing because a try of it on a lost
+connection already had. So a write is acked only when a replica promoted in the shard's place
+would hold it. Fewer within ``WAIT_TIMEOUT_MS`` fail the call with ``NOREPLICAS``, which callers
+retry as a shard failing over.
 
 A lost connection fails the calls under way with ``ConnectionError``, and the next call opens a
 new one. A shard that restarted has forgotten its scripts: ``NOSCRIPT`` loads the script and
@@ -32,6 +35,14 @@ from actorrt.store.tls import StoreTls
 
 CONNECT_TIMEOUT_S = 2.0
 WAIT_TIMEOUT_MS = 2000
+
+
+def sync_key(key: bytes) -> bytes:
+    """A key in ``key``'s slot, written to make waiting for replicas cover what came before."""
+    start = key.find(b"{")
+    end = key.find(b"}", start + 1)
+    tag = key[start + 1:end] if start >= 0 and end > start + 1 else key
+    return b"sync:{" + tag + b"}"
 
 
 @functools.cache
@@ -145,23 +156,23 @@ class ScriptConnection:
             self._loaded.add(digest)
         command = ("EVALSHA", digest, len(keys), *keys, *args)
         try:
-            return await self._replicated(replies, command)
+            return await self._replicated(replies, command, keys[0])
         except ResponseError as exc:
             if not str(exc).startswith("NOSCRIPT"):
                 raise
             await replies.call(("SCRIPT", "LOAD", source))  # flushed under us
-            return await self._replicated(replies, command)
+            return await self._replicated(replies, command, keys[0])
 
-    async def _replicated(self, replies: _Replies, command: tuple) -> object:
+    async def _replicated(self, replies: _Replies, command: tuple, key: bytes) -> object:
         if not self._replicas:
             return await replies.call(command)
-        # Both replies are awaited whatever the first is, so that neither is left unretrieved.
-        result, held_by = await asyncio.gather(
-            *replies.calls(command, ("WAIT", self._replicas, WAIT_TIMEOUT_MS)), return_exceptions=True)
-        if isinstance(result, BaseException):
-            raise result
-        if isinstance(held_by, BaseException):
-            raise held_by
+        # Every reply is awaited whatever the first is, so that none is left unretrieved.
+        result, _, held_by = await asyncio.gather(
+            *replies.calls(command, ("INCR", sync_key(key)), ("WAIT", self._replicas, WAIT_TIMEOUT_MS)),
+            return_exceptions=True)
+        for reply in (result, held_by):
+            if isinstance(reply, BaseException):
+                raise reply
         if held_by < self._replicas:
             raise ResponseError(f"NOREPLICAS {held_by} of {self._replicas} replicas of {self.address} "
                                 f"acknowledged the write within {WAIT_TIMEOUT_MS} ms")
