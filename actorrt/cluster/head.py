@@ -112,7 +112,7 @@ class Head:
             self._leader = leadership.LeaderLease(self.state.store, self.address, self.state.incarnation)
             if not await self._leader.take():
                 self._superseded("another head has taken over the cluster")
-            self._background.spawn(self._keep_leadership())
+            self._background.spawn(self._leader.run(lambda: self._stopping))
         self.processes = NodeProcesses(self.address, self.options.host, self.token, self.tls, self.session_dir,
                                        self._background.spawn)
         if restored is None:
@@ -179,26 +179,9 @@ class Head:
         log.critical("%s; exiting", why)
         os._exit(SUPERSEDED_EXIT)
 
-    async def _keep_leadership(self) -> None:
-        outcome = await self._leader.keep(lambda: self._stopping)
-        if outcome is None:
-            return
-        superseded, why = outcome
-        if superseded:
-            self._superseded(why)
-        self._step_down(why)
-
     def _check_leadership(self) -> None:
-        """Before the head acts on nodes (grants, kills, restarts, views): exit if its lease may
-        have run out (it was paused, or cut off from the store), rather than act beside a standby
-        that took over."""
-        if self._leader is not None and not self._leader.valid() and not self._stopping:
-            self._step_down(f"the head's lease in the store was not renewed for {leadership.STEP_DOWN_S:g} s")
-
-    @staticmethod
-    def _step_down(why: str) -> NoReturn:
-        log.critical("%s; exiting (its supervisor restarts it, unless a standby has taken over)", why)
-        os._exit(1)
+        if self._leader is not None and not self._stopping:
+            self._leader.check()
 
     async def stop(self) -> None:
         if self._stopping:

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
+from typing import NoReturn
 
+from actorrt.cluster.supervisor import SUPERSEDED_EXIT
 from actorrt.exceptions import ClusterError
 from actorrt.rpc import head_pb2
 from actorrt.store.clients import Store, script_call, store_of_view
@@ -123,6 +126,20 @@ class LeaderLease:
             self._renewed = sent
         return held
 
+    def check(self) -> None:
+        """Before the head acts on nodes (grants, kills, restarts, views): exit if the lease may
+        have run out (it was paused, or cut off from the store), rather than act beside a standby
+        that took over. Its supervisor restarts it, and it takes the cluster back only if none did."""
+        if not self.valid():
+            _exit(1, f"the head's lease in the store was not renewed for {STEP_DOWN_S:g} s")
+
+    async def run(self, stopping: Callable[[], bool]) -> None:
+        """Keep the lease while the head runs; exit the process once it cannot."""
+        outcome = await self.keep(stopping)
+        if outcome is not None:
+            superseded, why = outcome
+            _exit(SUPERSEDED_EXIT if superseded else 1, why)
+
     async def keep(self, stopping: Callable[[], bool]) -> tuple[bool, str] | None:
         """Renew the lease until this head cannot: returns whether a later head started, and why
         it stopped (that, or no renewal for ``STEP_DOWN_S``); None once ``stopping()``."""
@@ -140,6 +157,11 @@ class LeaderLease:
                 return True, "another head has taken over the cluster"
             if held < 0:
                 return None  # stopped on purpose: this head is stopping too
+
+
+def _exit(code: int, why: str) -> NoReturn:
+    log.critical("%s; exiting", why)
+    os._exit(code)
 
 
 def locator(view: Callable[[], head_pb2.ClusterView], tls: StoreTls | None) -> Callable[[], Awaitable[str | None]]:
