@@ -100,7 +100,10 @@ def test_losing_the_cluster_is_one_log_line_and_a_cluster_error_naming_it(fresh_
             actorrt.get(a.inc.remote(), timeout=10)
         time.sleep(3)  # no retry stream after the loss either
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    assert sum("reconnecting" in m for m in warnings) == 1, warnings
+    # The lost stream may be noticed before the supervisor's exit (one "reconnecting" line) or
+    # after (none); either way once, and the loss itself is logged once.
+    assert sum("reconnecting" in m for m in warnings) <= 1, warnings
+    assert sum("is gone" in m for m in warnings) == 1, warnings
     assert sum("lineage store" in m for m in warnings) <= 1, warnings
     assert len(warnings) <= 4, warnings
 
