@@ -111,18 +111,22 @@ class KeyedStream:
         self._key = key
 
     def fold(self, init: Callable[[], Any], fn: Callable[[Any, Any], Any], *, parallelism: int = 1,
-             name: str | None = None, on_error: str = "fail") -> Stream:
-        """Per key, ``state = fn(state, record)`` from ``init()``; after each batch, emits
-        ``(key, state)`` for every key the batch changed."""
-        return self._keyed(Step("fold", step_name("fold", fn, name), fn, init, on_error=check_on_error(on_error)),
-                           parallelism)
+             name: str | None = None, on_error: str = "fail", emit: str = "updates") -> Stream:
+        """Per key, ``state = fn(state, record)`` from ``init()``. ``emit="updates"``: after each
+        batch, emits ``(key, state)`` for every key the batch changed; ``emit="final"``: emits
+        ``(key, state)`` once per key, at the end of the input."""
+        if emit not in ("updates", "final"):
+            raise ValueError(f'fold(emit=) is "updates" or "final", not {emit!r}')
+        return self._keyed(Step("fold", step_name("fold", fn, name), fn, init, on_error=check_on_error(on_error),
+                                emit=emit), parallelism)
 
     def reduce(self, fn: Callable[[Any, Any], Any], *, parallelism: int = 1, name: str | None = None,
-               on_error: str = "fail") -> Stream:
-        """Per key, ``fn(previous, record)`` with the first record as the start."""
+               on_error: str = "fail", emit: str = "updates") -> Stream:
+        """Per key, ``fn(previous, record)`` with the first record as the start (``emit``: as ``fold``'s)."""
         first = object()
         return self.fold(lambda: first, lambda acc, record: record if acc is first else fn(acc, record),
-                         parallelism=parallelism, name=name or step_name("reduce", fn, None), on_error=on_error)
+                         parallelism=parallelism, name=name or step_name("reduce", fn, None), on_error=on_error,
+                         emit=emit)
 
     def window(self, window: Window, init: Callable[[], Any], fn: Callable[[Any, Any], Any], *,
                lateness_s: float = 0.0, merge: Callable[[Any, Any], Any] | None = None, parallelism: int = 1,

@@ -60,6 +60,7 @@ class StageLogic:
     upstreams: int = 1  # the instances that send to this one (the driver or the source counts as one)
     source: bool = False  # the flow's first stage: it reads records, and makes the watermark
     folds: dict[Any, Any] = field(default_factory=dict)  # key -> state (a fold step)
+    fold_times: dict[Any, int] = field(default_factory=dict)  # key -> newest record time (a final-only fold)
     windows: dict[tuple[int, Any], Any] = field(default_factory=dict)  # (window start in µs, key) -> state
     sessions: dict[Any, list[list[Any]]] = field(default_factory=dict)  # key -> [start, last, state], by start
     dead_letters: list[DeadLetter] = field(default_factory=list)
@@ -131,7 +132,12 @@ class StageLogic:
         return self._stateless(*self._closed(windowed, self.progress.mark - to_us(windowed.lateness_s)), 1)
 
     def finish(self) -> Out:
-        """The end of the input: every open window closes."""
+        """The end of the input: every open window closes, a final-only fold emits its keys."""
+        keyed = self.stage.keyed
+        if keyed is not None and keyed.kind == "fold" and keyed.emit == "final":
+            keys = sorted(self.folds, key=repr)
+            times = None if self.time is None else [self.fold_times[key] for key in keys]
+            return self._stateless([(key, self.folds[key]) for key in keys], times, 1)
         windowed = self.stage.windowed
         if windowed is None:
             return self._nothing()
@@ -184,6 +190,11 @@ class StageLogic:
             if ok:
                 self.folds[key] = state
                 changed[key] = max(changed.get(key, -math.inf), times[i]) if times is not None else 0
+        if step.emit == "final":  # (at the end of the input: finish)
+            if times is not None:
+                for key, t in changed.items():
+                    self.fold_times[key] = max(self.fold_times.get(key, t), t)
+            return self._nothing()
         return Out([(key, self.folds[key]) for key in changed], None if times is None else list(changed.values()))
 
     def _into_windows(self, step: Step, batch: list[Any], times: list[int] | None, now: float) -> None:

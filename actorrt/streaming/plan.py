@@ -157,6 +157,7 @@ class Step:
     on_error: OnError = "fail"
     lateness_s: float = 0.0  # event time: a window closes this long after the watermark passes its end
     merge: Callable[[Any, Any], Any] | None = None  # joins two sessions' states that a record bridges
+    emit: Literal["updates", "final"] = "updates"  # a fold: every update, or each key's state at the end
 
 
 @dataclass

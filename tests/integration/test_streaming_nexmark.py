@@ -54,3 +54,24 @@ def test_a_nexmark_query_survives_a_kill_with_the_oracles_answer(name, cluster_w
     answer = _answer(name, result.outputs)
     assert answer == ORACLES[name]()
     assert answer  # (each query has results on this input)
+
+
+def _count(n: int, bid: Bid) -> int:
+    return n + 1
+
+
+def test_a_fold_that_emits_only_its_final_states_gives_one_per_key_after_a_kill(cluster_with, tmp_path):
+    """Bids per auction, each auction's count once (not every update), at the end of the input."""
+    with cluster_with(num_nodes=2, store_shards=1):
+        flow = Dataflow("bids-per-auction", batch_size=200)
+        (flow.source(EVENTS, parallelism=2)
+         .filter(queries.is_bid)
+         .map(KillNodeAt(6000, tmp_path / "killed"), parallelism=2)
+         .key_by(lambda bid: bid.auction)
+         .fold(lambda: 0, _count, parallelism=3, emit="final")
+         .collect())
+        result = flow.run(timeout=300)
+    assert (tmp_path / "killed").exists()
+    assert sorted(result.outputs) == sorted(collections.Counter(b.auction for b in BIDS).items())
+    with pytest.raises(ValueError, match="emit"):
+        Dataflow("x").source([]).key_by(lambda r: r).fold(lambda: 0, _count, emit="sometimes")
