@@ -18,7 +18,7 @@ from actorrt.cluster.cli_common import (
 from actorrt.lineage import ids
 from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2, node_pb2
-from actorrt.store.clients import without_password
+from actorrt.store.opening import without_password
 
 
 @click.command()

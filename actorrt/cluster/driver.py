@@ -31,7 +31,7 @@ from actorrt.net.auth import metadata
 from actorrt.net.server import channel, start_server
 from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2, node_pb2, node_pb2_grpc
-from actorrt.store.clients import without_password
+from actorrt.store.opening import without_password
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -17,7 +17,7 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from grpc import aio
 
@@ -40,7 +40,7 @@ from actorrt.net.server import InvalidRequestError, start_server
 from actorrt.net.tls import TlsFiles
 from actorrt.objects.host import host_identity
 from actorrt.rpc import head_pb2
-from actorrt.store.clients import follow_view
+from actorrt.store.opening import follow_view
 from actorrt.util import children
 from actorrt.util.background import BackgroundTasks
 from actorrt.util.children import Child
@@ -111,7 +111,7 @@ class Head:
         if self.options.store_url:  # the active head from now on: nodes and drivers find it by the lease
             self._leader = leadership.LeaderLease(self.state.store, self.address, self.state.incarnation)
             if not await self._leader.take():
-                self._superseded("another head has taken over the cluster")
+                leadership.step_down(SUPERSEDED_EXIT, "another head has taken over the cluster")
             self._background.spawn(self._leader.run(lambda: self._stopping))
         self.processes = NodeProcesses(self.address, self.options.host, self.token, self.tls, self.session_dir,
                                        self._background.spawn)
@@ -172,12 +172,7 @@ class Head:
             try:
                 await self.state.save_view(view)
             except SupersededError as exc:
-                self._superseded(str(exc))
-
-    @staticmethod
-    def _superseded(why: str) -> NoReturn:
-        log.critical("%s; exiting", why)
-        os._exit(SUPERSEDED_EXIT)
+                leadership.step_down(SUPERSEDED_EXIT, str(exc))
 
     def _check_leadership(self) -> None:
         if self._leader is not None and not self._stopping:
@@ -417,7 +412,6 @@ class Head:
 
     def member_lost(self, slot: int, epoch: int) -> None:
         """A node's heartbeat stream closed: it failed, or is failing."""
-        self._check_leadership()
         self._background.spawn(self.node_failed(slot, epoch, "heartbeat stream closed"))
 
     def kill(self, slot: int) -> int:

@@ -23,7 +23,7 @@ from actorrt.lineage.options import (
     FaultToleranceMode,
     FaultToleranceOptions,
 )
-from actorrt.store.clients import STORE_URL_ENV, parse_store_url
+from actorrt.store.opening import STORE_URL_ENV, parse_store_url
 
 # A node that sends no heartbeat for this long is declared dead. Crashes and kills are seen at
 # once (process exit, stream close); this bound is for a node that hangs or is cut off. It is

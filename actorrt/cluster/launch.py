@@ -18,7 +18,7 @@ from actorrt.cluster.head_options import HeadOptions
 from actorrt.cluster.session import TOKEN_ENV, Session
 from actorrt.exceptions import ClusterError
 from actorrt.net.tls import TlsFiles
-from actorrt.store.clients import STORE_URL_ENV
+from actorrt.store.opening import STORE_URL_ENV
 from actorrt.util.processes import process_alive
 
 HEAD_START_TIMEOUT_S = 60.0

@@ -25,7 +25,8 @@ from typing import NoReturn
 from actorrt.cluster.supervisor import SUPERSEDED_EXIT
 from actorrt.exceptions import ClusterError
 from actorrt.rpc import head_pb2
-from actorrt.store.clients import Store, script_call, store_of_view
+from actorrt.store.clients import Store, script_call
+from actorrt.store.opening import store_of_view
 from actorrt.store.tls import StoreTls
 
 log = logging.getLogger("actorrt.head")
@@ -116,11 +117,11 @@ class LeaderLease:
 
     async def take(self) -> bool:
         """Set the lease; False if a later head has started, or the cluster was stopped."""
-        return await self._renew() == 1
+        return await self._renew(STEP_DOWN_S) == 1
 
-    async def _renew(self) -> int:
+    async def _renew(self, timeout: float) -> int:
         sent = time.monotonic()
-        async with asyncio.timeout(max(self._renewed + STEP_DOWN_S - sent, RENEW_TIMEOUT_S)):
+        async with asyncio.timeout(timeout):
             held = await _hold(self._store, self._address, self._incarnation)
         if held == 1:
             self._renewed = sent
@@ -131,14 +132,14 @@ class LeaderLease:
         have run out (it was paused, or cut off from the store), rather than act beside a standby
         that took over. Its supervisor restarts it, and it takes the cluster back only if none did."""
         if not self.valid():
-            _exit(1, f"the head's lease in the store was not renewed for {STEP_DOWN_S:g} s")
+            step_down(1, f"the head's lease in the store was not renewed for {STEP_DOWN_S:g} s")
 
     async def run(self, stopping: Callable[[], bool]) -> None:
         """Keep the lease while the head runs; exit the process once it cannot."""
         outcome = await self.keep(stopping)
         if outcome is not None:
             superseded, why = outcome
-            _exit(SUPERSEDED_EXIT if superseded else 1, why)
+            step_down(SUPERSEDED_EXIT if superseded else 1, why)
 
     async def keep(self, stopping: Callable[[], bool]) -> tuple[bool, str] | None:
         """Renew the lease until this head cannot: returns whether a later head started, and why
@@ -147,8 +148,8 @@ class LeaderLease:
             await asyncio.sleep(LEADER_LEASE_S / 5)
             if stopping():
                 return None
-            try:
-                held = await self._renew()
+            try:  # bounded by what is left of the lease as this head counts it
+                held = await self._renew(max(self._renewed + STEP_DOWN_S - time.monotonic(), RENEW_TIMEOUT_S))
             except (ClusterError, TimeoutError) as exc:
                 if not self.valid():
                     return False, f"could not renew the head's lease for {STEP_DOWN_S:g} s ({exc or 'no answer'})"
@@ -159,7 +160,9 @@ class LeaderLease:
                 return None  # stopped on purpose: this head is stopping too
 
 
-def _exit(code: int, why: str) -> NoReturn:
+def step_down(code: int, why: str) -> NoReturn:
+    """Exit the head's process at once, acting no further (``SUPERSEDED_EXIT``: its supervisor
+    does not restart it)."""
     log.critical("%s; exiting", why)
     os._exit(code)
 

@@ -32,7 +32,7 @@ from actorrt.lineage import ids
 from actorrt.net.server import start_server
 from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2, node_pb2
-from actorrt.store.clients import follow_view, store_of_view
+from actorrt.store.opening import follow_view, store_of_view
 from actorrt.util.background import BackgroundTasks
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,8 @@ from actorrt.cluster.head_state import HeadState, Restored, SupersededError
 from actorrt.cluster.store_shards import StoreShards
 from actorrt.exceptions import ClusterError
 from actorrt.rpc import head_pb2
-from actorrt.store.clients import ShardedStore, open_store, until_reachable
+from actorrt.store.clients import ShardedStore, until_reachable
+from actorrt.store.opening import open_store
 
 log = logging.getLogger("actorrt.head")
 

@@ -53,8 +53,8 @@ from actorrt.objects.store import ObjectStore
 from actorrt.objects.traffic import SharedTraffic
 from actorrt.rpc import checkpoint_pb2, head_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store.clients import follow_view, store_of_view
 from actorrt.store.lineage_store import LineageStore
+from actorrt.store.opening import follow_view, store_of_view
 from actorrt.util.background import BackgroundTasks
 from actorrt.util.lease import Lease
 

@@ -21,10 +21,8 @@ import contextlib
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
 from itertools import zip_longest
 from typing import TypeVar
-from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
@@ -34,7 +32,6 @@ from redis.crc import key_slot
 from redis.exceptions import RedisClusterException, ResponseError
 
 from actorrt.exceptions import ClusterError, StaleIncarnationError
-from actorrt.rpc import head_pb2
 from actorrt.store.script_connection import ScriptConnection, sync_key
 from actorrt.store.tls import StoreTls
 
@@ -43,11 +40,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Client = aioredis.Redis | RedisCluster
 ShardFn = Callable[[Client, list[bytes]], Awaitable[T]]
-
-CLUSTER_SCHEME = "redis+cluster"
-SCHEMES = ("redis", "rediss", CLUSTER_SCHEME, "rediss+cluster")  # rediss: over TLS
-STORE_URL_ENV = "ACTORRT_STORE_URL"  # how a store URL reaches the head: it may hold a password
-
 
 class StoreAuthError(ClusterError):
     """The store refused this process's user or password: waiting does not change that."""
@@ -105,8 +97,9 @@ def _round_robin(by_place: dict) -> list[int]:
     return [i for round_ in rounds for i in round_ if i is not None]
 
 
-# Written after a durable group's writes, in their slot, so that waiting for its replicas covers them.
-_SYNC = "return redis.call('INCR', KEYS[1])"
+# Called after a durable group's writes, in their slot: with replicas, every script call writes
+# there and waits for them (script_connection.py), which covers the group's writes before it.
+_SYNC = "return 0"
 
 
 class _Store:
@@ -346,67 +339,3 @@ class ClusterStore(_Store):
 
 
 Store = ShardedStore | ClusterStore
-
-
-@dataclass(frozen=True)
-class StoreURL:
-    cluster: bool  # a Redis Cluster (else independent shards)
-    tls: bool
-    addresses: list[str]
-    username: str | None  # a Redis ACL user; None: the default user
-    password: str | None
-
-
-def parse_store_url(url: str) -> StoreURL:
-    """``redis://[[user]:password@]host:port[,host:port...]`` (independent shards, client-side
-    sharding) or ``redis+cluster://[[user]:password@]host:port[,...]`` (a Redis Cluster; any nodes
-    as seeds); ``rediss://`` and ``rediss+cluster://`` reach them over TLS. A user is a Redis ACL
-    user (it needs the ``@scripting``, ``@hash``, ``@set``, ``@string``, ``@keyspace`` and
-    ``@connection`` commands on every key).
-
-    Raises ValueError naming what is wrong.
-    """
-    parts = urlsplit(url)
-    if parts.scheme not in SCHEMES:
-        raise ValueError(f"store URL {url!r}: the scheme must be one of {', '.join(s + '://' for s in SCHEMES)}")
-    hosts = parts.netloc.rpartition("@")[2]
-    addresses = [a.strip() for a in hosts.split(",") if a.strip()]
-    for address in addresses:
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"store URL {url!r}: {address!r} is not host:port")
-    if not addresses:
-        raise ValueError(f"store URL {url!r} names no host:port")
-    return StoreURL(parts.scheme.endswith("+cluster"), parts.scheme.startswith("rediss"), addresses,
-                    parts.username or None, parts.password)
-
-
-def without_password(url: str) -> str:
-    parts = urlsplit(url)
-    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
-
-
-def open_store(url: str, tls: StoreTls | None = None, replicas: int = 0) -> Store:
-    """The store at ``url``; over TLS if it says ``rediss``, checked against ``tls``'s CA and
-    presenting its certificate (None: the system's CAs, no certificate); writes return once
-    ``replicas`` replicas of their shard hold them."""
-    parsed = parse_store_url(url)
-    cls = ClusterStore if parsed.cluster else ShardedStore
-    return cls(parsed.addresses, parsed.password, username=parsed.username,
-               tls=(tls or StoreTls()) if parsed.tls else None, replicas=replicas)
-
-
-def store_of_view(view: head_pb2.ClusterView, tls: StoreTls | None) -> Store:
-    """The store a cluster's view names: its external store, else the head's shards (over TLS
-    when they serve it); ``tls``: this process's certificate and the cluster's CA, if any. Views
-    that move a shard to its replica reach it through ``follow_view``."""
-    if view.store_url:
-        return open_store(view.store_url, tls, view.store_replicas)
-    return ShardedStore([s.address for s in view.store_shards], view.store_password,
-                        tls=tls if view.store_tls else None, replicas=view.store_replicas)
-
-
-def follow_view(store: Store, view: head_pb2.ClusterView) -> None:
-    """``store`` (made by ``store_of_view``) on the shards ``view`` names now."""
-    if isinstance(store, ShardedStore) and not view.store_url:
-        store.follow([s.address for s in view.store_shards])

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import actorrt
 from actorrt.core import context
-from actorrt.store.clients import store_of_view
 from actorrt.store.lineage_store import LineageStore
+from actorrt.store.opening import store_of_view
 from tests.support.waiting import eventually
 
 

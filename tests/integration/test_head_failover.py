@@ -25,7 +25,7 @@ from actorrt.cluster import head_client
 from actorrt.cluster.head_state import HeadState
 from actorrt.core import context
 from actorrt.rpc import head_pb2
-from actorrt.store.clients import store_of_view
+from actorrt.store.opening import store_of_view
 from actorrt.streaming import Dataflow
 from actorrt.testing import Counter, Relay, children_of, cluster_session, head_down, wait_for_new_head
 from actorrt.util.processes import process_alive

@@ -20,7 +20,7 @@ import actorrt
 from actorrt.cluster import leadership, session
 from actorrt.exceptions import ClusterError
 from actorrt.objects.host import HOST_ID_ENV
-from actorrt.store.clients import open_store
+from actorrt.store.opening import open_store
 from actorrt.testing import Counter, children_of
 from actorrt.util.processes import process_alive
 

@@ -11,8 +11,9 @@ import actorrt
 from actorrt.core import context
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store.clients import ClusterStore, open_store
+from actorrt.store.clients import ClusterStore
 from actorrt.store.lineage_store import LineageStore
+from actorrt.store.opening import open_store
 from tests.support.redis_cluster import RedisCluster
 
 

@@ -24,8 +24,9 @@ from actorrt.cluster import session
 from actorrt.exceptions import ClusterError
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store.clients import ShardedStore, open_store
+from actorrt.store.clients import ShardedStore
 from actorrt.store.lineage_store import LineageStore
+from actorrt.store.opening import open_store
 from actorrt.store.redis_server import RedisShard
 from actorrt.testing import Counter, cluster_session, head_down
 from tests.support.redis_cluster import RedisCluster

@@ -13,8 +13,8 @@ import actorrt
 from actorrt.core import context
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store.clients import store_of_view
 from actorrt.store.lineage_store import LineageStore
+from actorrt.store.opening import store_of_view
 from tests.support.waiting import eventually
 
 

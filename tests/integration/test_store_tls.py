@@ -17,8 +17,9 @@ from actorrt.exceptions import ClusterError
 from actorrt.lineage import ids
 from actorrt.net.tls import TlsFiles
 from actorrt.rpc import common_pb2 as pb
-from actorrt.store.clients import ShardedStore, open_store
+from actorrt.store.clients import ShardedStore
 from actorrt.store.lineage_store import LineageStore
+from actorrt.store.opening import open_store
 from actorrt.store.redis_server import REDIS_SERVER_ENV, RedisShard
 from actorrt.store.tls import StoreTls
 from actorrt.testing import Counter

@@ -13,7 +13,7 @@ from pathlib import Path
 import redis.asyncio as aioredis
 
 from actorrt.exceptions import ClusterError
-from actorrt.store.clients import CLUSTER_SCHEME
+from actorrt.store.opening import CLUSTER_SCHEME
 from actorrt.store.redis_server import RedisShard
 from actorrt.store.tls import StoreTls
 
