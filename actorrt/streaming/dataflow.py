@@ -16,27 +16,36 @@ query's micro-batches) is built with ``source(Fed())`` and run in steps: ``runni
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 import actorrt
 from actorrt.handles import ActorHandle
 from actorrt.streaming.connectors import Sink, Source
+from actorrt.streaming.joins import window_join_add, window_join_init, window_join_merge
 from actorrt.streaming.operator import Monitor, Operator
 from actorrt.streaming.plan import (
     EventTime,
+    Fed,
+    Input,
     Plan,
+    Port,
     Session,
-    Sliding,
     Stage,
     Step,
-    Tumbling,
     Window,
     check_lateness,
     check_on_error,
     check_parallelism,
+    check_ttl,
+    check_window,
+    pulled,
     step_name,
 )
+from actorrt.streaming.process import KeyedProcess
 from actorrt.streaming.running import RunningFlow, RunResult, Watch
 from actorrt.util import pickling
 
@@ -46,19 +55,20 @@ _monitor = actorrt.remote(Monitor)
 DEFAULT_CHECKPOINT_EVERY = 1000
 
 
-class Fed:
-    """The source of a flow its driver feeds: ``flow.source(Fed())``, then ``flow.start()`` and
-    ``RunningFlow.feed(records)`` as records come (``bridge.SPARK`` is one, for ``bridge.stream``)."""
+Origin = tuple[int, int | None]  # (stage, step): a stream is the records of that step (None: the stage's input)
 
 
 class Stream:
-    """The records one step of a dataflow makes; each method adds a step and returns its stream."""
+    """The records of one step of a dataflow (or of several, after ``union``); each method adds a
+    step that takes them and returns its stream."""
 
-    def __init__(self, flow: Dataflow) -> None:
+    def __init__(self, flow: Dataflow, origins: list[Origin]) -> None:
         self._flow = flow
+        self._origins = origins
 
-    # Stateless steps run in the stage before them; with ``parallelism`` they start a stage of their
-    # own (records reach it in turn). ``on_error``: "fail" (the run stops with the record) or
+    # Stateless steps run in the stage of the records they take (one step's records may go to
+    # several: each branch runs there); with ``parallelism`` they start a stage of their own
+    # (records reach it in turn). ``on_error``: "fail" (the run stops with the record) or
     # "dead_letter" (the record is put aside in ``RunResult.dead_letters`` and the run goes on).
 
     def map(self, fn: Callable[[Any], Any], *, parallelism: int | None = None, name: str | None = None,
@@ -79,54 +89,110 @@ class Stream:
         """The records for which ``fn(record)`` is true."""
         return self._stateless("filter", fn, name, on_error, parallelism)
 
+    def route(self, fn: Callable[[Any], Iterable[tuple[str, Any]]], outputs: Iterable[str], *,
+              parallelism: int | None = None, name: str | None = None, on_error: str = "fail") -> dict[str, Stream]:
+        """Side outputs: ``fn(record)`` gives ``(output, record)`` pairs, each record to the named
+        output (none, one or several per record); returns each output's stream, by name. A name
+        not among ``outputs`` fails the record (or puts it aside, with ``on_error="dead_letter"``)."""
+        names = tuple(outputs) if not isinstance(outputs, str) else (outputs,)
+        if not names or not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+            raise ValueError(f"route() takes distinct output names (non-empty strings), not {outputs!r}")
+        if not callable(fn):
+            raise TypeError(f"route() takes a function, not {fn!r}")
+        routed = self._stateless("route", lambda record: list(fn(record)), name or step_name("route", fn, None),
+                                 on_error, parallelism, outputs=names)
+        return {n: routed._then(Step("select", f"select({n})", n)) for n in names}
+
+    def union(self, *others: Stream) -> Stream:
+        """The records of this stream and of ``others``, as one stream (a keyed step after it
+        takes them all; each keeps its own watermark, and the slowest holds the others back)."""
+        for other in others:
+            if not isinstance(other, Stream) or other._flow is not self._flow:
+                raise ValueError(f"union() takes streams of the same dataflow, not {other!r}")
+        origins = list(self._origins)
+        for other in others:
+            origins += [o for o in other._origins if o not in origins]
+        return Stream(self._flow, origins)
+
     def key_by(self, key: Callable[[Any], Any]) -> KeyedStream:
         """Records by ``key(record)``: the next step keeps state per key, on the instance that owns it."""
-        return KeyedStream(self._flow, key)
+        return KeyedStream(self._flow, self._origins, key)
 
-    def collect(self) -> None:
-        """Keep what this stream emits: ``run()`` returns it in ``RunResult.outputs``."""
-        self._flow._collected = True
+    def collect(self, name: str = "outputs") -> None:
+        """Keep what this stream emits: ``run()`` returns it in ``RunResult.outputs`` (or, under
+        another ``name``, in ``RunResult.collected[name]``)."""
+        for port in self._ports():
+            if port.collect not in (None, name):
+                raise ValueError(f"this stream is collected as {port.collect!r} already")
+            port.collect = name
 
     def sink(self, sink: Sink) -> None:
         """Write what this stream emits to ``sink`` (e.g. ``RedisStreamSink``), exactly once."""
         if not callable(getattr(sink, "write", None)):
             raise TypeError(f"sink() takes a sink with a write(writer, number, records) method, not {sink!r}")
-        self._flow._plan.sink = sink
+        for port in self._ports():
+            if port.sink is not None:
+                raise ValueError("this stream has a sink already: one sink per stream")
+            port.sink = sink
+
+    def _ports(self) -> list[Port]:
+        stages = self._flow._plan.stages
+        return [stages[s].ports[stages[s].port(step)] for s, step in self._origins]
+
+    def _inputs(self, key: Callable[[Any], Any] | None, side: int = 0) -> list[Input]:
+        stages = self._flow._plan.stages
+        return [Input(s, stages[s].port(step), key, side) for s, step in self._origins]
 
     def _stateless(self, kind: str, fn: Callable[..., Any], name: str | None, on_error: str,
-                   parallelism: int | None) -> Stream:
+                   parallelism: int | None, **more: Any) -> Stream:
         if not callable(fn):
             raise TypeError(f"{kind}() takes a function, not {fn!r}")
-        if parallelism is not None:
-            self._flow._new_stage(check_parallelism(parallelism), None)
-        self._flow._stage().steps.append(Step(kind, step_name(kind, fn, name), fn, on_error=check_on_error(on_error)))
-        return self
+        step = Step(kind, step_name(kind, fn, name), fn, on_error=check_on_error(on_error), **more)
+        if parallelism is None:
+            return self._then(step)
+        stage = self._flow._new_stage(check_parallelism(parallelism), self._inputs(None))
+        stage.steps.append(step)
+        return Stream(self._flow, [(len(self._flow._plan.stages) - 1, 0)])
+
+    def _then(self, step: Step) -> Stream:
+        """``step`` on this stream's records, in the stage (each stage, after a union) they are in."""
+        origins = []
+        for s, after in self._origins:
+            steps = self._flow._plan.stages[s].steps
+            steps.append(replace(step, after=after))
+            origins.append((s, len(steps) - 1))
+        return Stream(self._flow, origins)
 
 
 class KeyedStream:
-    def __init__(self, flow: Dataflow, key: Callable[[Any], Any]) -> None:
+    def __init__(self, flow: Dataflow, origins: list[Origin], key: Callable[[Any], Any]) -> None:
         if not callable(key):
             raise TypeError(f"key_by() takes a function of a record, not {key!r}")
         self._flow = flow
+        self._origins = origins
         self._key = key
 
     def fold(self, init: Callable[[], Any], fn: Callable[[Any, Any], Any], *, parallelism: int = 1,
-             name: str | None = None, on_error: str = "fail", emit: str = "updates") -> Stream:
+             name: str | None = None, on_error: str = "fail", emit: str = "updates",
+             ttl_s: float | None = None) -> Stream:
         """Per key, ``state = fn(state, record)`` from ``init()``. ``emit="updates"``: after each
         batch, emits ``(key, state)`` for every key the batch changed; ``emit="final"``: emits
-        ``(key, state)`` once per key, at the end of the input."""
+        ``(key, state)`` once per key, at the end of the input. ``ttl_s``: a key not updated for
+        that long (in the flow's time: event time or the clock) is forgotten (starts again from
+        ``init()``)."""
         if emit not in ("updates", "final"):
             raise ValueError(f'fold(emit=) is "updates" or "final", not {emit!r}')
         return self._keyed(Step("fold", step_name("fold", fn, name), fn, init, on_error=check_on_error(on_error),
-                                emit=emit), parallelism)
+                                emit=emit, ttl_s=check_ttl(ttl_s)), parallelism)
 
     def reduce(self, fn: Callable[[Any, Any], Any], *, parallelism: int = 1, name: str | None = None,
-               on_error: str = "fail", emit: str = "updates") -> Stream:
-        """Per key, ``fn(previous, record)`` with the first record as the start (``emit``: as ``fold``'s)."""
+               on_error: str = "fail", emit: str = "updates", ttl_s: float | None = None) -> Stream:
+        """Per key, ``fn(previous, record)`` with the first record as the start (``emit``,
+        ``ttl_s``: as ``fold``'s)."""
         first = object()
         return self.fold(lambda: first, lambda acc, record: record if acc is first else fn(acc, record),
                          parallelism=parallelism, name=name or step_name("reduce", fn, None), on_error=on_error,
-                         emit=emit)
+                         emit=emit, ttl_s=ttl_s)
 
     def window(self, window: Window, init: Callable[[], Any], fn: Callable[[Any, Any], Any], *,
                lateness_s: float = 0.0, merge: Callable[[Any, Any], Any] | None = None, parallelism: int = 1,
@@ -134,7 +200,7 @@ class KeyedStream:
         """Per key and window, ``state = fn(state, record)`` from ``init()``; when a window ends
         (on time, records or not) emits ``(key, start, end, state)``.
 
-        Windows are in event time if the flow's source has one (``source(..., time=EventTime(...))``):
+        Windows are in event time if the flow's sources have one (``source(..., time=EventTime(...))``):
         a window ends when the watermark passes its end plus ``lateness_s``, and a record for a
         window that ended is late (``RunResult.late``). Otherwise they are in processing time: a
         record belongs to the windows of the time its batch reached the operator.
@@ -146,8 +212,7 @@ class KeyedStream:
             merge: joins the states of two sessions that an out-of-order record bridges (session
                 windows in event time need it).
         """
-        if not isinstance(window, (Tumbling, Sliding, Session)):
-            raise TypeError(f"window() takes Tumbling, Sliding or Session, not {window!r}")
+        check_window(window)
         event_time = self._flow._plan.time is not None
         check_lateness(lateness_s, event_time)
         if isinstance(window, Session) and event_time and merge is None:
@@ -156,19 +221,95 @@ class KeyedStream:
                     merge)
         return self._keyed(step, parallelism)
 
-    def _keyed(self, step: Step, parallelism: int) -> Stream:
-        stage = self._flow._new_stage(check_parallelism(parallelism), self._key)
+    def process(self, fn: KeyedProcess, *, parallelism: int = 1, name: str | None = None, on_error: str = "fail",
+                ttl_s: float | None = None) -> Stream:
+        """Per record, ``fn.on_record(ctx, record)`` with the record's key, state and timers in
+        ``ctx`` (``KeyedProcess``); emits what it returns. ``ttl_s``: a key whose state was not
+        written for that long (in the flow's time) is forgotten, its timers kept."""
+        return self._keyed(_process_step(fn, name, on_error, ttl_s), parallelism)
+
+    def connect(self, other: KeyedStream) -> ConnectedStreams:
+        """This stream (left) and ``other`` (right) into one keyed step with shared state per key:
+        records of both with equal keys reach the same instance and state."""
+        if not isinstance(other, KeyedStream) or other._flow is not self._flow:
+            raise ValueError(f"connect() takes a keyed stream of the same dataflow (key_by), not {other!r}")
+        return ConnectedStreams(self, other)
+
+    def _keyed(self, step: Step, parallelism: int, other: KeyedStream | None = None) -> Stream:
+        inputs = Stream(self._flow, self._origins)._inputs(self._key)
+        if other is not None:
+            inputs += Stream(self._flow, other._origins)._inputs(other._key, side=1)
+        stage = self._flow._new_stage(check_parallelism(parallelism), inputs)
         stage.steps.append(step)
-        return Stream(self._flow)
+        return Stream(self._flow, [(len(self._flow._plan.stages) - 1, 0)])
+
+
+class ConnectedStreams:
+    """Two keyed streams into one step (``KeyedStream.connect``): the left one's records and the
+    right one's, with their keys' shared state. Their watermark is the slower of the two."""
+
+    def __init__(self, left: KeyedStream, right: KeyedStream) -> None:
+        self._left, self._right = left, right
+
+    def process(self, fn: KeyedProcess, *, parallelism: int = 1, name: str | None = None, on_error: str = "fail",
+                ttl_s: float | None = None) -> Stream:
+        """Per record, ``fn.on_left(ctx, record)`` or ``fn.on_right(ctx, record)`` (``KeyedProcess``),
+        with the key's state and timers in ``ctx``; emits what they return (``ttl_s``: as
+        ``KeyedStream.process``'s)."""
+        return self._left._keyed(_process_step(fn, name, on_error, ttl_s), parallelism, self._right)
+
+    def window_join(self, window: Window, *, lateness_s: float = 0.0, parallelism: int = 1,
+                    name: str = "window_join") -> Stream:
+        """Per key and window: when the window ends, ``(key, left, right)`` for every pair of a
+        left and a right record in it (windows as ``KeyedStream.window``'s). Its state is the
+        open windows' records."""
+        return self._window(window, lateness_s, parallelism, name, "pairs")
+
+    def _window(self, window: Window, lateness_s: float, parallelism: int, name: str, emit: str) -> Stream:
+        check_window(window)
+        check_lateness(lateness_s, self._left._flow._plan.time is not None)
+        step = Step("window_join", name, window_join_add, window_join_init, window, lateness_s=lateness_s,
+                    merge=window_join_merge, emit=emit)
+        return self._left._keyed(step, parallelism, self._right)
+
+    def window_cogroup(self, window: Window, *, lateness_s: float = 0.0, parallelism: int = 1,
+                       name: str = "window_cogroup") -> Stream:
+        """Per key and window: when the window ends, ``(key, start, end, lefts, rights)``, both
+        sides' records in it (either list may be empty): Flink's ``coGroup``, for what pairs
+        cannot say (an outer join, a side with no match, one result per window)."""
+        return self._window(window, lateness_s, parallelism, name, "groups")
+
+    def interval_join(self, before_s: float, after_s: float, *, parallelism: int = 1,
+                      name: str = "interval_join") -> Stream:
+        """``(key, left, right)`` for each right record at a time in ``[t - before_s, t + after_s]``
+        of a left record's ``t``, as soon as the second of the two arrives; the pair's time is the
+        later one's. Event time only: records are kept until the watermark passes the last time
+        a record to come could match them. Records behind the watermark are late."""
+        if self._left._flow._plan.time is None:
+            raise ValueError("interval_join() is in event time: give the flow's sources time=EventTime(...)")
+        for what, bound in (("before_s", before_s), ("after_s", after_s)):
+            if isinstance(bound, bool) or not isinstance(bound, numbers.Real) or not math.isfinite(bound):
+                raise ValueError(f"interval_join({what}=) is a number of seconds, not {bound!r}")
+        if before_s + after_s < 0:
+            raise ValueError(f"interval_join() of an empty interval: [t - {before_s}, t + {after_s}]")
+        step = Step("interval_join", name, None, between=(before_s, after_s))
+        return self._left._keyed(step, parallelism, self._right)
+
+
+def _process_step(fn: Any, name: str | None, on_error: str, ttl_s: float | None) -> Step:
+    if not isinstance(fn, KeyedProcess):
+        raise TypeError(f"process() takes a KeyedProcess (on_record, on_left/on_right, on_timer), not {fn!r}")
+    return Step("process", name or f"process({type(fn).__qualname__})", fn, on_error=check_on_error(on_error),
+                ttl_s=check_ttl(ttl_s))
 
 
 class Dataflow:
-    """A dataflow: a source, then stages of operators. Build it, then ``run()`` it, or ``start()``
+    """A dataflow: sources, then stages of operators. Build it, then ``run()`` it, or ``start()``
     it if it is fed (on the cluster of ``actorrt.init()``)."""
 
     def __init__(self, name: str, *, batch_size: int = 100, max_in_flight: int = 8,
                  checkpoint_every: int | None = DEFAULT_CHECKPOINT_EVERY) -> None:
-        """``batch_size``: records per batch from the source; ``max_in_flight``: batches a producer
+        """``batch_size``: records per batch from a source; ``max_in_flight``: batches a producer
         may have unprocessed at each consumer; ``checkpoint_every``: each operator checkpoints after
         that many of its tasks (None: only when asked), which bounds what a failure replays."""
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -177,40 +318,39 @@ class Dataflow:
             raise ValueError(f"max_in_flight must be an int >= 1, not {max_in_flight!r}")
         self._plan = Plan(name, batch_size=batch_size, max_in_flight=max_in_flight)
         self._checkpoint_every = checkpoint_every
-        self._collected = False
-        self._fed = False  # source(Fed()): the records come through RunningFlow.feed
         # The actors of the run under way: every stage's instances and the flow's monitor (what a
         # global checkpoint of the flow takes, with ``ft="checkpoint"``).
         self.actors: list[ActorHandle] = []
 
     def source(self, records: Iterable[Any] | Source | Fed, *, parallelism: int = 1,
-               time: EventTime | None = None) -> Stream:
+               time: EventTime | None = None, name: str | None = None) -> Stream:
         """Records from ``records``: any iterable, read by the driver that runs the flow (each
         batch it sends is logged); a pulled ``Source`` (``RedisStreamSource``, ``ListSource``),
-        read by the first operator, whose lineage keeps the offsets it read; or ``Fed()``, records
+        read by its operator, whose lineage keeps the offsets it read; or ``Fed()``, records
         the driver passes to ``RunningFlow.feed`` as they come (``start()`` runs such a flow).
+        A flow may have several sources: each is read on its own, with its own watermark.
 
         Args:
             parallelism: instances that read the records (the driver's go to them in turn).
             time: ``EventTime(of, max_delay_s, idle_s)``: each record's time is ``of(record)``,
-                each instance makes a watermark of what it read, and windows are in event time.
-                None: windows are in processing time.
+                each instance makes a watermark of what it read, and windows are in event time
+                (every source of a flow has one, or none has).
+            name: what ``RunningFlow.feed(..., source=)`` calls it (a flow fed from several).
         """
-        if self._plan.source is not None or self._plan.pulled is not None or self._fed:
-            raise ValueError(f"dataflow {self._plan.name} has a source already")
         if time is not None and not isinstance(time, EventTime):
             raise TypeError(f"source(time=) takes EventTime(of, max_delay_s=..., idle_s=...), not {time!r}")
-        if callable(getattr(records, "next_range", None)):
-            if parallelism != 1:
-                raise ValueError("a pulled source is read by one operator: parallelism=1 (spread the work after it)")
-            self._plan.pulled = records
-        elif isinstance(records, Fed):
-            self._fed = True
-        else:
-            self._plan.source = records
-        self._plan.time = time
-        self._new_stage(check_parallelism(parallelism), None)
-        return Stream(self)
+        sources = [self._plan.stages[s] for s in self._plan.sources]
+        if sources and (time is None) != (self._plan.time is None):
+            raise ValueError("every source of a flow has an event time (time=EventTime(...)), or none has: "
+                             "windows and joins run on one kind of time")
+        name = name or f"source{len(sources)}"
+        if any(stage.source_name == name for stage in sources):
+            raise ValueError(f"dataflow {self._plan.name} has a source named {name!r} already")
+        if pulled(records) and parallelism != 1:
+            raise ValueError("a pulled source is read by one operator: parallelism=1 (spread the work after it)")
+        stage = self._new_stage(check_parallelism(parallelism), [])
+        stage.source, stage.time, stage.source_name = records, time, name
+        return Stream(self, [(len(self._plan.stages) - 1, None)])
 
     @property
     def plan(self) -> Plan:
@@ -219,26 +359,25 @@ class Dataflow:
 
     @property
     def fed(self) -> bool:
-        """Whether the flow's source is ``Fed()``: its records come through ``RunningFlow.feed``."""
-        return self._fed
+        """Whether a source of the flow is ``Fed()``: its records come through ``RunningFlow.feed``."""
+        return any(isinstance(self._plan.stages[s].source, Fed) for s in self._plan.sources)
 
     def run(self, *, timeout: float | None = None) -> RunResult:
-        """Run to the end of the source; returns what the last stage emitted (if collected)."""
-        if self._fed:
+        """Run to the end of the sources; returns what collected streams emitted."""
+        if self.fed:
             raise ValueError(f"dataflow {self._plan.name} is fed (source(Fed())): start() it, feed() it records, "
                              f"then finish() it (bridge.stream does, for a Spark streaming query)")
         running = self._start(timeout)
         try:
-            if self._plan.source is not None:
-                running.feed(self._plan.source)
+            running.feed_sources()
             return running.finish()
         except BaseException:
             running.cancel()  # the source's own error ends the run too (a flow's failure stopped it already)
             raise
 
     def start(self, *, timeout: float | None = None) -> RunningFlow:
-        """Deploy the operators of a flow built with ``source(Fed())`` (or a pulled source, which
-        its first operator starts reading now); returns the running flow, to ``feed`` and ``finish``.
+        """Deploy the operators of a flow built on ``source(Fed())`` (or on pulled sources, which
+        their operators start reading now); returns the running flow, to ``feed`` and ``finish``.
 
         Args:
             timeout: seconds the whole run may take, until ``finish()`` returns (None: no limit).
@@ -246,20 +385,28 @@ class Dataflow:
         Raises:
             ValueError: the flow has no source, or an iterable one (``run()`` reads that).
         """
-        if self._plan.source is not None:
+        if self._driver_read():
             raise ValueError(f"dataflow {self._plan.name} reads its source(iterable) with run(); build it with "
                              f"source(Fed()) to start() it and feed() it records as they come")
         return self._start(timeout)
 
+    def _driver_read(self) -> list[int]:
+        """The sources the driver reads (iterables)."""
+        return [s for s in self._plan.sources
+                if not isinstance(self._plan.stages[s].source, Fed) and not pulled(self._plan.stages[s].source)]
+
     def _start(self, timeout: float | None) -> RunningFlow:
         plan = self._plan
-        if plan.source is None and plan.pulled is None and not self._fed:
+        if not plan.sources:
             raise ValueError(f"dataflow {plan.name} has no source")
-        source, plan.source = plan.source, None  # the operators get the plan, not the driver's input
+        read = {s: plan.stages[s].source for s in self._driver_read()}
+        for s in read:  # the operators get the plan, not the driver's input
+            plan.stages[s].source = None
         try:
             blob = pickling.dumps(plan)
         finally:
-            plan.source = source
+            for s, records in read.items():
+                plan.stages[s].source = records
         monitor = _monitor.remote()
         stages = _deploy(plan, blob, monitor, self._checkpoint_every)
         self.actors = [op for ops in stages for op in ops] + [monitor]
@@ -267,27 +414,19 @@ class Dataflow:
         running._start_reading()
         return running
 
-    def _stage(self) -> Stage:
-        if not self._plan.stages:
-            raise ValueError("a dataflow starts with source()")
-        return self._plan.stages[-1]
-
-    def _new_stage(self, parallelism: int, key: Callable[[Any], Any] | None) -> Stage:
-        stage = Stage(parallelism, key)
+    def _new_stage(self, parallelism: int, inputs: list[Input]) -> Stage:
+        stage = Stage(parallelism, inputs)
         self._plan.stages.append(stage)
         return stage
 
 
 def _deploy(plan: Plan, blob: bytes, monitor: ActorHandle, checkpoint_every: int | None) -> list[list[ActorHandle]]:
     """Operator actors for every stage, the last first (each is given its consumers)."""
-    stages: list[list[ActorHandle]] = []
-    downstream: list[ActorHandle] = []
+    stages: list[list[ActorHandle] | None] = [None] * len(plan.stages)
     for s in range(len(plan.stages) - 1, -1, -1):
-        upstreams = plan.stages[s - 1].parallelism if s > 0 else 1
+        downstream = [[stages[c.stage] for c in consumers] for consumers in plan.consumers(s)]
         # With one sender an operator's order is its sender's: only where others cut in (its own
         # timers, the driver) is it recorded. Several senders interleave in arrival order.
-        options = _operator.options(nondeterministic=upstreams > 1, checkpoint_every=checkpoint_every)
-        ops = [options.remote(blob, s, i, downstream, upstreams, monitor) for i in range(plan.stages[s].parallelism)]
-        stages.insert(0, ops)
-        downstream = ops
+        options = _operator.options(nondeterministic=len(plan.channels(s)) > 1, checkpoint_every=checkpoint_every)
+        stages[s] = [options.remote(blob, s, i, downstream, monitor) for i in range(plan.stages[s].parallelism)]
     return stages

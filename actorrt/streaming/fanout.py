@@ -10,12 +10,13 @@ may end anywhere: ahead of session windows, every move of the watermark is passe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from actorrt.streaming.keys import partition
 from actorrt.streaming.logic import DeadLetter, Out, RecordError
-from actorrt.streaming.plan import Stage
+from actorrt.streaming.plan import Consumer, Plan, Step
 from actorrt.streaming.progress import DONE, UNKNOWN
 
 
@@ -42,10 +43,12 @@ class Advance:
 
 @dataclass
 class Fanout:
-    """An instance's consumers: the ``consumers`` instances of ``stage``; ``grid``: where windows
-    after this instance close, as (period, offset) in µs of its watermark (``Plan.window_grid``)."""
+    """An instance's consumers on one of its ports: the ``consumers`` instances of a stage that
+    takes records by ``key`` (None: in turn) into its ``keyed`` step; ``grid``: where windows after
+    this instance close, as (period, offset) in µs of its watermark (``Plan.window_grid``)."""
 
-    stage: Stage
+    key: Callable[[Any], Any] | None
+    keyed: Step | None
     consumers: int
     grid: list[tuple[int, int]]
     turn: int = 0  # round robin, where the next stage is not keyed
@@ -74,7 +77,7 @@ class Fanout:
     def _split(self, out: Out, dead_letters: list[DeadLetter]) -> list[Out]:
         records, times = out
         parts = [Out([], None if times is None else []) for _ in range(self.consumers)]
-        key, keyed = self.stage.key, self.stage.keyed
+        key, keyed = self.key, self.keyed
         for j, record in enumerate(records):
             if key is None:
                 i = self.turn % self.consumers
@@ -83,9 +86,9 @@ class Fanout:
                 try:
                     i = partition(key(record), self.consumers)
                 except Exception as exc:  # noqa: BLE001 - the user's key function, or a key no hash fits
-                    if keyed.on_error != "dead_letter":
-                        raise RecordError(f"operator {keyed.name}: the key of record {record!r}: "
-                                          f"{type(exc).__name__}: {exc}") from exc
+                    if keyed is None or keyed.on_error != "dead_letter":
+                        raise RecordError(f"operator {keyed.name if keyed else 'key_by'}: the key of record "
+                                          f"{record!r}: {type(exc).__name__}: {exc}") from exc
                     dead_letters.append(DeadLetter(keyed.name, record, f"{type(exc).__name__}: {exc}"))
                     continue
             parts[i].records.append(record)
@@ -104,3 +107,9 @@ class Fanout:
         if told == UNKNOWN or mark == DONE:
             return True
         return any((mark - offset) // period > (told - offset) // period for period, offset in self.grid)
+
+
+def fanout_to(plan: Plan, stage: int, consumer: Consumer) -> Fanout:
+    """The fanout of an instance of ``stage`` to the stage ``consumer`` names."""
+    into = plan.stages[consumer.stage]
+    return Fanout(consumer.input.key, into.keyed, into.parallelism, plan.window_grid(stage))

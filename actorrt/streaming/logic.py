@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from actorrt.exceptions import ActorRTError
-from actorrt.streaming.plan import EventTime, Session, Stage, Step, seconds, to_us
+from actorrt.streaming.joins import IntervalJoin, window_join_pairs
+from actorrt.streaming.plan import EventTime, Input, Plan, Session, Stage, Step, seconds, to_us
+from actorrt.streaming.process import Context
 from actorrt.streaming.progress import InputProgress, SourceProgress
+from actorrt.streaming.state import KeyedState
 
 
 class RecordError(ActorRTError):
@@ -53,23 +56,40 @@ class Out(NamedTuple):
 
 @dataclass
 class StageLogic:
-    """One instance of a stage: its keyed state, its windows, and, in event time, its watermark."""
+    """One instance of a stage: its keyed state, its windows, and, in event time, its watermark.
+    Each call returns what the stage emits on each of its ports (``Stage.ports``), in their order."""
 
     stage: Stage
-    time: EventTime | None = None  # the flow's event time (None: windows in processing time)
-    upstreams: int = 1  # the instances that send to this one (the driver or the source counts as one)
-    source: bool = False  # the flow's first stage: it reads records, and makes the watermark
-    folds: dict[Any, Any] = field(default_factory=dict)  # key -> state (a fold step)
+    time: EventTime | None = None  # a source's own event time; elsewhere the flow's (None: processing time)
+    channels: list[Input] = field(default_factory=list)  # the input each upstream channel belongs to
+    state: KeyedState = field(default_factory=KeyedState)  # key -> state (a fold, a process step)
     fold_times: dict[Any, int] = field(default_factory=dict)  # key -> newest record time (a final-only fold)
     windows: dict[tuple[int, Any], Any] = field(default_factory=dict)  # (window start in µs, key) -> state
     sessions: dict[Any, list[list[Any]]] = field(default_factory=dict)  # key -> [start, last, state], by start
+    joined: IntervalJoin | None = None  # an interval join's kept records
     dead_letters: list[DeadLetter] = field(default_factory=list)
     late: list[Any] = field(default_factory=list)  # records for windows that had closed
     progress: SourceProgress | InputProgress | None = None  # event time: the watermark
 
     def __post_init__(self) -> None:
+        step = self.stage.keyed
         if self.time is not None and self.progress is None:
-            self.progress = SourceProgress(self.time) if self.source else InputProgress(self.upstreams)
+            self.progress = SourceProgress(self.time) if self.stage.is_source else InputProgress(self.upstreams)
+        if step is not None and step.ttl_s is not None:
+            self.state.ttl_us = to_us(step.ttl_s)
+        if step is not None and step.kind == "interval_join" and self.joined is None:
+            self.joined = IntervalJoin(*(to_us(bound) for bound in step.between))
+
+    @classmethod
+    def of(cls, plan: Plan, stage: int) -> StageLogic:
+        """The logic of one instance of ``plan``'s stage ``stage``."""
+        own = plan.stages[stage]
+        return cls(own, own.time if own.is_source else plan.time, plan.channels(stage))
+
+    @property
+    def upstreams(self) -> int:
+        """The instances that send to this one (the driver or the source counts as one)."""
+        return len(self.channels) or 1
 
     @property
     def watermark_out(self) -> tuple[float, bool] | None:
@@ -82,66 +102,84 @@ class StageLogic:
         return self.progress.mark - (to_us(windowed.lateness_s) if windowed else 0), self.progress.idle
 
     def process(self, batch: list[Any], now: float, upstream: int = 0, times: list[int] | None = None,
-                mark: float | None = None, idle: bool = False) -> Out:
-        """What ``batch`` makes this stage emit: from upstream instance ``upstream``, arrived at
+                mark: float | None = None, idle: bool = False) -> list[Out]:
+        """What ``batch`` makes this stage emit: from upstream channel ``upstream``, arrived at
         ``now``, its records at ``times``, and the sender's watermark ``mark`` after them (and
         whether the sender is idle: a window stage whose inputs are all idle closes windows)."""
-        if self.source and self.time is not None:
+        if self.stage.is_source and self.time is not None:
             times = [self._time_of(record) for record in batch]
-        keyed = self.stage.keyed
-        if keyed is None:
-            out = self._stateless(batch, times, 0)
-        elif keyed.kind == "fold":
-            out = self._stateless(*self._fold(keyed, batch, times), 1)
-        else:
-            self._into_windows(keyed, batch, times, now)
-            out = self._nothing()
+        step = self.stage.keyed
+        out = self._nothing() if step is not None else Out(batch, times)
+        if step is not None:
+            put = self.channels[upstream]
+            keys = [put.key(record) for record in batch]
+            if step.kind == "fold":
+                out = self._fold(step, batch, times, keys, now)
+            elif step.kind == "window":
+                self._into_windows(step, batch, times, now, keys)
+            elif step.kind == "window_join":
+                self._into_windows(step, [(put.side, record) for record in batch], times, now, keys)
+            elif step.kind == "interval_join":
+                out = self._interval(batch, times, keys, put.side)
+            else:
+                out = self._process(step, batch, times, keys, put.side, now)
         if isinstance(self.progress, SourceProgress):
             self.progress.read(times)
         elif self.progress is not None and mark is not None:
             self.progress.update(upstream, mark, idle)
-        return out.then(self.close(now)) if keyed is not None and keyed.kind == "window" else out
+        return self._ports(out.then(self._on_time(now)) if step is not None else out)
 
-    def advance(self, upstream: int, mark: float, idle: bool, now: float) -> Out:
+    def advance(self, upstream: int, mark: float, idle: bool, now: float) -> list[Out]:
         """Upstream ``upstream``'s watermark moved to ``mark`` (a message without records)."""
         self.progress.update(upstream, mark, idle)
-        return self.close(now)
+        return self._ports(self._on_time(now))
 
-    def tick(self, now: float) -> Out:
-        """The clock: a source instance may become idle, a processing-time window ends."""
+    def tick(self, now: float) -> list[Out]:
+        """The clock: a source instance may become idle, processing-time windows and timers end."""
         if isinstance(self.progress, SourceProgress):
             self.progress.check_idle(now)
-        return self.close(now)
+        return self._ports(self._on_time(now))
 
-    def upstream_done(self, upstream: int, now: float) -> Out:
+    def upstream_done(self, upstream: int, now: float) -> list[Out]:
         """``upstream`` sends nothing more: it no longer holds the watermark back."""
         if isinstance(self.progress, SourceProgress):
             self.progress.finish()
         elif self.progress is not None:
             self.progress.finish(upstream)
-        return self.close(now)
+        return self._ports(self._on_time(now))
 
-    def close(self, now: float) -> Out:
-        """Windows that are complete (in processing time: ended by ``now``), emitted as ``(key,
-        start, end, state)``."""
-        windowed = self.stage.windowed
-        if windowed is None:
-            return self._nothing()
-        if self.progress is None:
-            return self._stateless(*self._closed(windowed, to_us(now)), 1)
-        return self._stateless(*self._closed(windowed, self.progress.mark - to_us(windowed.lateness_s)), 1)
+    def close(self, now: float) -> list[Out]:
+        """What the time ``now`` (in event time: the watermark) makes due: windows that ended, as
+        ``(key, start, end, state)``, timers, state past its time-to-live."""
+        return self._ports(self._on_time(now))
 
-    def finish(self) -> Out:
+    def finish(self) -> list[Out]:
         """The end of the input: every open window closes, a final-only fold emits its keys."""
         keyed = self.stage.keyed
         if keyed is not None and keyed.kind == "fold" and keyed.emit == "final":
-            keys = sorted(self.folds, key=repr)
+            keys = sorted(self.state.values, key=repr)
             times = None if self.time is None else [self.fold_times[key] for key in keys]
-            return self._stateless([(key, self.folds[key]) for key in keys], times, 1)
+            return self._ports(Out([(key, self.state.values[key]) for key in keys], times))
         windowed = self.stage.windowed
         if windowed is None:
+            return self._ports(self._nothing())
+        return self._ports(self._closed(windowed, math.inf))
+
+    def _on_time(self, now: float) -> Out:
+        step = self.stage.keyed
+        if step is None:
             return self._nothing()
-        return self._stateless(*self._closed(windowed, math.inf), 1)
+        now_us = to_us(now) if self.progress is None else self.progress.mark
+        if step.kind in ("window", "window_join"):
+            return self._closed(step, now_us if self.progress is None else now_us - to_us(step.lateness_s))
+        if step.kind == "interval_join":
+            self.joined.evict(now_us)
+            return self._nothing()
+        out = self._timers(step, now_us) if step.kind == "process" else self._nothing()
+        if self.state.ttl_us is not None:
+            for key in self.state.expire(now_us):
+                self.fold_times.pop(key, None)
+        return out
 
     def _nothing(self) -> Out:
         return Out([], None if self.time is None else [])
@@ -159,7 +197,7 @@ class StageLogic:
 
     def _closed(self, step: Step, before: float) -> Out:
         """Windows ending at or before ``before`` (µs), taken out, in (start, key) order; each
-        emitted at its last instant."""
+        emitted at its last instant (a window join's: each pair of its records)."""
         if isinstance(step.window, Session):
             gap = step.window.gap_us
             out = []
@@ -178,47 +216,105 @@ class StageLogic:
         else:
             done = sorted((k for k in self.windows if step.window.end(k[0]) <= before), key=_order)
             out = [(key, start, step.window.end(start), self.windows.pop((start, key))) for start, key in done]
+        if step.kind == "window_join" and step.emit == "groups":
+            return Out([(key, seconds(start), seconds(end), *state) for key, start, end, state in out],
+                       None if self.time is None else [end - 1 for _, _, end, _ in out])
+        if step.kind == "window_join":
+            records = [(pair, end - 1) for key, _, end, state in out for pair in window_join_pairs(key, state)]
+            return Out([pair for pair, _ in records], None if self.time is None else [t for _, t in records])
         return Out([(key, seconds(start), seconds(end), state) for key, start, end, state in out],
                    None if self.time is None else [end - 1 for _, _, end, _ in out])
 
-    def _fold(self, step: Step, batch: list[Any], times: list[int] | None) -> Out:
+    def _fold(self, step: Step, batch: list[Any], times: list[int] | None, keys: list[Any], now: float) -> Out:
         changed: dict[Any, float] = {}  # key -> the newest time among its records here
+        folds = self.state.values
         for i, record in enumerate(batch):
-            key = self.stage.key(record)
-            state = self.folds[key] if key in self.folds else step.init()
+            key = keys[i]
+            state = folds[key] if key in folds else step.init()
             ok, state = self._apply(step, step.fn, state, record)
             if ok:
-                self.folds[key] = state
-                changed[key] = max(changed.get(key, -math.inf), times[i]) if times is not None else 0
+                t = times[i] if times is not None else 0
+                self.state.put(key, state, t if times is not None else to_us(now))
+                changed[key] = max(changed.get(key, -math.inf), t)
         if step.emit == "final":  # (at the end of the input: finish)
             if times is not None:
                 for key, t in changed.items():
                     self.fold_times[key] = max(self.fold_times.get(key, t), t)
             return self._nothing()
-        return Out([(key, self.folds[key]) for key in changed], None if times is None else list(changed.values()))
+        return Out([(key, folds[key]) for key in changed], None if times is None else list(changed.values()))
 
-    def _into_windows(self, step: Step, batch: list[Any], times: list[int] | None, now: float) -> None:
+    def _into_windows(self, step: Step, batch: list[Any], times: list[int] | None, now: float,
+                      keys: list[Any]) -> None:
         if times is None:  # processing time: every record of the batch arrived now (never late)
             times, closed_before = [to_us(now)] * len(batch), -math.inf
         else:  # windows ending by then were emitted
             closed_before = self.progress.mark - to_us(step.lateness_s)
-        for record, t in zip(batch, times, strict=True):
-            key = self.stage.key(record)
+        joined = step.kind == "window_join"
+        for record, t, key in zip(batch, times, keys, strict=True):
             if isinstance(step.window, Session):
                 if t + step.window.gap_us <= closed_before:
-                    self.late.append(record)
+                    self.late.append(record[1] if joined else record)
                 else:
                     self._into_session(step, key, t, record)
                 continue
             windows = step.window.starts(t)  # none: in a gap between sliding windows (a slide above the size)
             starts = [start for start in windows if step.window.end(start) > closed_before]
             if windows and not starts:
-                self.late.append(record)
+                self.late.append(record[1] if joined else record)
             for start in starts:
                 k = (start, key)
                 ok, state = self._apply(step, step.fn, self.windows[k] if k in self.windows else step.init(), record)
                 if ok:
                     self.windows[k] = state
+
+    def _interval(self, batch: list[Any], times: list[int], keys: list[Any], side: int) -> Out:
+        """An interval join's pairs for ``batch`` (records behind the watermark are late)."""
+        records, out_times = [], []
+        mark = self.progress.mark
+        for record, t, key in zip(batch, times, keys, strict=True):
+            if t < mark:
+                self.late.append(record)
+                continue
+            pairs, pair_times = self.joined.add(key, side, t, record)
+            records += pairs
+            out_times += pair_times
+        return Out(records, out_times)
+
+    def _process(self, step: Step, batch: list[Any], times: list[int] | None, keys: list[Any], side: int,
+                 now: float) -> Out:
+        """A process step's records for ``batch``: its function's, called per record with a context."""
+        fn = step.fn
+        method = fn.on_record if not self._connected else fn.on_left if side == 0 else fn.on_right
+        mark = self.progress.mark if self.progress is not None else to_us(now)
+        out: list[Any] = []
+        out_times: list[int] | None = None if times is None else []
+        for i, record in enumerate(batch):
+            t = None if times is None else times[i]
+            ctx = Context(self.state, fn.init, keys[i], to_us(now) if t is None else t, t, mark)
+            ok, made = self._apply(step, _listed(method), ctx, record)
+            if ok:
+                out += made
+                if out_times is not None:
+                    out_times += [t] * len(made)
+        return Out(out, out_times)
+
+    def _timers(self, step: Step, now_us: float) -> Out:
+        """The timers due by ``now_us``, fired in time order."""
+        fn = step.fn
+        out: list[Any] = []
+        out_times: list[int] | None = None if self.time is None else []
+        for at, key in self.state.due(now_us):
+            ctx = Context(self.state, fn.init, key, at, None if self.time is None else at, now_us)
+            ok, made = self._apply(step, _listed(fn.on_timer), ctx, seconds(at))
+            if ok:
+                out += made
+                if out_times is not None:
+                    out_times += [at] * len(made)
+        return Out(out, out_times)
+
+    @property
+    def _connected(self) -> bool:
+        return any(put.side for put in self.channels)
 
     def _into_session(self, step: Step, key: Any, t: int, record: Any) -> None:
         gap = step.window.gap_us
@@ -240,31 +336,69 @@ class StageLogic:
             first[2] = step.merge(first[2], other[2])
             sessions.remove(other)
 
-    def _stateless(self, records: list[Any], times: list[int] | None, first: int) -> Out:
-        """The stage's stateless steps from step ``first`` on; a record's time goes with what it
-        becomes (the records of a ``flat_map`` all take it)."""
-        for step in self.stage.steps[first:]:
-            out: list[Any] = []
-            out_times: list[int] | None = None if times is None else []
-            for i, record in enumerate(records):  # the hot loop of every stage: one branch per record
-                ok, value = self._apply(step, step.fn, record)
+    def _ports(self, out: Out) -> list[Out]:
+        """``out`` (the keyed step's records, or the stage's input) through the stage's stateless
+        steps: the records of each port."""
+        steps = self.stage.steps
+        made: list[Out | None] = [None] * len(steps)
+        first = 0
+        if self.stage.keyed is not None:
+            made[0], first = out, 1
+        for i in range(first, len(steps)):
+            step = steps[i]
+            made[i] = self._step(step, out if step.after is None else made[step.after])
+        return [out if port.step is None else made[port.step] for port in self.stage.ports]
+
+    def _step(self, step: Step, given: Out) -> Out:
+        """One stateless step; a record's time goes with what it becomes (the records of a
+        ``flat_map`` all take it)."""
+        records, times = given
+        out: list[Any] = []
+        out_times: list[int] | None = None if times is None else []
+        if step.kind == "select":  # a route's output: no user code
+            for i, (name, record) in enumerate(records):
+                if name == step.fn:
+                    out.append(record)
+                    if out_times is not None:
+                        out_times.append(times[i])
+            return Out(out, out_times)
+        for i, record in enumerate(records):  # the hot loop of every stage: one branch per record
+            ok, value = self._apply(step, step.fn, record)
+            if not ok:
+                continue
+            if step.kind == "map":
+                out.append(value)
+                n = 1
+            elif step.kind == "flat_map":
+                out.extend(value)
+                n = len(value)
+            elif step.kind == "route":
+                value = list(value)
+                ok = self._routed(step, record, value)
                 if not ok:
                     continue
-                if step.kind == "map":
-                    out.append(value)
-                    n = 1
-                elif step.kind == "flat_map":
-                    out.extend(value)
-                    n = len(value)
-                elif value:
-                    out.append(record)
-                    n = 1
-                else:
-                    continue
-                if out_times is not None:
-                    out_times.extend((times[i],) * n)
-            records, times = out, out_times
-        return Out(records, times)
+                out.extend(value)
+                n = len(value)
+            elif value:
+                out.append(record)
+                n = 1
+            else:
+                continue
+            if out_times is not None:
+                out_times.extend((times[i],) * n)
+        return Out(out, out_times)
+
+    def _routed(self, step: Step, record: Any, pairs: list[Any]) -> bool:
+        """Whether every pair a route made names one of its outputs (else the record's policy)."""
+        for pair in pairs:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and pair[0] in step.outputs):
+                error = (f"operator {step.name} made {pair!r} of record {record!r}: a route makes (output, record) "
+                         f"pairs, the outputs among {list(step.outputs)}")
+                if step.on_error == "dead_letter":
+                    self.dead_letters.append(DeadLetter(step.name, record, error))
+                    return False
+                raise RecordError(error)
+        return True
 
     def _apply(self, step: Step, fn: Any, *args: Any) -> tuple[bool, Any]:
         record = args[-1]
@@ -275,6 +409,14 @@ class StageLogic:
                 self.dead_letters.append(DeadLetter(step.name, record, f"{type(exc).__name__}: {exc}"))
                 return False, None
             raise RecordError(f"operator {step.name} raised {type(exc).__name__} on record {record!r}: {exc}") from exc
+
+
+def _listed(method: Any) -> Any:
+    """``method``, its records made a list (a generator runs inside the call, errors and all)."""
+    def call(*args: Any) -> list[Any]:
+        made = method(*args)
+        return [] if made is None else list(made)
+    return call
 
 
 def _order(k: tuple[int, Any]) -> tuple[int, str]:

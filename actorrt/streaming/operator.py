@@ -14,15 +14,16 @@ import io
 import pickle
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import actorrt
 from actorrt.core.object_ref import ObjectRef
 from actorrt.exceptions import ActorRTError
 from actorrt.handles import ActorHandle
-from actorrt.streaming.fanout import Batch, Fanout
+from actorrt.streaming.fanout import Batch, Fanout, fanout_to
 from actorrt.streaming.logic import OperatorStoppedError, Out, RecordError, StageLogic
-from actorrt.streaming.plan import Plan, tick_s
+from actorrt.streaming.plan import Plan, pulled, tick_s
 from actorrt.util import pickling
 
 # A source with nothing new is asked again this often (unless it has a ``poll_s`` of its own).
@@ -144,31 +145,44 @@ def batch_digest(batch: list[Any]) -> bytes:
     return hashlib.blake2b(out.getbuffer(), digest_size=8).digest()
 
 
+@dataclass
+class _Route:
+    """Where one port's records go: the instances of a stage that takes them, with this
+    instance's channel there and its fanout (which instance gets what)."""
+
+    handles: list[ActorHandle]
+    channel: int
+    fanout: Fanout
+
+
 class Operator:
-    def __init__(self, plan_blob: bytes, stage: int, instance: int, downstream: list[ActorHandle],
-                 upstreams: int, monitor: ActorHandle) -> None:
+    def __init__(self, plan_blob: bytes, stage: int, instance: int, downstream: list[list[list[ActorHandle]]],
+                 monitor: ActorHandle) -> None:
+        """Instance ``instance`` of the plan's stage ``stage``; ``downstream``: per port of the
+        stage, the instances of each stage that takes it (``Plan.consumers``' order)."""
         self.plan: Plan = pickling.loads(plan_blob)
         self.stage, self.instance = stage, instance
-        self.logic = StageLogic(self.plan.stages[stage], self.plan.time, upstreams, source=stage == 0)
-        self.downstream = downstream
-        self.next_stage = self.plan.stages[stage + 1] if downstream else None
+        self.logic = StageLogic.of(self.plan, stage)
+        # Per port, per stage that takes it: its instances, this instance's channel there, the fanout.
+        self.routes = [[_Route(handles, consumer.base + instance, fanout_to(self.plan, stage, consumer))
+                        for handles, consumer in zip(port, consumers, strict=True)]
+                       for port, consumers in zip(downstream, self.plan.consumers(stage), strict=True)]
         self.monitor = monitor
         self.finished = 0
-        self.outputs: list[Any] = []  # the last stage's records
+        self.outputs: dict[str, list[Any]] = {}  # what the stage's collected ports emitted, by name
         self.records_in = self.records_out = 0
         self.timer: actorrt.Timer | None = None
         self.position: Any = None  # how far a pulled source was read
         self.me: ActorHandle | None = None  # this operator's handle, if it pulls from a source
         self.done = False
-        self.sink_writes = 0
-        self.fanout = Fanout(self.next_stage, len(downstream), self.plan.window_grid(stage)) if downstream else None
-        self._in_flight: list[deque[ObjectRef]] = [deque() for _ in downstream]
+        self.sink_writes: dict[int, int] = {}  # per port with a sink: the writes so far
+        self._in_flight = self._no_refs()
         self._metrics = OperatorMetrics()
 
     async def process(self, batch: list[Any], upstream: int = 0, born: float | None = None,
                       digest: bytes = b"", times: list[int] | None = None, mark: float | None = None,
                       idle: bool = False) -> None:
-        """A batch from upstream instance ``upstream``, read from the source at ``born``: in event
+        """A batch from upstream channel ``upstream``, read from the source at ``born``: in event
         time, its records' ``times`` (µs) and the sender's watermark ``mark`` after them (``idle``:
         the sender's inputs are all idle). ``digest`` is there for the ledger's check of a
         replayed upstream (``batch_digest``)."""
@@ -182,14 +196,14 @@ class Operator:
                        times: list[int] | None = None, mark: float | None = None, idle: bool = False,
                        in_flight: int | None = None) -> None:
         self.records_in += len(batch)
-        windowed = self.logic.stage.windowed
-        if windowed is not None and self.plan.time is None and self.timer is None:
-            tick = tick_s(windowed.window)  # at window boundaries (the first one aligned)
-            self.timer = actorrt.call_every(tick, self.tick, first_in=tick - now % tick)
+        if self.plan.time is None and self.timer is None:
+            tick = tick_s(self.logic.stage.keyed)  # processing time: windows, timers, state's ttl
+            if tick is not None:  # (the first tick aligned to a window boundary)
+                self.timer = actorrt.call_every(tick, self.tick, first_in=tick - now % tick)
         await self._emit(self._run(self.logic.process, batch, now, upstream, times, mark, idle), born, in_flight)
 
     async def advance(self, upstream: int, mark: float, idle: bool, born: float) -> None:
-        """Upstream instance ``upstream``'s watermark moved to ``mark`` (or it became idle), with
+        """Upstream channel ``upstream``'s watermark moved to ``mark`` (or it became idle), with
         no records for this instance; ``born``: when the batch that moved it was read."""
         await self._emit(self._run(self.logic.advance, upstream, mark, idle, born), born)
 
@@ -197,10 +211,10 @@ class Operator:
         """Start reading (the first stage's instances; ``me`` is this one's handle): pull from the
         flow's pulled source, and in event time with ``idle_s``, look at the clock, so that an
         instance that reads nothing for that long stops holding the watermark back."""
-        time_ = self.plan.time
-        if time_ is not None and time_.idle_s is not None:
-            self.timer = actorrt.call_every(max(IDLE_TICK_MIN_S, time_.idle_s / IDLE_TICKS), self.tick)
-        if self.plan.pulled is not None:
+        own = self.plan.stages[self.stage]
+        if own.time is not None and own.time.idle_s is not None:
+            self.timer = actorrt.call_every(max(IDLE_TICK_MIN_S, own.time.idle_s / IDLE_TICKS), self.tick)
+        if pulled(own.source):
             self.me = me
             me.pull.remote()
 
@@ -218,7 +232,7 @@ class Operator:
             raise
 
     async def _pull(self) -> None:
-        source = self.plan.pulled
+        source = self.plan.stages[self.stage].source
         found, now = actorrt.record(lambda: (source.next_range(self.position, self.plan.batch_size), time.time()))
         if found is None:
             if source.ended(self.position):
@@ -251,7 +265,7 @@ class Operator:
             raise
 
     async def finish(self, upstream: int = 0) -> None:
-        """Upstream instance ``upstream`` is done; after the last, flush and pass the end on."""
+        """Upstream channel ``upstream`` is done; after the last, flush and pass the end on."""
         self.finished += 1
         now = actorrt.now()
         out = self._run(self.logic.upstream_done, upstream, now)  # it no longer holds the watermark back
@@ -260,53 +274,64 @@ class Operator:
             return
         if self.timer is not None:
             self.timer.cancel()
-        await self._emit(out.then(self._run(self.logic.finish)), now)
-        for queue in self._in_flight:
-            while queue:
-                await queue.popleft()
-        for handle in self.downstream:
-            await handle.finish.remote(self.instance)
+        await self._emit([mine.then(last) for mine, last in zip(out, self._run(self.logic.finish), strict=True)], now)
+        for port in self._in_flight:
+            for queues in port:
+                for queue in queues:
+                    while queue:
+                        await queue.popleft()
+        for port in self.routes:
+            for route in port:
+                for handle in route.handles:
+                    await handle.finish.remote(route.channel)
 
-    def results(self) -> tuple[list[Any], list[Any], list[Any], dict[str, int]]:
-        """The last stage's records, the records put aside, late records, and record counts (with
-        rates and, in the last stage, latency percentiles)."""
+    def results(self) -> tuple[dict[str, list[Any]], list[Any], list[Any], dict[str, int]]:
+        """The records of the stage's collected ports (by name), the records put aside, late
+        records, and record counts (with rates and, where records leave the flow, latency
+        percentiles)."""
         counts = {"in": self.records_in, "out": self.records_out, **self._metrics.summary()}
         return self.outputs, self.logic.dead_letters, self.logic.late, counts
 
-    async def _emit(self, out: Out, born: float, in_flight: int | None = None) -> None:
-        """Send ``out`` on (made of input read at ``born``), or write it if this is the last stage;
-        ``in_flight``: unprocessed batches left at each consumer (``max_in_flight`` if None). In
-        event time every consumer hears this instance's watermark: with its records, or alone."""
-        records = out.records
-        self.records_out += len(records)
+    async def _emit(self, outs: list[Out], born: float, in_flight: int | None = None) -> None:
+        """Send each port's records on (made of input read at ``born``), keep or write them where
+        the port says; ``in_flight``: unprocessed batches left at each consumer (``max_in_flight``
+        if None). In event time every consumer hears this instance's watermark: with its records,
+        or alone."""
+        self.records_out += sum(len(out.records) for out in outs)
         self._metrics.counted(self.records_in, self.records_out)
-        if not self.downstream:
-            if records:
+        for p, (port, out) in enumerate(zip(self.logic.stage.ports, outs, strict=True)):
+            records = out.records
+            if records and (port.collect is not None or port.sink is not None):
                 self._metrics.arrived(born)
-            if self.plan.sink is None:
-                self.outputs.extend(records)
-            elif records:
-                if getattr(self.plan.sink, "exactly_once", True):
+            if port.collect is not None:
+                self.outputs.setdefault(port.collect, []).extend(records)
+            if port.sink is not None and records:
+                if getattr(port.sink, "exactly_once", True):
                     await actorrt.commit_lineage()  # a replay then writes the same records as this write
-                self.sink_writes += 1
-                self.plan.sink.write(f"{self.plan.name}/{self.stage}/{self.instance}", self.sink_writes, records)
-            return
-        for message in self._run(self.fanout.messages, out, self.logic.watermark_out, self.logic.dead_letters):
-            consumer = self.downstream[message.to]
+                self.sink_writes[p] = self.sink_writes.get(p, 0) + 1
+                writer = f"{self.plan.name}/{self.stage}/{self.instance}" + (f"/{p}" if p else "")
+                port.sink.write(writer, self.sink_writes[p], records)
+            for r, route in enumerate(self.routes[p]):
+                await self._send_all(route, self._in_flight[p][r], out, born, in_flight)
+
+    async def _send_all(self, route: _Route, queues: list[deque[ObjectRef]], out: Out, born: float,
+                        in_flight: int | None) -> None:
+        for message in self._run(route.fanout.messages, out, self.logic.watermark_out, self.logic.dead_letters):
+            consumer = route.handles[message.to]
             if isinstance(message, Batch):
-                args = (message.records, self.instance, born, _digest(message.records, message.times))
+                args = (message.records, route.channel, born, _digest(message.records, message.times))
                 if message.mark is not None:  # event time
                     args += (message.times, message.mark, message.idle)
-                await self._send(message.to, consumer.process, args, in_flight)
+                call = consumer.process.remote(*args)
             else:
-                await self._send(message.to, consumer.advance, (self.instance, message.mark, message.idle, born),
-                                 in_flight)
+                call = consumer.advance.remote(route.channel, message.mark, message.idle, born)
+            queue = queues[message.to]
+            queue.append(call)
+            while len(queue) > (self.plan.max_in_flight if in_flight is None else in_flight):
+                await queue.popleft()  # back-pressure: the consumer is behind
 
-    async def _send(self, i: int, method: Any, args: tuple[Any, ...], in_flight: int | None) -> None:
-        queue = self._in_flight[i]
-        queue.append(method.remote(*args))
-        while len(queue) > (self.plan.max_in_flight if in_flight is None else in_flight):
-            await queue.popleft()  # back-pressure: the consumer is behind
+    def _no_refs(self) -> list[list[list[deque[ObjectRef]]]]:
+        return [[[deque() for _ in route.handles] for route in port] for port in self.routes]
 
     def checkpoint(self) -> dict[str, Any]:
         # In-flight refs and metrics are not state: what refs wait for was sent (and is re-sent if
@@ -315,7 +340,7 @@ class Operator:
 
     def restore(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._in_flight = [deque() for _ in self.downstream]
+        self._in_flight = self._no_refs()
         self._metrics = OperatorMetrics()
 
     def __actorrt_stopped__(self, why: str) -> None:
@@ -325,6 +350,7 @@ class Operator:
         return f"{self.plan.name}/{self.stage} {self.plan.stages[self.stage].name}#{self.instance}"
 
     def __actorrt_metrics__(self) -> dict[str, float]:
-        backlog = sum(len(queue) for queue in self._in_flight)  # batches sent, not yet processed downstream
+        # Batches sent, not yet processed downstream.
+        backlog = sum(len(queue) for port in self._in_flight for queues in port for queue in queues)
         return {"records_in": self.records_in, "records_out": self.records_out, "backlog_batches": backlog,
                 **self._metrics.summary()}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -33,6 +33,11 @@ def _duration_us(what: str, seconds: Any) -> int:
     if to_us(seconds) < 1:
         raise ValueError(f"{what} must be at least 1 µs, not {seconds!r} s")
     return to_us(seconds)
+
+
+class Fed:
+    """The source of a flow its driver feeds: ``flow.source(Fed())``, then ``flow.start()`` and
+    ``RunningFlow.feed(records)`` as records come (``bridge.SPARK`` is one, for ``bridge.stream``)."""
 
 
 @dataclass(frozen=True)
@@ -107,9 +112,25 @@ class Session:
 Window = Tumbling | Sliding | Session
 
 
-def tick_s(window: Window) -> float:
-    """How often a processing-time window looks for windows to close."""
-    return window.gap_s / 2 if isinstance(window, Session) else seconds(window.grid[0])
+# Processing time: how often a stage with timers or a time-to-live looks at the clock.
+TIMER_TICK_S = 0.05
+
+
+def tick_s(step: Step | None) -> float | None:
+    """How often a keyed step in processing time looks at the clock (None: it need not): a window
+    to close windows at their ends, a process step for its timers, state with a time-to-live."""
+    if step is None:
+        return None
+    if step.kind in ("window", "window_join"):
+        return step.window.gap_s / 2 if isinstance(step.window, Session) else seconds(step.window.grid[0])
+    if step.kind == "process" or step.ttl_s is not None:
+        return min(TIMER_TICK_S, step.ttl_s or TIMER_TICK_S)
+    return None
+
+
+def pulled(source: Any) -> bool:
+    """Whether ``source`` is a pulled ``Source`` (connectors.py), read by its stage itself."""
+    return callable(getattr(source, "next_range", None))
 
 
 def seconds(us: int) -> float:
@@ -144,71 +165,166 @@ class EventTime:
             _duration_us("idle_s", self.idle_s)
 
 
+StepKind = Literal["map", "flat_map", "filter", "route", "select", "fold", "window", "window_join",
+                   "interval_join", "process"]
+KEYED = frozenset({"fold", "window", "window_join", "interval_join", "process"})
+# A keyed step closes or fires on the watermark at times of its own: its producers tell it every move.
+EVERY_MOVE = (1, 0)
+
+
 @dataclass(frozen=True)
 class Step:
-    """One operation on records: stateless (``map``, ``flat_map``, ``filter``), or keyed and
-    stateful (``fold``: per key; ``window``: per key and window), then first in its stage."""
+    """One operation on records: stateless (``map``, ``flat_map``, ``filter``; ``route`` makes
+    ``(output, record)`` pairs and each ``select`` takes one output's records), or keyed and
+    stateful (``fold``, ``window``, the joins, ``process``), then first in its stage. ``after``:
+    the step whose records this one takes (None: the stage's input, or its keyed step's output)."""
 
-    kind: Literal["map", "flat_map", "filter", "fold", "window"]
+    kind: StepKind
     name: str
-    fn: Callable[..., Any]
+    fn: Callable[..., Any] | Any
     init: Callable[[], Any] | None = None  # the empty state of a keyed step
     window: Window | None = None
     on_error: OnError = "fail"
     lateness_s: float = 0.0  # event time: a window closes this long after the watermark passes its end
     merge: Callable[[Any, Any], Any] | None = None  # joins two sessions' states that a record bridges
-    emit: Literal["updates", "final"] = "updates"  # a fold: every update, or each key's state at the end
+    # A fold: every update, or each key's state at the end; a window join: pairs, or each window's groups.
+    emit: Literal["updates", "final", "pairs", "groups"] = "updates"
+    after: int | None = None
+    ttl_s: float | None = None  # keyed state not written for this long (in the flow's time) is dropped
+    between: tuple[float, float] = (0.0, 0.0)  # an interval join: (before, after) a left record's time
+    outputs: tuple[str, ...] = ()  # a route: the names of its outputs
+
+
+@dataclass
+class Input:
+    """Records a stage takes from port ``port`` of stage ``stage``: by ``key`` (each key to the
+    instance that owns it), or in turn (None); ``side``: which input of a two-input step (0: left)."""
+
+    stage: int
+    port: int
+    key: Callable[[Any], Any] | None = None
+    side: int = 0
+
+
+@dataclass
+class Port:
+    """An output of a stage: the records of step ``step`` (None: of the stage's input, or of its
+    keyed step), kept under ``collect``, written to ``sink``, and sent to the stages that take it."""
+
+    step: int | None
+    collect: str | None = None
+    sink: Any = None
 
 
 @dataclass
 class Stage:
+    """What one set of operator instances runs: a source, or inputs taken from other stages'
+    ports; a keyed step first (if any), then stateless steps (a tree: two steps may take the same
+    records); and ports, the outputs others take."""
+
     parallelism: int
-    key: Callable[[Any], Any] | None = None  # records enter by this key (hash-partitioned), else round robin
+    inputs: list[Input] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
+    ports: list[Port] = field(default_factory=list)
+    source: Any = None  # a source stage: records the driver reads, a pulled Source, or FED
+    time: EventTime | None = None  # a source stage in event time: how it reads its records' times
+    source_name: str | None = None
 
     @property
     def name(self) -> str:
-        return "->".join(s.name for s in self.steps) or "source"
+        return "->".join(s.name for s in self.steps) or (self.source_name or "source")
 
     @property
     def keyed(self) -> Step | None:
-        """The stage's keyed step (``fold`` or ``window``), first in it, if it has one."""
+        """The stage's keyed step, first in it, if it has one."""
         first = self.steps[0] if self.steps else None
-        return first if first is not None and first.kind in ("fold", "window") else None
+        return first if first is not None and first.kind in KEYED else None
 
     @property
     def windowed(self) -> Step | None:
-        """The stage's window step, if it starts with one."""
+        """The stage's window step (a window or a window join), if it starts with one."""
         keyed = self.keyed
-        return keyed if keyed is not None and keyed.kind == "window" else None
+        return keyed if keyed is not None and keyed.kind in ("window", "window_join") else None
+
+    @property
+    def is_source(self) -> bool:
+        return not self.inputs
+
+    def port(self, step: int | None) -> int:
+        """The index of the port for step ``step``'s records (made if there is none)."""
+        for i, port in enumerate(self.ports):
+            if port.step == step:
+                return i
+        self.ports.append(Port(step))
+        return len(self.ports) - 1
+
+
+@dataclass
+class Consumer:
+    """Where one port's records go: ``stage`` takes them as its input ``input``, on channels from
+    ``base`` (a sender's channel there is ``base`` + its instance)."""
+
+    stage: int
+    input: Input
+    base: int
 
 
 @dataclass
 class Plan:
     name: str
-    source: Iterable[Any] | None = None  # read by the driver
-    pulled: Any = None  # a Source (connectors.py) the first stage pulls from
-    sink: Any = None  # a Sink (connectors.py) the last stage writes to
     batch_size: int = 100
-    stages: list[Stage] = field(default_factory=list)
+    stages: list[Stage] = field(default_factory=list)  # in an order where a stage comes after its inputs
     max_in_flight: int = 8  # batches a producer may have unprocessed at each consumer
-    time: EventTime | None = None  # None: windows are in processing time
+
+    @property
+    def time(self) -> EventTime | None:
+        """The first source's event time (None: the flow is in processing time)."""
+        return next((stage.time for stage in self.stages if stage.is_source), None)
+
+    @property
+    def sources(self) -> list[int]:
+        return [s for s, stage in enumerate(self.stages) if stage.is_source]
+
+    def channels(self, stage: int) -> list[Input]:
+        """The inputs of ``stage``, one per channel (a sending instance): channel ``c`` carries
+        what the instance ``c`` minus its input's first channel of that input's stage sends."""
+        return [put for put in self.stages[stage].inputs for _ in range(self.stages[put.stage].parallelism)]
+
+    def consumers(self, stage: int) -> list[list[Consumer]]:
+        """Per port of ``stage``: the stages that take its records."""
+        out: list[list[Consumer]] = [[] for _ in self.stages[stage].ports]
+        for s, later in enumerate(self.stages):
+            base = 0
+            for put in later.inputs:
+                if put.stage == stage:
+                    out[put.port].append(Consumer(s, put, base))
+                base += self.stages[put.stage].parallelism
+        return out
 
     def window_grid(self, stage: int) -> list[tuple[int, int]]:
-        """Where the windows of the stages after ``stage`` close, as (period, offset) in µs of the
-        watermark ``stage`` sends: an instance tells a consumer that got no records its watermark
-        only when it crosses one of these (a window stage passes on its watermark less its
-        lateness, and closes a window when its own passes the end plus the lateness)."""
-        grid, held_back = [], 0
-        for later in self.stages[stage + 1:]:
-            step = later.windowed
-            if step is None:
+        """Where the keyed steps of the stages after ``stage`` close windows or fire, as (period,
+        offset) in µs of the watermark ``stage`` sends: an instance tells a consumer that got no
+        records its watermark only when it crosses one of these (a window stage passes on its
+        watermark less its lateness, and closes a window when its own passes the end plus the
+        lateness; a step with timers of any time hears every move)."""
+        grid: set[tuple[int, int]] = set()
+        todo = [(c.stage, 0) for port in self.consumers(stage) for c in port]
+        seen = set()
+        while todo:
+            s, held_back = todo.pop()
+            if (s, held_back) in seen:
                 continue
-            lateness = to_us(step.lateness_s)
-            period, offset = step.window.grid
-            grid.append((period, (offset + held_back + lateness) % period))
-            held_back += lateness
-        return grid
+            seen.add((s, held_back))
+            step = self.stages[s].keyed
+            lateness = 0
+            if step is not None and step.kind in ("window", "window_join"):
+                lateness = to_us(step.lateness_s)
+                period, offset = step.window.grid
+                grid.add((period, (offset + held_back + lateness) % period))
+            elif step is not None and (step.kind in ("interval_join", "process") or step.ttl_s is not None):
+                grid.add(EVERY_MOVE)
+            todo += [(c.stage, held_back + lateness) for port in self.consumers(s) for c in port]
+        return sorted(grid)
 
 
 def check_parallelism(parallelism: int) -> int:
@@ -227,6 +343,17 @@ def check_lateness(lateness_s: Any, event_time: bool) -> float:
     if lateness_s and not event_time:
         raise ValueError("lateness_s is for windows in event time: give the flow's source time=EventTime(...)")
     return lateness_s
+
+
+def check_ttl(ttl_s: Any) -> float | None:
+    if ttl_s is not None:
+        _duration_us("ttl_s", ttl_s)
+    return ttl_s
+
+
+def check_window(window: Any) -> None:
+    if not isinstance(window, (Tumbling, Sliding, Session)):
+        raise TypeError(f"a window is Tumbling, Sliding or Session, not {window!r}")
 
 
 def check_on_error(on_error: str) -> OnError:

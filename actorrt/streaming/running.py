@@ -20,7 +20,7 @@ import actorrt
 from actorrt.core.object_ref import ObjectRef
 from actorrt.handles import ActorHandle
 from actorrt.streaming.logic import DeadLetter
-from actorrt.streaming.plan import Plan
+from actorrt.streaming.plan import Fed, Plan, pulled
 
 if TYPE_CHECKING:
     from actorrt.streaming.dataflow import Dataflow
@@ -31,14 +31,16 @@ WATCH_S = 0.05
 
 @dataclass
 class RunResult:
-    """What a run gave: the last stage's records, the records operators put aside
-    (``on_error="dead_letter"``), late records (the side output of event-time windows), and
-    per-operator record counts."""
+    """What a run gave: the records of the streams collected (``outputs``: by ``collect()``;
+    ``collected``: every name ``collect(name)`` gave), the records operators put aside
+    (``on_error="dead_letter"``), late records (the side output of event-time windows and
+    joins), and per-operator record counts."""
 
     outputs: list[Any] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     late: list[Any] = field(default_factory=list)  # records for event-time windows that had closed
     operators: list[dict[str, Any]] = field(default_factory=list)
+    collected: dict[str, list[Any]] = field(default_factory=dict)
 
 
 class RunningFlow:
@@ -56,7 +58,7 @@ class RunningFlow:
         self._stages = stages
         self._watch = watch
         self._lock = threading.Lock()
-        self._feeds = 0
+        self._feeds: dict[int, int] = {}  # per source stage: feeds so far
         self._failure: BaseException | None = None
         self._finished = False
 
@@ -75,10 +77,10 @@ class RunningFlow:
         """Records per batch that ``feed`` sends."""
         return self._plan.batch_size
 
-    def feed(self, records: Iterable[Any], *, mark: tuple[str, int] | None = None) -> None:
-        """Send ``records`` to the first stage in batches of ``batch_size``, round robin over its
-        instances; returns once each instance took every batch (never more than ``max_in_flight``
-        of them unprocessed per instance: the driver blocks meanwhile).
+    def feed(self, records: Iterable[Any], *, mark: tuple[str, int] | None = None, source: str | None = None) -> None:
+        """Send ``records`` to a ``Fed()`` source's stage in batches of ``batch_size``, round robin
+        over its instances; returns once each instance took every batch (never more than
+        ``max_in_flight`` of them unprocessed per instance: the driver blocks meanwhile).
 
         Args:
             records: any iterable; it is read as the batches go out.
@@ -87,29 +89,65 @@ class RunningFlow:
                 running its last micro-batch again) are skipped where they were applied, as long
                 as they come in the same order. A source's batch ids must grow from one feed to
                 the next: one fed before may come again, a smaller one is skipped.
+            source: the name of the ``Fed()`` source (``Dataflow.source(..., name=)``) the records
+                are for; needed where the flow has several.
 
         Raises:
             RecordError: an operator failed on a record (the flow stops).
             OperatorStoppedError: the runtime stopped an operator (the flow stops).
             actorrt.GetTimeoutError: the run went past ``start``'s timeout (the flow stops).
         """
-        if self._plan.pulled is not None:
-            raise ValueError(f"dataflow {self._plan.name} pulls its source: feed() is for a flow built with "
-                             f"source(Fed())")
+        stage = self._fed_source(source)
         _check_mark(mark)
         with self._lock:
             self._check_open("feed")
-            # Where the round robin begins: at the batch id under a mark (a micro-batch fed again
-            # must reach the same instances), else on from the last feed (from 0 every time, the
-            # batches of small feeds would all go to the first instance).
-            begin = mark[1] if mark is not None else self._feeds
-            self._feeds += 1
-            sender = _Sender(self._plan, self._stages[0], self._watch, mark, begin)
+            sender = self._sender(stage, mark)
             for batch in _batches(records, self._plan.batch_size):  # its errors are the input's: not the flow's
                 with self._stopped_on_failure():
                     sender.send(batch)
             with self._stopped_on_failure():
                 sender.drain()
+
+    def feed_sources(self) -> None:
+        """Read the flow's iterable sources (``run()`` does): a batch of each in turn, so that
+        their event times move on together."""
+        with self._lock:
+            self._check_open("feed")
+            feeding = [(self._sender(s, None), _batches(self._plan.stages[s].source, self._plan.batch_size))
+                       for s in self._flow._driver_read()]
+            while feeding:
+                for sender, batches in list(feeding):
+                    batch = next(batches, None)  # its errors are the input's: not the flow's
+                    with self._stopped_on_failure():
+                        if batch is None:
+                            feeding.remove((sender, batches))
+                            sender.drain()
+                        else:
+                            sender.send(batch)
+
+    def _sender(self, stage: int, mark: tuple[str, int] | None) -> _Sender:
+        # Where the round robin begins: at the batch id under a mark (a micro-batch fed again
+        # must reach the same instances), else on from the last feed (from 0 every time, the
+        # batches of small feeds would all go to the first instance).
+        begin = mark[1] if mark is not None else self._feeds.get(stage, 0)
+        self._feeds[stage] = self._feeds.get(stage, 0) + 1
+        return _Sender(self._plan, self._stages[stage], self._watch, mark, begin)
+
+    def _fed_source(self, name: str | None) -> int:
+        fed = [s for s in self._plan.sources if isinstance(self._plan.stages[s].source, Fed)]
+        if not fed:
+            raise ValueError(f"dataflow {self._plan.name} has no Fed() source: feed() is for a flow built with "
+                             f"source(Fed())")
+        if name is None:
+            if len(fed) > 1:
+                raise ValueError(f"dataflow {self._plan.name} has several Fed() sources: feed(..., source=) names "
+                                 f"one of {[self._plan.stages[s].source_name for s in fed]}")
+            return fed[0]
+        for s in fed:
+            if self._plan.stages[s].source_name == name:
+                return s
+        raise ValueError(f"dataflow {self._plan.name} has no Fed() source named {name!r}: it has "
+                         f"{[self._plan.stages[s].source_name for s in fed]}")
 
     def finish(self, *, timeout: float | None = None) -> RunResult:
         """Pass the end of the input down the stages (a pulled source: wait for its end); returns
@@ -126,13 +164,15 @@ class RunningFlow:
         with self._lock:
             self._check_open("finish")
             self._watch.limit(timeout)
-            first = self._stages[0]
             with self._stopped_on_failure():
-                if self._plan.pulled is None:
-                    self._watch.get([op.finish.remote() for op in first])
-                else:
-                    while not self._watch.polled(first[0].finished_all):
-                        self._watch.pause()
+                fed = [op for s in self._plan.sources if not pulled(self._plan.stages[s].source)
+                       for op in self._stages[s]]
+                if fed:
+                    self._watch.get([op.finish.remote() for op in fed])
+                for s in self._plan.sources:
+                    if pulled(self._plan.stages[s].source):
+                        while not self._watch.polled(self._stages[s][0].finished_all):
+                            self._watch.pause()
             self._finished = True
             return self._results()
 
@@ -142,19 +182,19 @@ class RunningFlow:
             self._stop()
 
     def _start_reading(self) -> None:
-        """Have the first stage's instances start: reading the flow's pulled source, and watching
-        the clock for idleness in event time."""
+        """Have the sources' instances start: reading a pulled source, and watching the clock for
+        idleness in event time."""
         with self._stopped_on_failure():
-            self._watch.get([op.start.remote(op) for op in self._stages[0]])
+            self._watch.get([op.start.remote(op) for s in self._plan.sources for op in self._stages[s]])
 
     def _results(self) -> RunResult:
         result = RunResult()
-        last = len(self._stages) - 1
+        result.collected["outputs"] = result.outputs
         for s, ops in enumerate(self._stages):
             answers = actorrt.get([op.results.remote() for op in ops], timeout=self._watch.left())
             for i, (outputs, dead, late, counts) in enumerate(answers):
-                if s == last and self._flow._collected:
-                    result.outputs.extend(outputs)
+                for name, records in outputs.items():
+                    result.collected.setdefault(name, []).extend(records)
                 result.dead_letters.extend(dead)
                 result.late.extend(late)
                 result.operators.append({"stage": s, "name": self._plan.stages[s].name, "instance": i, **counts})
@@ -214,6 +254,8 @@ class Watch:
         """``actorrt.get(refs)``, checking the monitor meanwhile."""
         many = isinstance(refs, list)
         pending = list(refs) if many else [refs]
+        if not pending:
+            return []
         while True:
             self.check()
             ready, _ = actorrt.wait(pending, num_returns=len(pending), timeout=WATCH_S)

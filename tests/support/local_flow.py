@@ -12,9 +12,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from actorrt.streaming.fanout import Advance, Batch, Fanout
+from actorrt.streaming.fanout import Advance, Batch, Fanout, fanout_to
 from actorrt.streaming.logic import DeadLetter, Out, StageLogic
-from actorrt.streaming.plan import Plan
+from actorrt.streaming.plan import Consumer, Plan
 
 DRIVER = -1
 
@@ -26,11 +26,16 @@ class _Finish:
 
 @dataclass
 class LocalResult:
-    outputs: list[Any] = field(default_factory=list)
+    collected: dict[str, list[Any]] = field(default_factory=dict)  # by the name collect() gave
     late: list[Any] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     messages: int = 0  # delivered between instances (records and watermarks)
     advances: int = 0  # of which watermarks alone
+
+    @property
+    def outputs(self) -> list[Any]:
+        """What the streams collected without a name emitted."""
+        return self.collected.get("outputs", [])
 
 
 class LocalFlow:
@@ -39,28 +44,27 @@ class LocalFlow:
     def __init__(self, plan: Plan, seed: int) -> None:
         self.plan = plan
         self.rng = random.Random(seed)
-        self.logic: list[list[StageLogic]] = []
-        self.fanout: list[list[Fanout | None]] = []
-        for s, stage in enumerate(plan.stages):
-            upstreams = plan.stages[s - 1].parallelism if s else 1
-            self.logic.append([StageLogic(stage, plan.time, upstreams, source=s == 0)
-                               for _ in range(stage.parallelism)])
-            following = plan.stages[s + 1] if s + 1 < len(plan.stages) else None
-            self.fanout.append([Fanout(following, following.parallelism, plan.window_grid(s)) if following else None
-                                for _ in range(stage.parallelism)])
-        # (stage, instance) -> {sender: deque of messages}; the driver sends to stage 0 as DRIVER.
+        self.logic = [[StageLogic.of(plan, s) for _ in range(stage.parallelism)] for s, stage in enumerate(plan.stages)]
+        # Per stage, instance and port: each consumer with this instance's fanout to it.
+        self.fanout: list[list[list[list[tuple[Consumer, Fanout]]]]] = [
+            [[[(c, fanout_to(plan, s, c)) for c in consumers] for consumers in plan.consumers(s)]
+             for _ in range(stage.parallelism)]
+            for s, stage in enumerate(plan.stages)]
+        # (stage, instance) -> {channel: deque of messages}; the driver sends to a source as DRIVER.
         self.channels: dict[tuple[int, int], dict[int, deque]] = {}
         self.finished: dict[tuple[int, int], int] = {}
         self.result = LocalResult()
-        self._turn = 0
+        self._turn: dict[int, int] = {}
 
-    def feed(self, records: list[Any], now: float = 0.0) -> None:
-        """The driver's batches, in turn over the first stage (as ``RunningFlow.feed`` sends them)."""
-        first = self.plan.stages[0].parallelism
+    def feed(self, records: list[Any], now: float = 0.0, source: int | None = None) -> None:
+        """The driver's batches, in turn over a source's instances (as ``RunningFlow.feed`` sends
+        them); ``source``: its stage (the first source if None)."""
+        s = self.plan.sources[0] if source is None else source
+        instances = self.plan.stages[s].parallelism
         for i in range(0, len(records), self.plan.batch_size):
-            to = self._turn % first
-            self._turn += 1
-            self._queue(0, to, DRIVER, (records[i:i + self.plan.batch_size], now))
+            to = self._turn.get(s, 0) % instances
+            self._turn[s] = self._turn.get(s, 0) + 1
+            self._queue(s, to, DRIVER, (records[i:i + self.plan.batch_size], now))
 
     def tick(self, now: float) -> None:
         """The clock of every instance (timers: idleness, processing-time windows), now."""
@@ -83,8 +87,9 @@ class LocalFlow:
 
     def finish(self, now: float = 0.0) -> LocalResult:
         """The end of the input, passed down the stages; delivers everything; the result."""
-        for i in range(self.plan.stages[0].parallelism):
-            self._queue(0, i, DRIVER, _Finish())
+        for s in self.plan.sources:
+            for i in range(self.plan.stages[s].parallelism):
+                self._queue(s, i, DRIVER, _Finish())
         self.deliver(now)
         for instances in self.logic:
             for logic in instances:
@@ -104,10 +109,11 @@ class LocalFlow:
             if self.finished[(s, i)] < logic.upstreams:
                 self._emit(s, i, out)
                 return
-            self._emit(s, i, out.then(logic.finish()))
-            if s + 1 < len(self.plan.stages):
-                for j in range(self.plan.stages[s + 1].parallelism):
-                    self._queue(s + 1, j, i, _Finish())
+            self._emit(s, i, [mine.then(last) for mine, last in zip(out, logic.finish(), strict=True)])
+            for port in self.fanout[s][i]:
+                for consumer, _ in port:
+                    for j in range(self.plan.stages[consumer.stage].parallelism):
+                        self._queue(consumer.stage, j, consumer.base + i, _Finish())
         elif isinstance(message, Batch):
             self._emit(s, i, logic.process(message.records, now, sender, message.times, message.mark, message.idle))
         elif isinstance(message, Advance):
@@ -117,10 +123,11 @@ class LocalFlow:
             records, fed_at = message
             self._emit(s, i, logic.process(records, fed_at, 0))
 
-    def _emit(self, s: int, i: int, out: Out) -> None:
-        fanout = self.fanout[s][i]
-        if fanout is None:
-            self.result.outputs += out.records
-            return
-        for message in fanout.messages(out, self.logic[s][i].watermark_out, self.logic[s][i].dead_letters):
-            self._queue(s + 1, message.to, i, message)
+    def _emit(self, s: int, i: int, outs: list[Out]) -> None:
+        logic = self.logic[s][i]
+        for port, out, consumers in zip(self.plan.stages[s].ports, outs, self.fanout[s][i], strict=True):
+            if port.collect is not None:
+                self.result.collected.setdefault(port.collect, []).extend(out.records)
+            for consumer, fanout in consumers:
+                for message in fanout.messages(out, logic.watermark_out, logic.dead_letters):
+                    self._queue(consumer.stage, message.to, consumer.base + i, message)

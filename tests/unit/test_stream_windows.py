@@ -10,13 +10,14 @@ import random
 import pytest
 
 from actorrt.streaming.logic import StageLogic
-from actorrt.streaming.plan import EventTime, Sliding, Stage, Step, Tumbling, to_us
+from actorrt.streaming.plan import EventTime, Input, Port, Sliding, Stage, Step, Tumbling, to_us
 from actorrt.streaming.progress import InputProgress, SourceProgress
 
 
 def _logic(window, time=None, upstreams=1) -> StageLogic:
     step = Step("window", "sum", lambda acc, record: acc + record[2], init=lambda: 0, window=window)
-    return StageLogic(Stage(1, key=lambda r: r[0], steps=[step]), time, upstreams)
+    put = Input(0, 0, key=lambda r: r[0])
+    return StageLogic(Stage(1, [put], [step], [Port(0)]), time, [put] * upstreams)
 
 
 def _records(seed: int, n: int = 600, disorder: int = 5, keys: int = 3) -> list[tuple[str, int, int]]:
@@ -35,7 +36,7 @@ def _feed(logic: StageLogic, records, batch: int = 7, upstream: int = 0):
         part = records[i:i + batch]
         times = [to_us(logic.time.of(r)) for r in part]
         source.read(times)
-        emitted += logic.process(part, 0.0, upstream, times, source.mark).records
+        emitted += logic.process(part, 0.0, upstream, times, source.mark)[0].records
     return emitted
 
 
@@ -44,7 +45,7 @@ def test_event_time_tumbling_windows_equal_the_oracle_and_close_as_the_watermark
     records = _records(seed)
     logic = _logic(Tumbling(10), EventTime(lambda r: r[1], max_delay_s=5))
     early = _feed(logic, records)
-    emitted = early + logic.finish().records
+    emitted = early + logic.finish()[0].records
     oracle = collections.Counter()
     for key, t, v in records:
         oracle[(key, t - t % 10)] += v
@@ -59,7 +60,7 @@ def test_event_time_tumbling_windows_equal_the_oracle_and_close_as_the_watermark
 def test_event_time_sliding_windows_hold_each_record_size_over_slide_times():
     records = _records(6, disorder=3)
     logic = _logic(Sliding(12, 4), EventTime(lambda r: r[1], max_delay_s=3))
-    emitted = _feed(logic, records) + logic.finish().records
+    emitted = _feed(logic, records) + logic.finish()[0].records
     oracle = collections.Counter()
     for key, t, v in records:
         for start in range(t - t % 4 - 8, t + 1, 4):
@@ -78,7 +79,7 @@ def test_window_bounds_are_whole_microseconds_whichever_time_opens_them():
 
 def test_a_record_between_windows_that_slide_past_their_size_is_in_none_and_not_late():
     logic = _logic(Sliding(2, 5), EventTime(lambda r: r[1]))
-    emitted = _feed(logic, [("a", t, 1) for t in range(20)], batch=1) + logic.finish().records
+    emitted = _feed(logic, [("a", t, 1) for t in range(20)], batch=1) + logic.finish()[0].records
     assert [(start, end, n) for _, start, end, n in emitted] == [(0, 2, 2), (5, 7, 2), (10, 12, 2), (15, 17, 2)]
     assert logic.late == []
 
@@ -86,11 +87,11 @@ def test_a_record_between_windows_that_slide_past_their_size_is_in_none_and_not_
 def test_processing_time_windows_follow_the_clock_and_close_without_records():
     logic = _logic(Tumbling(1.0))
     records = [("a", 0, 1), ("b", 0, 2), ("a", 0, 3)]
-    assert logic.process(records[:2], now=10.2).records == []
-    assert logic.process(records[2:], now=10.9).records == []
-    assert logic.close(now=10.99).records == []
-    assert logic.close(now=11.0).records == [("a", 10.0, 11.0, 4), ("b", 10.0, 11.0, 2)]  # no record needed
-    assert logic.finish().records == []
+    assert logic.process(records[:2], now=10.2)[0].records == []
+    assert logic.process(records[2:], now=10.9)[0].records == []
+    assert logic.close(now=10.99)[0].records == []
+    assert logic.close(now=11.0)[0].records == [("a", 10.0, 11.0, 4), ("b", 10.0, 11.0, 2)]  # no record needed
+    assert logic.finish()[0].records == []
 
 
 def test_an_idle_source_moves_its_watermark_on_with_the_clock_only_if_asked():
@@ -143,7 +144,7 @@ def test_the_watermark_waits_for_the_slowest_upstream_so_skew_makes_nothing_late
     emitted = _feed(logic, ahead, batch=10, upstream=0)  # upstream 0 runs far ahead (1 is recovering, say)
     assert emitted == []  # upstream 1 sent nothing yet: the watermark holds
     emitted += _feed(logic, behind, batch=10, upstream=1)
-    emitted += logic.upstream_done(0, 0.0).records + logic.upstream_done(1, 0.0).records
+    emitted += logic.upstream_done(0, 0.0)[0].records + logic.upstream_done(1, 0.0)[0].records
     oracle = collections.Counter()
     for key, t, v in records:
         oracle[(key, t - t % 10)] += v
