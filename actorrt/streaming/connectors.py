@@ -37,11 +37,13 @@ class Source(Protocol):
 
 
 class Sink(Protocol):
-    """Where the last stage's records go. A sink whose ``exactly_once`` is False (a metrics file,
-    a log) is written without committing the task's lineage first: a replay may write again."""
+    """Where a stream's records go (``Stream.sink``). A sink whose ``exactly_once`` is False (a
+    metrics file, a log) is written without committing the task's lineage first: a replay may
+    write again."""
 
     def write(self, writer: str, number: int, records: list[Any]) -> None:
-        """Write ``records`` as write ``number`` of ``writer``, once however often called."""
+        """Write ``records`` as write ``number`` of ``writer``, once however often called. A
+        writer numbers its writes 1, 2, 3..., each made after the one before returned."""
 
 
 class ListSource:
@@ -115,22 +117,27 @@ class RedisStreamSource(_Redis):
         return self.count is not None and self.taken >= self.count
 
 
-# KEYS = stream, written-marks hash; ARGV = mark, then one value per entry. Appends the entries
-# unless the mark was written: a replayed write is a no-op, all in one atomic step.
+# KEYS = stream, written-marks hash; ARGV = writer, write number, then one value per entry. A
+# writer numbers its writes 1, 2, 3... and makes each only after the one before, so one number per
+# writer (the last written) says which were: a replayed write is a no-op, all in one atomic step,
+# and the hash holds a field per writer, however many writes there were.
 _WRITE_ONCE = """
-if redis.call('HSETNX', KEYS[2], ARGV[1], 1) == 0 then
+local last = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+if tonumber(ARGV[2]) <= last then
   return 0
 end
-for i = 2, #ARGV do
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+for i = 3, #ARGV do
   redis.call('XADD', KEYS[1], '*', 'v', ARGV[i])
 end
-return #ARGV - 1
+return #ARGV - 2
 """
 
 
 class RedisStreamSink(_Redis):
     """Appends each record to a Redis stream (field ``v``: ``encode(record)``, JSON by default),
-    exactly once: each write is marked in the hash ``<stream>:written`` in the same atomic step."""
+    exactly once: the hash ``<stream>:written`` keeps each writer's last write number, set in the
+    same atomic step as the appends (a field per writer, not per write)."""
 
     def __init__(self, url: str, stream: str, *, encode: Callable[[Any], str | bytes] | None = None) -> None:
         super().__init__(url, stream)
@@ -141,7 +148,7 @@ class RedisStreamSink(_Redis):
         if self._script is None:
             self._script = self.client.register_script(_WRITE_ONCE)
         self._script(keys=[self.stream, f"{self.stream}:written"],
-                     args=[f"{writer}:{number}", *(self.encode(r) for r in records)])
+                     args=[writer, number, *(self.encode(r) for r in records)])
 
     def __getstate__(self) -> dict[str, Any]:
         return {**super().__getstate__(), "_script": None}

@@ -44,6 +44,22 @@ def test_stream_to_stream_is_exactly_once_through_a_node_killed_at_a_record(clus
         assert (tmp_path / "killed").exists() and _killed_nodes() >= 1
     out = read_stream(streams, "out")
     assert collections.Counter(out) == collections.Counter(2 * v for v in range(1500))  # each exactly once
+    client = redis.Redis.from_url(streams)
+    marks = client.hgetall("out:written")
+    client.close()
+    assert len(marks) == 2  # one per writer (the two instances), not one per write...
+    assert sum(int(n) for n in marks.values()) >= 1500 // 25  # ...of which there were a batch's worth each
+
+
+def test_a_sink_write_made_again_appends_nothing_and_a_new_one_appends(streams):
+    sink = RedisStreamSink(streams, "twice")
+    sink.write("w", 1, ["a", "b"])
+    sink.write("w", 2, ["c"])
+    sink.write("w", 1, ["a", "b"])  # a replay of write 1
+    sink.write("w", 2, ["c"])
+    sink.write("other", 1, ["z"])
+    sink.write("w", 3, ["d"])
+    assert read_stream(streams, "twice") == ["a", "b", "c", "z", "d"]
 
 
 def test_keyed_counts_from_a_stream_survive_a_kill_and_match_the_oracle(cluster_with, streams, tmp_path):
