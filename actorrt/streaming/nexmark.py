@@ -19,6 +19,7 @@ make their own share of one stream.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -159,3 +160,33 @@ def _recent_person(n: int, rng: random.Random, hot_ratio: int) -> int:
 def _price(rng: random.Random) -> int:
     """A price in cents, spread over six orders of magnitude as Nexmark's are."""
     return round(10 ** (rng.random() * 6) * 100)
+
+
+class NexmarkSource:
+    """Nexmark's events as a pulled source (``Dataflow.source(NexmarkSource(...))``): a range is
+    event numbers, and reading it makes those events, the same every time (a replay or a rollback
+    makes them again). ``paced_from``: a wall-clock time from which event ``n`` is due at
+    ``paced_from + n / rate`` (a live stream at ``rate``); None: every event is there at once."""
+
+    def __init__(self, count: int, seed: int = 0, rate: float = 10_000.0, paced_from: float | None = None) -> None:
+        self.count, self.generator, self.paced_from = count, Generator(seed, rate), paced_from
+        self.poll_s = 0.001  # asked again this soon when nothing is due
+
+    def next_range(self, after: int | None, limit: int) -> tuple[int, int, int] | None:
+        start = 0 if after is None else after + 1
+        due = self.count
+        if self.paced_from is not None:
+            due = min(due, int((time.time() - self.paced_from) * self.generator.rate) + 1)
+        end = min(due, start + limit)
+        return (start, end - 1, end - start) if end > start else None
+
+    def read(self, found: tuple[int, int, int]) -> list[Event]:
+        first, last, _ = found
+        return list(self.generator.events(last - first + 1, first))
+
+    def ended(self, after: int | None) -> bool:
+        return (0 if after is None else after + 1) >= self.count
+
+    def scheduled(self, event_time: float) -> float:
+        """The wall-clock time an event of ``event_time`` is due (a paced source)."""
+        return (self.paced_from or 0.0) + event_time - BASE_TIME_S

@@ -334,9 +334,24 @@ def _new_sellers(group: tuple[int, float, float, list[Person], list[Auction]]) -
     return [(person_id, persons[0].name, start)] if persons and auctions else []
 
 
-def q8(events: Stream, parallelism: int = 2) -> Stream:
+def q8(events: Stream, parallelism: int = 2, window_s: float = Q8_WINDOW_S) -> Stream:
     """Persons and auctions by seller in the same tumbling window (a window co-group)."""
     kinds = split(events)
     return (kinds["person"].key_by(_person_id).connect(kinds["auction"].key_by(_seller))
-            .window_cogroup(Tumbling(Q8_WINDOW_S), parallelism=parallelism, name="q8-window")
+            .window_cogroup(Tumbling(window_s), parallelism=parallelism, name="q8-window")
             .flat_map(_new_sellers, name="q8-new-sellers"))
+
+
+QUERIES = ("q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8")
+
+
+def query(name: str, events: Stream, rate: float, parallelism: int = 2) -> Stream:
+    """Query ``name`` (``"q0"`` to ``"q8"``) on ``events``, a stream of Nexmark's events at
+    ``rate`` events per second of event time (how long its joins keep state depends on it)."""
+    if name in ("q3", "q4", "q6"):
+        return globals()[name](events, rate, parallelism=parallelism)
+    if name in ("q5", "q7", "q8"):
+        return globals()[name](events, parallelism=parallelism)
+    if name in ("q0", "q1", "q2"):
+        return globals()[name](events)
+    raise ValueError(f"Nexmark's queries are {', '.join(QUERIES)}, not {name!r}")

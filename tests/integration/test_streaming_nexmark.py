@@ -24,7 +24,7 @@ def test_a_nexmark_query_survives_a_kill_with_the_oracles_answer(name, cluster_w
         flow = Dataflow(f"nexmark-{name}", batch_size=200)
         events = (flow.source(EVENTS, parallelism=2, time=EventTime(lambda e: e.date_time))
                   .map(KillNodeAt(6000, tmp_path / "killed"), parallelism=2))
-        oracles.build(name, events, RATE).collect()
+        queries.query(name, events, RATE).collect()
         result = flow.run(timeout=300)
     assert (tmp_path / "killed").exists()
     assert result.late == []

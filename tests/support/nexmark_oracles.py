@@ -109,14 +109,4 @@ def answer(name: str, outputs: list[Any]) -> collections.Counter:
     return collections.Counter(outputs)
 
 
-QUERIES = ("q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8")
-
-
-def build(name: str, events: Any, rate: float, parallelism: int = 2) -> Any:
-    """Query ``name`` on the stream ``events`` (its rate in events per second of event time)."""
-    query = getattr(queries, name)
-    if name in ("q3", "q4", "q6"):
-        return query(events, rate, parallelism=parallelism)
-    if name in ("q5", "q7", "q8"):
-        return query(events, parallelism=parallelism)
-    return query(events)
+QUERIES = queries.QUERIES

@@ -4,6 +4,7 @@ a person or an auction made earlier in the stream, event times at the configured
 from __future__ import annotations
 
 import collections
+import time
 
 import pytest
 
@@ -59,3 +60,16 @@ def test_event_times_follow_the_rate_and_half_the_bids_go_to_the_hot_auction():
             bids += 1
             on_hot += event.auction == newest // nexmark.HOT_AUCTION_RATIO * nexmark.HOT_AUCTION_RATIO
     assert 0.45 < on_hot / bids < 0.6  # half of the bids go to the hot auction of their moment
+
+
+def test_the_pulled_source_reads_the_streams_events_in_ranges_and_paced_only_what_is_due():
+    source = nexmark.NexmarkSource(250, seed=4, rate=100.0)
+    read, after = [], None
+    while (found := source.next_range(after, 64)) is not None:
+        read += source.read(found)
+        after = found[1]
+    assert read == list(nexmark.events(250, seed=4, rate=100.0))
+    assert source.ended(after) and not source.ended(10)
+    paced = nexmark.NexmarkSource(250, seed=4, rate=100.0, paced_from=time.time() - 0.5)  # ~50 due
+    first, last, count = paced.next_range(None, 1000)
+    assert first == 0 and 45 <= count <= 70 and last == count - 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from actorrt.streaming import Dataflow, EventTime, Fed, nexmark
+from actorrt.streaming import nexmark_queries as queries
 from tests.support import nexmark_oracles as oracles
 from tests.support.local_flow import LocalFlow
 
@@ -23,7 +24,7 @@ def _time(event: nexmark.Event) -> float:
 def test_a_nexmark_query_in_any_delivery_order_gives_the_oracles_answer(name):
     flow = Dataflow(f"nexmark-{name}", batch_size=100)
     events = flow.source(Fed(), parallelism=2, time=EventTime(_time))
-    oracles.build(name, events, RATE).collect()
+    queries.query(name, events, RATE).collect()
     local = LocalFlow(flow.plan, seed=len(name) * 7)
     local.feed(EVENTS)
     result = local.finish()
