@@ -1,9 +1,12 @@
 """The logical dataflow: what a user builds with ``Dataflow`` and ``Stream``, before it runs.
 
-A dataflow is a chain of *stages*. A stage is what one set of operator actors runs: the stateless
-steps (``map``, ``flat_map``, ``filter``) fused after whatever starts the stage, so a record
-crosses processes only where it must change hands: at a ``key_by`` (a shuffle by key, then a
-keyed step) and at a change of parallelism. Plans are plain data, cloudpickled into the operators.
+A dataflow is a graph of *stages*. A stage is what one set of operator instances runs: a source,
+or inputs taken from other stages' ports; then a keyed step (a fold, a window, a join, a process
+function), if any; then stateless steps (``map``, ``flat_map``, ``filter``, ``route``), as a tree
+(two steps may take the same records); and ports, the outputs other stages take, collect or sink.
+A record crosses processes only where it must change hands: at a keyed step (a shuffle by key)
+and at a change of parallelism. Stages come after their inputs in ``Plan.stages``. Plans are
+plain data, cloudpickled into the operators.
 """
 
 from __future__ import annotations
