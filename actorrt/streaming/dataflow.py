@@ -111,7 +111,7 @@ class Stream:
                 raise ValueError(f"union() takes streams of the same dataflow, not {other!r}")
         origins = list(self._origins)
         for other in others:
-            origins += [o for o in other._origins if o not in origins]
+            origins += other._origins  # a stream unioned with itself gives its records twice, as in Flink
         return Stream(self._flow, origins)
 
     def key_by(self, key: Callable[[Any], Any]) -> KeyedStream:
@@ -121,18 +121,21 @@ class Stream:
     def collect(self, name: str = "outputs") -> None:
         """Keep what this stream emits: ``run()`` returns it in ``RunResult.outputs`` (or, under
         another ``name``, in ``RunResult.collected[name]``)."""
-        for port in self._ports():
+        ports = self._ports()
+        for port in ports:
             if port.collect not in (None, name):
                 raise ValueError(f"this stream is collected as {port.collect!r} already")
+        for port in ports:
             port.collect = name
 
     def sink(self, sink: Sink) -> None:
         """Write what this stream emits to ``sink`` (e.g. ``RedisStreamSink``), exactly once."""
         if not callable(getattr(sink, "write", None)):
             raise TypeError(f"sink() takes a sink with a write(writer, number, records) method, not {sink!r}")
-        for port in self._ports():
-            if port.sink is not None:
-                raise ValueError("this stream has a sink already: one sink per stream")
+        ports = self._ports()
+        if any(port.sink is not None for port in ports) or len({id(port) for port in ports}) < len(ports):
+            raise ValueError("this stream has a sink already: one sink per stream")
+        for port in ports:
             port.sink = sink
 
     def _ports(self) -> list[Port]:
@@ -343,9 +346,15 @@ class Dataflow:
         if sources and (time is None) != (self._plan.time is None):
             raise ValueError("every source of a flow has an event time (time=EventTime(...)), or none has: "
                              "windows and joins run on one kind of time")
-        name = name or f"source{len(sources)}"
-        if any(stage.source_name == name for stage in sources):
+        names = {stage.source_name for stage in sources}
+        if name in names:
             raise ValueError(f"dataflow {self._plan.name} has a source named {name!r} already")
+        name = name or next(f"source{n}" for n in range(len(names) + 1) if f"source{n}" not in names)
+        fed = isinstance(records, Fed)
+        if any(isinstance(stage.source, Fed) != fed and not pulled(stage.source) for stage in sources) \
+                and not pulled(records):
+            raise ValueError("a flow's sources the driver gives are all Fed() (start() and feed() them) or all "
+                             "iterables (run() reads them); a pulled source goes with either")
         if pulled(records) and parallelism != 1:
             raise ValueError("a pulled source is read by one operator: parallelism=1 (spread the work after it)")
         stage = self._new_stage(check_parallelism(parallelism), [])

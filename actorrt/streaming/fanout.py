@@ -1,7 +1,7 @@
 """Where an operator instance's output goes: pure logic, no actors, no sockets.
 
-Records go to the next stage's instances by key (``keys.partition``), or in turn. In event time
-every instance of the next stage also hears this instance's watermark, whether or not records
+Records go to the instances of each stage that takes them by key (``keys.partition``), or in
+turn. In event time every instance of such a stage also hears this instance's watermark, whether or not records
 go its way: with a batch of records, or in a message of its own when it crosses a point where a
 window downstream closes (or the instance becomes idle or busy). So an instance that owns no key
 still moves on, at the cost of a message per window per consumer, not one per batch (a session
@@ -51,7 +51,7 @@ class Fanout:
     keyed: Step | None
     consumers: int
     grid: list[tuple[int, int]]
-    turn: int = 0  # round robin, where the next stage is not keyed
+    turn: int = 0  # round robin, where the consumer is not keyed
     told: list[tuple[float, bool]] = field(default_factory=list)  # what each consumer last heard
 
     def __post_init__(self) -> None:

@@ -67,11 +67,13 @@ class IntervalJoin:
 
     def evict(self, mark: float) -> None:
         """Records still to come are at or after ``mark``: forget those no such record matches."""
+        swept = set()  # each key's records are looked at once per move, however many are due
         while self._ends and self._ends[0][0] < mark:
             _, _, key = heapq.heappop(self._ends)
             kept = self.kept.get(key)
-            if kept is None:
+            if kept is None or key in swept:
                 continue
+            swept.add(key)
             lefts = [(t, r) for t, r in kept[LEFT] if t + self.after >= mark]
             rights = [(t, r) for t, r in kept[RIGHT] if t + self.before >= mark]
             if lefts or rights:

@@ -18,7 +18,7 @@ from actorrt.exceptions import ActorRTError
 from actorrt.streaming.joins import IntervalJoin, window_join_pairs
 from actorrt.streaming.plan import EventTime, Input, Plan, Session, Stage, Step, seconds, to_us
 from actorrt.streaming.process import Context
-from actorrt.streaming.progress import InputProgress, SourceProgress
+from actorrt.streaming.progress import DONE, InputProgress, SourceProgress
 from actorrt.streaming.state import KeyedState
 
 
@@ -79,6 +79,7 @@ class StageLogic:
             self.state.ttl_us = to_us(step.ttl_s)
         if step is not None and step.kind == "interval_join" and self.joined is None:
             self.joined = IntervalJoin(*(to_us(bound) for bound in step.between))
+        self._live = self.stage.live_steps(1 if step is not None else 0)  # the steps _ports runs
 
     @classmethod
     def of(cls, plan: Plan, stage: int) -> StageLogic:
@@ -176,7 +177,7 @@ class StageLogic:
             self.joined.evict(now_us)
             return self._nothing()
         out = self._timers(step, now_us) if step.kind == "process" else self._nothing()
-        if self.state.ttl_us is not None:
+        if self.state.ttl_us is not None and now_us != DONE:  # (at the end, a final fold still emits its keys)
             for key in self.state.expire(now_us):
                 self.fold_times.pop(key, None)
         return out
@@ -299,11 +300,16 @@ class StageLogic:
         return Out(out, out_times)
 
     def _timers(self, step: Step, now_us: float) -> Out:
-        """The timers due by ``now_us``, fired in time order."""
+        """The timers due by ``now_us``, fired in time order: in event time those before the
+        watermark (a record at the watermark may still come), in processing time those at or
+        before the clock. A timer that one sets (due already) fires in the same sweep; one a
+        ``clear()`` cancelled does not."""
         fn = step.fn
         out: list[Any] = []
         out_times: list[int] | None = None if self.time is None else []
-        for at, key in self.state.due(now_us):
+        bound = now_us if self.progress is None or now_us == DONE else now_us - 1
+        while (fired := self.state.next_due(bound)) is not None:
+            at, key = fired
             ctx = Context(self.state, fn.init, key, at, None if self.time is None else at, now_us)
             ok, made = self._apply(step, _listed(fn.on_timer), ctx, seconds(at))
             if ok:
@@ -338,13 +344,12 @@ class StageLogic:
 
     def _ports(self, out: Out) -> list[Out]:
         """``out`` (the keyed step's records, or the stage's input) through the stage's stateless
-        steps: the records of each port."""
+        steps that lead to a port: the records of each port."""
         steps = self.stage.steps
         made: list[Out | None] = [None] * len(steps)
-        first = 0
         if self.stage.keyed is not None:
-            made[0], first = out, 1
-        for i in range(first, len(steps)):
+            made[0] = out
+        for i in self._live:
             step = steps[i]
             made[i] = self._step(step, out if step.after is None else made[step.after])
         return [out if port.step is None else made[port.step] for port in self.stage.ports]

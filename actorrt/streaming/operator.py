@@ -1,10 +1,11 @@
 """An operator instance: one long-running actor running one stage of a dataflow.
 
-It takes batches (``process``), emits what its stage makes to the next stage's instances (by key,
-or in turn), and never has more than ``max_in_flight`` batches unprocessed at any of them: past
-that it awaits the oldest, so a slow consumer slows its producers instead of queueing without end.
-Windowed stages close windows on time with a timer (``actorrt.call_every``), records or not. The
-clock is read through ``actorrt.now()``, so a replay sees the times the lost run saw.
+It takes batches (``process``), emits what each port of its stage makes to the instances of the
+stages that take it (by key, or in turn), and never has more than ``max_in_flight`` batches
+unprocessed at any of them: past that it awaits the oldest, so a slow consumer slows its producers
+instead of queueing without end. A stage that acts on processing time (windows, timers, a
+time-to-live) looks at the clock with a timer (``actorrt.call_every``), records or not. The clock
+is read through ``actorrt.now()``, so a replay sees the times the lost run saw.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class Monitor:
 
 
 class OperatorMetrics:
-    """Rates over the last ``RATE_WINDOW_S`` and, in the last stage, end-to-end latencies (from
+    """Rates over the last ``RATE_WINDOW_S`` and, where records leave the flow, latencies (from
     the source's read of a batch to its arrival here). Read from this process's clock: they
     describe the run, they are not state, and nothing the operator emits depends on them."""
 
@@ -186,10 +187,11 @@ class Operator:
         time, its records' ``times`` (µs) and the sender's watermark ``mark`` after them (``idle``:
         the sender's inputs are all idle). ``digest`` is there for the ledger's check of a
         replayed upstream (``batch_digest``)."""
-        # Only a processing-time window reads the clock: each reading is an entry in the task's log
-        # (a new version of its spec), which other stages need not pay for every batch.
-        processing_window = self.logic.stage.windowed is not None and self.plan.time is None
-        now = actorrt.now() if processing_window or born is None else born
+        # Only a stage that acts on processing time (windows, timers, a ttl) reads the clock: each
+        # reading is an entry in the task's log (a new version of its spec), which other stages
+        # need not pay for every batch. Its ticks read the same clock.
+        on_the_clock = self.plan.time is None and tick_s(self.logic.stage.keyed) is not None
+        now = actorrt.now() if on_the_clock or born is None else born
         await self._process(batch, upstream, now, now if born is None else born, times, mark, idle)
 
     async def _process(self, batch: list[Any], upstream: int, now: float, born: float,
@@ -208,7 +210,7 @@ class Operator:
         await self._emit(self._run(self.logic.advance, upstream, mark, idle, born), born)
 
     def start(self, me: ActorHandle) -> None:
-        """Start reading (the first stage's instances; ``me`` is this one's handle): pull from the
+        """Start reading (a source stage's instances; ``me`` is this one's handle): pull from the
         flow's pulled source, and in event time with ``idle_s``, look at the clock, so that an
         instance that reads nothing for that long stops holding the watermark back."""
         own = self.plan.stages[self.stage]

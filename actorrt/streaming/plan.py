@@ -115,8 +115,10 @@ class Session:
 Window = Tumbling | Sliding | Session
 
 
-# Processing time: how often a stage with timers or a time-to-live looks at the clock.
+# Processing time: how often a process step looks at the clock for its timers, and the bounds of
+# how often state with a time-to-live does (a quarter of the ttl).
 TIMER_TICK_S = 0.05
+TTL_TICK_S = (0.005, 1.0)
 
 
 def tick_s(step: Step | None) -> float | None:
@@ -126,9 +128,10 @@ def tick_s(step: Step | None) -> float | None:
         return None
     if step.kind in ("window", "window_join"):
         return step.window.gap_s / 2 if isinstance(step.window, Session) else seconds(step.window.grid[0])
-    if step.kind == "process" or step.ttl_s is not None:
-        return min(TIMER_TICK_S, step.ttl_s or TIMER_TICK_S)
-    return None
+    ticks = [TIMER_TICK_S] if step.kind == "process" else []
+    if step.ttl_s is not None:
+        ticks.append(min(max(step.ttl_s / 4, TTL_TICK_S[0]), TTL_TICK_S[1]))
+    return min(ticks) if ticks else None
 
 
 def pulled(source: Any) -> bool:
@@ -252,6 +255,15 @@ class Stage:
     @property
     def is_source(self) -> bool:
         return not self.inputs
+
+    def live_steps(self, first: int = 0) -> list[int]:
+        """The steps from ``first`` on whose records reach a port, in order: a branch nobody
+        takes does not run (its code could fail, or cost, for nothing)."""
+        live = {port.step for port in self.ports}
+        for i in range(len(self.steps) - 1, first - 1, -1):
+            if i in live and self.steps[i].after is not None:
+                live.add(self.steps[i].after)
+        return [i for i in range(first, len(self.steps)) if i in live]
 
     def port(self, step: int | None) -> int:
         """The index of the port for step ``step``'s records (made if there is none)."""

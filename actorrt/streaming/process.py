@@ -15,9 +15,13 @@ timers. A user subclasses ``KeyedProcess``; the stage calls it per record, and p
             ctx.clear()                           # the key's state and timers go
 
 Each method returns the records it emits (an iterable, or None). Timers are in the flow's time:
-they fire when the watermark passes them in event time, when the recorded clock does in
-processing time. The object itself is the step's code, shared by every key: keep per-key data in
-``ctx.state``, which is checkpointed and rebuilt by replay like any keyed state.
+in event time a timer at ``t`` fires once the watermark passes ``t`` (no record at ``t`` or before
+is to come; at the end of the input, every timer fires), in processing time once the recorded
+clock reaches it (timers still set at the end of the input do not fire, as in Flink). A timer
+that ``on_timer`` sets, due already, fires in the same sweep.
+
+The object itself is the step's code, shared by every key: keep per-key data in ``ctx.state``,
+which is checkpointed and rebuilt by replay like any keyed state.
 """
 
 from __future__ import annotations
@@ -75,7 +79,7 @@ class Context:
 
     def timer(self, t: float) -> None:
         """Call ``on_timer`` for this key once the flow's time passes ``t`` (seconds; a timer
-        already passed fires at the next move of the time)."""
+        already passed fires at the next move of the time, or in this sweep of timers)."""
         self._state.set_timer(self.key, to_us(t))
 
     def clear(self) -> None:

@@ -1,7 +1,7 @@
-"""A dataflow under way: ``RunningFlow`` feeds its first stage and finishes it; ``Watch`` is the
+"""A dataflow under way: ``RunningFlow`` feeds its sources and finishes it; ``Watch`` is the
 driver's side of it, raising an operator's failure as soon as the flow's monitor has it.
 
-``Dataflow.run()`` is ``start()``, ``feed(source)``, ``finish()``; ``bridge.stream`` calls ``feed``
+``Dataflow.run()`` is ``start()``, ``feed_sources()``, ``finish()``; ``bridge.stream`` calls ``feed``
 once per micro-batch, under the query's marks.
 """
 
@@ -38,7 +38,7 @@ class RunResult:
 
     outputs: list[Any] = field(default_factory=list)
     dead_letters: list[DeadLetter] = field(default_factory=list)
-    late: list[Any] = field(default_factory=list)  # records for event-time windows that had closed
+    late: list[Any] = field(default_factory=list)  # records behind the watermark at a window or a join
     operators: list[dict[str, Any]] = field(default_factory=list)
     collected: dict[str, list[Any]] = field(default_factory=dict)
 
@@ -151,7 +151,7 @@ class RunningFlow:
 
     def finish(self, *, timeout: float | None = None) -> RunResult:
         """Pass the end of the input down the stages (a pulled source: wait for its end); returns
-        what the last stage emitted (if collected), what was put aside, and per-operator counts.
+        what the collected streams emitted, what was put aside, and per-operator counts.
 
         Args:
             timeout: seconds this call may take, within ``start``'s limit for the whole run.
@@ -296,7 +296,7 @@ def _batches(records: Iterable[Any], size: int) -> Iterator[list[Any]]:
 
 
 class _Sender:
-    """One feed's batches to the first stage: round robin from instance ``begin``, never more than
+    """One feed's batches to a source's stage: round robin from instance ``begin``, never more than
     ``max_in_flight`` unprocessed per instance; under a ``mark``, each batch is marked with its
     number among those its instance gets from this feed."""
 

@@ -66,9 +66,9 @@ class KeyedState:
             times.add(at)
             self._push(self._due, at, key)
 
-    def due(self, now: int) -> list[tuple[int, Any]]:
-        """The timers at or before ``now``, taken out: ``(time, key)`` in time order."""
-        fired = []
+    def next_due(self, now: float) -> tuple[int, Any] | None:
+        """The first timer at or before ``now``, taken out (``(time, key)``), or None. One at a
+        time, so that what firing it does (a key cleared, a timer set) counts for the next."""
         while self._due and self._due[0][0] <= now:
             at, _, key = heapq.heappop(self._due)
             times = self.timers.get(key)
@@ -77,13 +77,8 @@ class KeyedState:
             times.discard(at)
             if not times:
                 del self.timers[key]
-            fired.append((at, key))
-        return fired
-
-    @property
-    def next_due(self) -> int | None:
-        """When the next timer fires (None: none is set); cleared ones may still count."""
-        return self._due[0][0] if self._due else None
+            return at, key
+        return None
 
     def _push(self, heap: list[tuple[int, int, Any]], at: int, key: Any) -> None:
         self._seq += 1

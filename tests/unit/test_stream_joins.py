@@ -164,7 +164,7 @@ def test_a_connected_process_function_fires_its_timers_at_the_watermark_and_its_
     assert len(result.outputs) == len(oracle)
     strays = len({b[1] for b in bids if b[1] >= 100})
     assert strays > 250 and held < strays / 2  # before the end: what was written within the ttl
-    assert all(len(logic.state) == 0 and not logic.state.timers for logic in local.logic[2])
+    assert all(not logic.state.timers for logic in local.logic[2])  # every auction's timer fired
 
 
 def test_side_outputs_split_a_stream_and_a_union_brings_them_back():
@@ -230,9 +230,10 @@ def test_keyed_state_expires_what_was_not_written_within_its_ttl_and_timers_fire
     state.set_timer("x", 30)  # the same timer
     state.set_timer("z", 25)
     state.clear("z")
-    assert state.due(29) == [(20, "y")]
-    assert state.due(100) == [(30, "x")]
-    assert state.due(100) == []
+    assert state.next_due(29) == (20, "y")
+    assert state.next_due(29) is None
+    assert state.next_due(100) == (30, "x")
+    assert state.next_due(100) is None
 
 
 def test_bad_joins_and_sources_are_refused_where_they_are_built():
@@ -252,3 +253,99 @@ def test_bad_joins_and_sources_are_refused_where_they_are_built():
     a = timed.source(Fed(), time=EventTime(_time), name="a")
     with pytest.raises(ValueError, match="empty interval"):
         a.key_by(_key).connect(a.key_by(_key)).interval_join(-2, 1)
+
+
+def _timed(name: str):
+    flow = Dataflow(name, batch_size=2)
+    return flow, flow.source(Fed(), time=EventTime(lambda r: r[1]))
+
+
+def test_a_final_fold_with_a_ttl_still_emits_its_keys_at_the_end():
+    flow, records = _timed("final-ttl")
+    records.key_by(lambda r: r[0]).fold(int, lambda n, r: n + r[2], emit="final", ttl_s=100.0).collect()
+    local = LocalFlow(flow.plan, 1)
+    local.feed([("a", 1.0, 1), ("b", 2.0, 1), ("a", 3.0, 1)])
+    assert sorted(local.finish().outputs) == [("a", 2), ("b", 1)]
+
+
+class _SumUntil(KeyedProcess):
+    """Per key: values summed until a timer at the record's time plus one second emits them."""
+
+    def init(self):
+        return 0
+
+    def on_record(self, ctx, record):
+        ctx.state = ctx.state + record[2]
+        ctx.timer(record[1] + 1.0)
+
+    def on_timer(self, ctx, t):
+        yield ctx.key, t, ctx.state
+        ctx.clear()
+
+
+def test_an_event_time_timer_fires_only_once_the_watermark_passes_it():
+    flow, records = _timed("timer-at")
+    records.key_by(lambda r: r[0]).process(_SumUntil()).collect()
+    local = LocalFlow(flow.plan, 1)
+    local.feed([("a", 1.0, 1), ("b", 2.0, 0)])  # the watermark is at 2.0: a record at 2.0 may still come
+    local.deliver()
+    assert local.result.outputs == []
+    local.feed([("a", 1.0, 10), ("c", 2.5, 0)])  # ...and it does (not late), before the timer fires
+    assert local.finish().outputs[:1] == [("a", 2.0, 11)]
+
+
+class _Chain(KeyedProcess):
+    """Each key sets two timers; key "a"'s timers each set another a second later (up to 5 s), and
+    key "c"'s first clears the key, so its second never fires."""
+
+    def on_record(self, ctx, record):
+        ctx.timer(record[1])
+        ctx.timer(record[1] + 0.5)
+
+    def on_timer(self, ctx, t):
+        yield ctx.key, t
+        if ctx.key == "c":
+            ctx.clear()  # its second timer does not fire
+        elif t + 1 <= 5 and ctx.key == "a":
+            ctx.timer(t + 1)  # due already at the end: fires in the same sweep
+
+
+def test_timers_set_by_a_timer_fire_in_the_same_sweep_and_cleared_ones_never_do():
+    flow, records = _timed("chain")
+    records.key_by(lambda r: r[0]).process(_Chain()).collect()
+    local = LocalFlow(flow.plan, 1)
+    local.feed([("a", 1.0, 0), ("c", 1.0, 0)])
+    fired = local.finish().outputs
+    assert [t for key, t in fired if key == "c"] == [1.0]
+    assert sorted(t for key, t in fired if key == "a") == [1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0]
+
+
+def test_a_branch_nobody_takes_does_not_run():
+    flow = Dataflow("unused")
+    numbers = flow.source(Fed())
+    numbers.map(lambda n: 1 / n)  # built, never consumed: it would fail on 0
+    numbers.map(lambda n: n + 1).collect()
+    local = LocalFlow(flow.plan, 1)
+    local.feed([0, 1])
+    assert sorted(local.finish().outputs) == [1, 2]
+
+
+def test_sources_a_flow_cannot_run_are_refused_and_a_union_with_itself_gives_each_record_twice():
+    flow = Dataflow("mixed")
+    flow.source([1, 2])
+    with pytest.raises(ValueError, match="all Fed"):
+        flow.source(Fed())
+    named = Dataflow("names")
+    named.source(Fed(), name="source1")
+    named.source(Fed())  # the name it takes is not the one given before
+    assert sorted(named.plan.stages[s].source_name for s in named.plan.sources) == ["source0", "source1"]
+    twice = Dataflow("twice")
+    numbers = twice.source(Fed())
+    numbers.collect("once")
+    with pytest.raises(ValueError, match="collected as 'once'"):
+        numbers.map(abs).union(numbers).collect("other")
+    assert "other" not in [p.collect for p in twice.plan.stages[0].ports]  # nothing half done
+    numbers.union(numbers).key_by(lambda n: 0).fold(int, lambda a, n: a + n, emit="final").collect("sum")
+    local = LocalFlow(twice.plan, 1)
+    local.feed([1, 2, 3])
+    assert local.finish().collected["sum"] == [(0, 12)]
