@@ -1,10 +1,11 @@
 """Nexmark on ``actorrt.streaming``: the throughput of every query, against Bytewax, and Q3 and Q8
 around a node kill (the Clonos paper's plots).
 
-The events are Nexmark's (``actorrt.streaming.nexmark``), made in the source operator as they are
-read (a pulled ``NexmarkSource``: what it read is in its lineage, so a replay or a rollback makes
-the same events again); the queries are ``actorrt.streaming.nexmark_queries`` at parallelism 2 on
-two nodes, writing to a sink that keeps nothing.
+The events are Nexmark's (``actorrt.streaming.nexmark``), made in source operators as they are
+read (``--sources`` pulled ``NexmarkSource``s, each a share of the stream, unioned: what each read
+is in its lineage, so a replay or a rollback makes the same events again); the queries are
+``actorrt.streaming.nexmark_queries`` at parallelism 2 on two nodes, writing to a sink that keeps
+nothing.
 
 - ``lineage_stash``, ``none``, ``checkpoint`` (global rollback: a global checkpoint every
   ``--checkpoint-every`` s) run on ``actorrt.streaming``.
@@ -110,13 +111,20 @@ class Due:
         return self.t0 + record[2] + self.window_s - nexmark.BASE_TIME_S
 
 
-def throughput_actorrt(ft: str, query: str, count: int, rate: float, checkpoint_every: float) -> dict[str, Any]:
+def _events(flow: Dataflow, sources: int, count: int, rate: float, paced_from: float | None = None) -> Any:
+    """The stream of ``count`` events, made by ``sources`` pulled sources (each a share of it)."""
+    shares = [flow.source(nexmark.NexmarkSource(count, rate=rate, paced_from=paced_from, share=(i, sources)),
+                          time=EventTime(_time), name=f"events{i}") for i in range(sources)]
+    return shares[0].union(*shares[1:])
+
+
+def throughput_actorrt(ft: str, query: str, count: int, rate: float, checkpoint_every: float,
+                       sources: int) -> dict[str, Any]:
     actorrt.init(num_nodes=2, ft=ft, checkpoint_dir=tempfile.mkdtemp(prefix="actorrt-bench-ckpt-"))
     try:
         flow = Dataflow(f"nexmark-{query}", batch_size=500,
                         checkpoint_every=OPERATOR_CHECKPOINT_EVERY if ft == "lineage_stash" else None)
-        events = flow.source(nexmark.NexmarkSource(count, rate=rate), time=EventTime(_time))
-        queries.query(query, events, rate).sink(Blackhole())
+        queries.query(query, _events(flow, sources, count, rate), rate).sink(Blackhole())
         stop = threading.Event()
         if ft == "checkpoint":
             threading.Thread(target=_global_checkpoints, args=(flow, checkpoint_every, stop), daemon=True).start()
@@ -124,8 +132,8 @@ def throughput_actorrt(ft: str, query: str, count: int, rate: float, checkpoint_
         result = flow.start(timeout=600).finish()
         wall = time.time() - began
         stop.set()
-        last = max(o["stage"] for o in result.operators)
-        outputs = sum(o["out"] for o in result.operators if o["stage"] == last)
+        sunk = {s for s, stage in enumerate(flow.plan.stages) if any(port.sink for port in stage.ports)}
+        outputs = sum(o["out"] for o in result.operators if o["stage"] in sunk)
         return {"events_per_s": count / wall, "wall_s": wall, "outputs": outputs}
     finally:
         actorrt.shutdown()
@@ -149,15 +157,14 @@ def throughput_bytewax(python: str, query: str, count: int, rate: float) -> dict
 
 
 def timeline_run(ft: str, query: str, rate: float, seconds: float, checkpoint_every: float,
-                 window_s: float) -> dict[str, Any]:
+                 window_s: float, sources: int) -> dict[str, Any]:
     actorrt.init(num_nodes=2, ft=ft, checkpoint_dir=tempfile.mkdtemp(prefix="actorrt-bench-ckpt-"))
     out = tempfile.mkdtemp(prefix="actorrt-bench-nexmark-")
     try:
         t0 = time.time() + 1.0
         flow = Dataflow(f"nexmark-{query}", batch_size=max(10, int(rate / 200)),
                         checkpoint_every=OPERATOR_CHECKPOINT_EVERY if ft == "lineage_stash" else None)
-        source = nexmark.NexmarkSource(int(rate * seconds), rate=rate, paced_from=t0)
-        events = flow.source(source, time=EventTime(_time))
+        events = _events(flow, sources, int(rate * seconds), rate, paced_from=t0)
         results = queries.q3(events, rate) if query == "q3" else queries.q8(events, window_s=window_s)
         results.sink(LatencyFiles(out, Due(query, t0, rate, window_s)))
         run = Run(ft, rate, seconds)
@@ -257,11 +264,12 @@ def _plot(doc: dict[str, Any], path: Path) -> None:
 @click.option("--seconds", default=20.0, show_default=True, help="(b): length of a run")
 @click.option("--q8-window", default=1.0, show_default=True, help="(b): Q8's window (s), so that it emits often")
 @click.option("--checkpoint-every", default=2.0, show_default=True, help="s between global checkpoints")
+@click.option("--sources", default=2, show_default=True, help="actorrt: sources making the events, a share each")
 @click.option("--peer-python", default=str(Path(__file__).parents[1] / ".venv-peers" / "bin" / "python"),
               show_default=True, help="the Python with bytewax (scripts/setup-peers.sh)")
 @click.option("--quick", is_flag=True, help="50,000 events, one run each, 10 s timelines")
 def main(parts: str, systems: str, names: str, events: int, repeat: int, rate: float, seconds: float,
-         q8_window: float, checkpoint_every: float, peer_python: str, quick: bool) -> None:
+         q8_window: float, checkpoint_every: float, sources: int, peer_python: str, quick: bool) -> None:
     """Nexmark's throughput per query, and Q3 and Q8 around a kill."""
     if quick:
         events, repeat, seconds = 50_000, 1, 10.0
@@ -274,7 +282,8 @@ def main(parts: str, systems: str, names: str, events: int, repeat: int, rate: f
     doc: dict[str, Any] = {"meta": {"time": _dt.datetime.now().isoformat(timespec="seconds"), "cpus": os.cpu_count(),
                                     "python": platform.python_version(), "commit": commit()},
                            "params": {"events": events, "repeat": repeat, "rate": rate, "seconds": seconds,
-                                      "q8_window": q8_window, "checkpoint_every": checkpoint_every}}
+                                      "q8_window": q8_window, "checkpoint_every": checkpoint_every,
+                                      "sources": sources}}
     with Progress() as progress:
         if "a" in parts:
             doc["a"] = {"systems": chosen, "queries": {}}
@@ -285,7 +294,7 @@ def main(parts: str, systems: str, names: str, events: int, repeat: int, rate: f
                 for _ in range(repeat):
                     for system in chosen:
                         got = (throughput_bytewax(peer_python, query, events, rate) if system == "bytewax"
-                               else throughput_actorrt(system, query, events, rate, checkpoint_every))
+                               else throughput_actorrt(system, query, events, rate, checkpoint_every, sources))
                         if (got.get("events_per_s") or 0) > (best.get(system, {}).get("events_per_s") or 0) \
                                 or system not in best:
                             best[system] = got
@@ -296,7 +305,7 @@ def main(parts: str, systems: str, names: str, events: int, repeat: int, rate: f
             todo = [(q, s) for q in ("q3", "q8") for s in chosen if s in ("lineage_stash", "checkpoint")]
             task = progress.add_task("kill timelines", total=len(todo))
             for query, system in todo:
-                line = timeline_run(system, query, rate, seconds, checkpoint_every, q8_window)
+                line = timeline_run(system, query, rate, seconds, checkpoint_every, q8_window, sources)
                 doc["b"].append({"query": query, **line})
                 progress.advance(task)
     _report(doc)

@@ -166,27 +166,33 @@ class NexmarkSource:
     """Nexmark's events as a pulled source (``Dataflow.source(NexmarkSource(...))``): a range is
     event numbers, and reading it makes those events, the same every time (a replay or a rollback
     makes them again). ``paced_from``: a wall-clock time from which event ``n`` is due at
-    ``paced_from + n / rate`` (a live stream at ``rate``); None: every event is there at once."""
+    ``paced_from + n / rate`` (a live stream at ``rate``); None: every event is there at once.
+    ``share=(i, n)``: only events ``i``, ``i + n``, ``i + 2n``... of the first ``count``, so that
+    ``n`` sources (unioned) make the stream between them, each in its own operator."""
 
-    def __init__(self, count: int, seed: int = 0, rate: float = 10_000.0, paced_from: float | None = None) -> None:
+    def __init__(self, count: int, seed: int = 0, rate: float = 10_000.0, paced_from: float | None = None,
+                 share: tuple[int, int] = (0, 1)) -> None:
+        first, every = share
+        if not 0 <= first < every:
+            raise ValueError(f"share=(i, n) takes 0 <= i < n, not {share!r}")
         self.count, self.generator, self.paced_from = count, Generator(seed, rate), paced_from
+        self.first, self.every = first, every
+        self.mine = max(0, -(-(count - first) // every))  # events of this share
         self.poll_s = 0.001  # asked again this soon when nothing is due
 
     def next_range(self, after: int | None, limit: int) -> tuple[int, int, int] | None:
+        """Positions in this share (the k-th is event ``first + k * every``)."""
         start = 0 if after is None else after + 1
-        due = self.count
+        due = self.mine
         if self.paced_from is not None:
-            due = min(due, int((time.time() - self.paced_from) * self.generator.rate) + 1)
+            newest = int((time.time() - self.paced_from) * self.generator.rate)  # the newest event due
+            due = min(due, max(0, (newest - self.first) // self.every + 1))
         end = min(due, start + limit)
         return (start, end - 1, end - start) if end > start else None
 
     def read(self, found: tuple[int, int, int]) -> list[Event]:
         first, last, _ = found
-        return list(self.generator.events(last - first + 1, first))
+        return [self.generator.event(self.first + k * self.every) for k in range(first, last + 1)]
 
     def ended(self, after: int | None) -> bool:
-        return (0 if after is None else after + 1) >= self.count
-
-    def scheduled(self, event_time: float) -> float:
-        """The wall-clock time an event of ``event_time`` is due (a paced source)."""
-        return (self.paced_from or 0.0) + event_time - BASE_TIME_S
+        return (0 if after is None else after + 1) >= self.mine

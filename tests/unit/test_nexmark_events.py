@@ -73,3 +73,17 @@ def test_the_pulled_source_reads_the_streams_events_in_ranges_and_paced_only_wha
     paced = nexmark.NexmarkSource(250, seed=4, rate=100.0, paced_from=time.time() - 0.5)  # ~50 due
     first, last, count = paced.next_range(None, 1000)
     assert first == 0 and 45 <= count <= 70 and last == count - 1
+
+
+def test_shares_of_the_pulled_source_make_the_stream_between_them():
+    shares = [nexmark.NexmarkSource(101, seed=2, rate=50.0, share=(i, 3)) for i in range(3)]
+    read = []
+    for source in shares:
+        after = None
+        while (found := source.next_range(after, 16)) is not None:
+            read += source.read(found)
+            after = found[1]
+        assert source.ended(after)
+    assert sorted(read, key=lambda e: e.date_time) == list(nexmark.events(101, seed=2, rate=50.0))
+    with pytest.raises(ValueError, match="share"):
+        nexmark.NexmarkSource(10, share=(2, 2))
