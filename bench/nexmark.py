@@ -174,7 +174,9 @@ def timeline_run(ft: str, query: str, rate: float, seconds: float, checkpoint_ev
             threading.Thread(target=_global_checkpoints, args=(flow, checkpoint_every, stop), daemon=True).start()
         flow.start(timeout=seconds + 120).finish()
         stop.set()
-        return _timeline(run, Path(out), t0, checkpoint_every)
+        # What the recoveries spent, phase by phase (detection, restart, flush, fetch, replay).
+        phases = [r for node in actorrt.stats()["nodes"] for r in node.get("recoveries", [])]
+        return {**_timeline(run, Path(out), t0, checkpoint_every), "recoveries": phases}
     finally:
         actorrt.shutdown()
         shutil.rmtree(out, ignore_errors=True)
@@ -340,13 +342,17 @@ def _report(doc: dict[str, Any]) -> None:
                        + f"{ls / bw if ls and bw else float('nan'):>12.2f}")
     if "b" in doc:
         click.echo("(b) a kill at half time: recovery (until latency is back within 10% of before)")
-        click.echo(f"{'query':<7}{'system':<15}{'before ms':>10}{'recovery s':>11}{'untouched during/before':>25}")
+        click.echo(f"{'query':<7}{'system':<15}{'before ms':>10}{'recovery s':>11}{'untouched during/before':>25}"
+                   f"{'replayed':>10}{'replay s':>10}")
         by = {(line["query"], line["system"]): line for line in doc["b"]}
         for line in doc["b"]:
             rec = line.get("recovery") or {}
             nan = float("nan")
+            replayed = sum(r.get("tasks_replayed", 0) for r in line.get("recoveries", []))
+            replay_s = sum(r.get("replay_ms", 0) for r in line.get("recoveries", [])) / 1e3
             click.echo(f"{line['query']:<7}{line['system']:<15}{rec.get('baseline_ms', nan):>10.2f}"
-                       f"{rec.get('recovery_s', nan):>11.2f}{line.get('untouched_during_over_before') or nan:>25.2f}")
+                       f"{rec.get('recovery_s', nan):>11.2f}{line.get('untouched_during_over_before') or nan:>25.2f}"
+                       f"{replayed:>10}{replay_s:>10.2f}")
             if line["system"] == "lineage_stash" and line.get("untouched_during_over_before") is not None:
                 ratios.setdefault("untouched_during_over_before", {})[line["query"]] = \
                     line["untouched_during_over_before"]
