@@ -2,7 +2,8 @@
 
 CI runs a fixed sample of each (200 flows in one process, 6 on a real cluster with a node killed);
 this draws as many new ones as asked, with random parallelism, disorder, windows and kill points,
-and checks every window against the plain-Python oracle. A failure prints the smallest flow
+and checks every window against the plain-Python oracle; in one process, interval joins of two
+sources too (every pair, in any delivery order). A failure prints the smallest flow
 hypothesis found and the line that reproduces it (keep it as a regression test).
 
     python scripts/streaming_properties.py                       # 2,000 in one process, 100 on a cluster
@@ -19,7 +20,7 @@ from pathlib import Path
 import click
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCAL = "tests/unit/test_stream_properties.py"
+LOCAL = "tests/unit/test_stream_properties.py tests/unit/test_stream_joins.py"  # windows; interval joins
 CLUSTER = "tests/integration/test_streaming_properties.py"
 
 
@@ -35,7 +36,7 @@ def main(local: int, cluster: int) -> None:
         click.echo(f"{path}: {examples} flows")
         env = {**os.environ, "ACTORRT_PROPERTY_EXAMPLES": str(examples)}
         code = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout", "0",
-                               path], cwd=ROOT, env=env).returncode
+                               *path.split()], cwd=ROOT, env=env).returncode
         failed = failed or code != 0
     sys.exit(1 if failed else 0)
 
