@@ -174,8 +174,10 @@ class EventTime:
 StepKind = Literal["map", "flat_map", "filter", "route", "select", "fold", "window", "window_join",
                    "interval_join", "process"]
 KEYED = frozenset({"fold", "window", "window_join", "interval_join", "process"})
-# A keyed step closes or fires on the watermark at times of its own: its producers tell it every move.
-EVERY_MOVE = (1, 0)
+# A keyed step that acts at any time (timers, an interval join's eviction, a ttl) hears its
+# producers' watermark, when they send it no records, once per this much event time (Flink sends
+# one every 200 ms): a timer fires at most that late, and a batch of records carries it anyway.
+TIMER_GRID = (100_000, 0)
 
 
 @dataclass(frozen=True)
@@ -321,7 +323,7 @@ class Plan:
         offset) in µs of the watermark ``stage`` sends: an instance tells a consumer that got no
         records its watermark only when it crosses one of these (a window stage passes on its
         watermark less its lateness, and closes a window when its own passes the end plus the
-        lateness; a step with timers of any time hears every move)."""
+        lateness; a step with timers of any time hears it every ``TIMER_GRID``)."""
         grid: set[tuple[int, int]] = set()
         todo = [(c.stage, 0) for port in self.consumers(stage) for c in port]
         seen = set()
@@ -337,7 +339,7 @@ class Plan:
                 period, offset = step.window.grid
                 grid.add((period, (offset + held_back + lateness) % period))
             elif step is not None and (step.kind in ("interval_join", "process") or step.ttl_s is not None):
-                grid.add(EVERY_MOVE)
+                grid.add(TIMER_GRID)
             todo += [(c.stage, held_back + lateness) for port in self.consumers(s) for c in port]
         return sorted(grid)
 
