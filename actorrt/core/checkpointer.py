@@ -124,7 +124,7 @@ class Checkpointer:
                 actor=actor.actor_id,
                 received=[node_pb2.Counter(actor=p.sender, counter=p.last_counter) for p in snapshot.senders]
                 + [node_pb2.Counter(actor=s, counter=n) for s, n in covered],
-                sent=[node_pb2.Counter(actor=c.receiver, counter=c.count) for c in snapshot.counters]))
+                sent=[node_pb2.Counter(actor=r, counter=n) for r, n in covered_sends(snapshot).items()]))
 
     async def take_or_log(self) -> None:
         """A periodic checkpoint, made durable while the actor runs on: one that fails is logged,
@@ -174,3 +174,13 @@ class Checkpointer:
         for pending in checkpoint.pending:
             actor.services.send_again(pending)
 
+
+def covered_sends(snapshot: checkpoint_pb2.ActorCheckpoint) -> dict[bytes, int]:
+    """Per receiver, the counter up to which a replay from ``snapshot`` never awaits a call's
+    result again: the calls it sent, less those it had no answer to, which a restore sends again
+    (their receivers answer from their ledgers, so they must keep those results)."""
+    again: dict[bytes, int] = {}
+    for pending in snapshot.pending:
+        receiver, counter = pending.spec.receiver, pending.spec.task_counter
+        again[receiver] = min(again.get(receiver, counter), counter)
+    return {c.receiver: min(c.count, again.get(c.receiver, c.count + 1) - 1) for c in snapshot.counters}
