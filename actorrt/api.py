@@ -194,6 +194,23 @@ def checkpoint(handles: Sequence[ActorHandle], *, timeout: float | None = None) 
     return driver.checkpoint(targets, timeout)
 
 
+async def ran(ref: ObjectRef) -> None:
+    """Wait until the call that makes ``ref`` has run, as back-pressure does (a producer that
+    keeps at most N calls unprocessed at a consumer), without fetching what it need not.
+
+    ``await ref`` would ask for the value. A replayed actor sends its calls again; a receiver
+    that ran one before answers it from its ledger, a round trip per call that the replay would
+    wait for. ``ran`` counts such a call as run at once, and the replay goes on. Otherwise it
+    awaits the value, and raises the call's error, as ``await ref`` does.
+
+    Raises:
+        The call's error (``ActorMethodError``, ``ActorDiedError``, ...), where the value is awaited.
+    """
+    if not isinstance(ref, ObjectRef):
+        raise TypeError(f"ran() takes an ObjectRef, not {type(ref).__name__}")
+    await values.ran(context.current().worker, ref)
+
+
 async def commit_lineage() -> int:
     """Inside an actor task, before it acts on the outside world (writes a file, a table, calls a
     service): write the task's uncommitted lineage to the store and wait for the acks (end-to-end

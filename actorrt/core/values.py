@@ -56,6 +56,15 @@ async def value_of(worker: Worker, ref: ObjectRef) -> Any:
         worker.fetches.unborrow(ref.object_id)
 
 
+async def ran(worker: Worker, ref: ObjectRef) -> None:
+    """Once the call that makes ``ref`` has run (``actorrt.ran``): a call a replay sends again
+    whose receiver ran it before is deferred (``Outbox.send_task``), and counts as run without
+    asking the receiver for its result; any other is awaited as ``await ref`` is."""
+    if worker.on_loop_thread() and worker.objects.is_deferred(ref.object_id):
+        return
+    await ref
+
+
 def _as_refs(what: str, refs: Any, one_allowed: bool = False) -> list[ObjectRef]:
     if one_allowed and isinstance(refs, ObjectRef):
         return [refs]

@@ -56,6 +56,10 @@ class ObjectStore:
         ``forget()`` is called instead if it is released before."""
         self._deferred[object_id] = (make, forget)
 
+    def is_deferred(self, object_id: bytes) -> bool:
+        """Whether ``object_id`` is deferred and not asked for yet (``defer``)."""
+        return object_id in self._deferred
+
     def expect(self, object_id: bytes) -> asyncio.Future[pb.ObjectValue]:
         """The entry for ``object_id``, created empty if absent (read back if spilled); a
         deferred object is made now."""

@@ -281,7 +281,7 @@ class Operator:
             for queues in port:
                 for queue in queues:
                     while queue:
-                        await queue.popleft()
+                        await actorrt.ran(queue.popleft())
         for port in self.routes:
             for route in port:
                 for handle in route.handles:
@@ -330,7 +330,7 @@ class Operator:
             queue = queues[message.to]
             queue.append(call)
             while len(queue) > (self.plan.max_in_flight if in_flight is None else in_flight):
-                await queue.popleft()  # back-pressure: the consumer is behind
+                await actorrt.ran(queue.popleft())  # back-pressure: the consumer is behind
 
     def _no_refs(self) -> list[list[list[deque[ObjectRef]]]]:
         return [[[deque() for _ in route.handles] for route in port] for port in self.routes]

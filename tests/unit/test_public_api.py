@@ -10,7 +10,7 @@ PUBLIC = {
     "ReplayDivergedError", "RolledBackError",
     "SinkConflictError", "TaskCancelledError", "TaskError", "Timer", "call_every", "call_later", "now", "random", "rng",
     "UnknownActorError", "cancel", "checkpoint", "commit_lineage", "get", "get_actor", "init", "is_initialized", "kill",
-    "kill_node", "nodes", "put", "record", "remote", "rollbacks", "shutdown", "stats", "wait",
+    "kill_node", "nodes", "put", "ran", "record", "remote", "rollbacks", "shutdown", "stats", "wait",
 }
 
 
