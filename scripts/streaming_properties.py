@@ -2,8 +2,9 @@
 
 CI runs a fixed sample of each (200 flows in one process, 6 on a real cluster with a node killed);
 this draws as many new ones as asked, with random parallelism, disorder, windows and kill points,
-and checks every window against the plain-Python oracle; in one process, interval joins of two
-sources too (every pair, in any delivery order). A failure prints the smallest flow
+and checks every window against the plain-Python oracle; interval and window joins of two
+sources too (every pair, in any delivery order in one process, and with a node killed on a
+cluster). A failure prints the smallest flow
 hypothesis found and the line that reproduces it (keep it as a regression test).
 
     python scripts/streaming_properties.py                       # 2,000 in one process, 100 on a cluster
