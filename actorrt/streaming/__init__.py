@@ -8,11 +8,12 @@ at the same points of its input.
 """
 
 from actorrt.streaming.connectors import ListSource, RedisStreamSink, RedisStreamSource, read_stream
-from actorrt.streaming.dataflow import ConnectedStreams, Dataflow, KeyedStream, Stream
+from actorrt.streaming.dataflow import Dataflow
 from actorrt.streaming.logic import DeadLetter, OperatorStoppedError, RecordError
 from actorrt.streaming.plan import EventTime, Fed, Session, Sliding, Tumbling
 from actorrt.streaming.process import Context, KeyedProcess
 from actorrt.streaming.running import RunningFlow, RunResult
+from actorrt.streaming.streams import ConnectedStreams, KeyedStream, Stream
 
 __all__ = ["ConnectedStreams", "Context", "Dataflow", "DeadLetter", "EventTime", "Fed", "KeyedProcess", "KeyedStream",
            "ListSource", "OperatorStoppedError",

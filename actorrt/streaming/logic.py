@@ -80,6 +80,7 @@ class StageLogic:
         if step is not None and step.kind == "interval_join" and self.joined is None:
             self.joined = IntervalJoin(*(to_us(bound) for bound in step.between))
         self._live = self.stage.live_steps(1 if step is not None else 0)  # the steps _ports runs
+        self._connected = any(put.side for put in self.channels)  # two inputs: on_left and on_right
 
     @classmethod
     def of(cls, plan: Plan, stage: int) -> StageLogic:
@@ -110,36 +111,23 @@ class StageLogic:
         if self.stage.is_source and self.time is not None:
             times = [self._time_of(record) for record in batch]
         step = self.stage.keyed
-        out = self._nothing() if step is not None else Out(batch, times)
-        if step is not None:
-            put = self.channels[upstream]
-            keys = [put.key(record) for record in batch]
-            if step.kind == "fold":
-                out = self._fold(step, batch, times, keys, now)
-            elif step.kind == "window":
-                self._into_windows(step, batch, times, now, keys)
-            elif step.kind == "window_join":
-                self._into_windows(step, [(put.side, record) for record in batch], times, now, keys)
-            elif step.kind == "interval_join":
-                out = self._interval(batch, times, keys, put.side)
-            else:
-                out = self._process(step, batch, times, keys, put.side, now)
+        out = Out(batch, times) if step is None else self._keyed(step, batch, times, upstream, now)
         if isinstance(self.progress, SourceProgress):
             self.progress.read(times)
         elif self.progress is not None and mark is not None:
             self.progress.update(upstream, mark, idle)
-        return self._ports(out.then(self._on_time(now)) if step is not None else out)
+        return self._ports(out if step is None else out.then(self._on_time(now)))
 
     def advance(self, upstream: int, mark: float, idle: bool, now: float) -> list[Out]:
         """Upstream ``upstream``'s watermark moved to ``mark`` (a message without records)."""
         self.progress.update(upstream, mark, idle)
-        return self._ports(self._on_time(now))
+        return self.close(now)
 
     def tick(self, now: float) -> list[Out]:
         """The clock: a source instance may become idle, processing-time windows and timers end."""
         if isinstance(self.progress, SourceProgress):
             self.progress.check_idle(now)
-        return self._ports(self._on_time(now))
+        return self.close(now)
 
     def upstream_done(self, upstream: int, now: float) -> list[Out]:
         """``upstream`` sends nothing more: it no longer holds the watermark back."""
@@ -147,7 +135,7 @@ class StageLogic:
             self.progress.finish()
         elif self.progress is not None:
             self.progress.finish(upstream)
-        return self._ports(self._on_time(now))
+        return self.close(now)
 
     def close(self, now: float) -> list[Out]:
         """What the time ``now`` (in event time: the watermark) makes due: windows that ended, as
@@ -165,6 +153,24 @@ class StageLogic:
         if windowed is None:
             return self._ports(self._nothing())
         return self._ports(self._closed(windowed, math.inf))
+
+    def _keyed(self, step: Step, batch: list[Any], times: list[int] | None, upstream: int, now: float) -> Out:
+        """The keyed step on ``batch`` from channel ``upstream`` (by the key of that input)."""
+        put = self.channels[upstream]
+        keys = [put.key(record) for record in batch]
+        if step.kind == "fold":
+            return self._fold(step, batch, times, keys, now)
+        if step.kind == "interval_join":
+            return self._interval(batch, times, keys, put.side)
+        if step.kind == "process":
+            fn = step.fn
+            method = fn.on_record if not self._connected else fn.on_left if put.side == 0 else fn.on_right
+            at = to_us(now)
+            return self._called(step, method, [(keys[i], at if times is None else times[i], record)
+                                               for i, record in enumerate(batch)],
+                                self.progress.mark if self.progress is not None else at)
+        self._into_windows(step, batch if step.kind == "window" else [(put.side, r) for r in batch], times, now, keys)
+        return self._nothing()
 
     def _on_time(self, now: float) -> Out:
         step = self.stage.keyed
@@ -281,46 +287,30 @@ class StageLogic:
             out_times += pair_times
         return Out(records, out_times)
 
-    def _process(self, step: Step, batch: list[Any], times: list[int] | None, keys: list[Any], side: int,
-                 now: float) -> Out:
-        """A process step's records for ``batch``: its function's, called per record with a context."""
-        fn = step.fn
-        method = fn.on_record if not self._connected else fn.on_left if side == 0 else fn.on_right
-        mark = self.progress.mark if self.progress is not None else to_us(now)
-        out: list[Any] = []
-        out_times: list[int] | None = None if times is None else []
-        for i, record in enumerate(batch):
-            t = None if times is None else times[i]
-            ctx = Context(self.state, fn.init, keys[i], to_us(now) if t is None else t, t, mark)
-            ok, made = self._apply(step, _listed(method), ctx, record)
-            if ok:
-                out += made
-                if out_times is not None:
-                    out_times += [t] * len(made)
-        return Out(out, out_times)
-
     def _timers(self, step: Step, now_us: float) -> Out:
         """The timers due by ``now_us``, fired in time order: in event time those before the
         watermark (a record at the watermark may still come), in processing time those at or
         before the clock. A timer that one sets (due already) fires in the same sweep; one a
         ``clear()`` cancelled does not."""
-        fn = step.fn
+        bound = now_us if self.progress is None or now_us == DONE else now_us - 1
+        due = iter(lambda: self.state.next_due(bound), None)  # one at a time: each sees the last one's effects
+        return self._called(step, step.fn.on_timer, ((key, at, seconds(at)) for at, key in due), now_us)
+
+    def _called(self, step: Step, method: Any, calls: Any, watermark: float) -> Out:
+        """A process step's ``method(ctx, arg)`` for each ``(key, at, arg)`` of ``calls`` (``at``:
+        the record's or the timer's time, µs), with the key's context; what they emit, at ``at``
+        in event time."""
         out: list[Any] = []
         out_times: list[int] | None = None if self.time is None else []
-        bound = now_us if self.progress is None or now_us == DONE else now_us - 1
-        while (fired := self.state.next_due(bound)) is not None:
-            at, key = fired
-            ctx = Context(self.state, fn.init, key, at, None if self.time is None else at, now_us)
-            ok, made = self._apply(step, _listed(fn.on_timer), ctx, seconds(at))
+        listed = _listed(method)
+        for key, at, arg in calls:
+            ctx = Context(self.state, step.fn.init, key, at, None if self.time is None else at, watermark)
+            ok, made = self._apply(step, listed, ctx, arg)
             if ok:
                 out += made
                 if out_times is not None:
                     out_times += [at] * len(made)
         return Out(out, out_times)
-
-    @property
-    def _connected(self) -> bool:
-        return any(put.side for put in self.channels)
 
     def _into_session(self, step: Step, key: Any, t: int, record: Any) -> None:
         gap = step.window.gap_us
@@ -377,10 +367,8 @@ class StageLogic:
             elif step.kind == "flat_map":
                 out.extend(value)
                 n = len(value)
-            elif step.kind == "route":
-                value = list(value)
-                ok = self._routed(step, record, value)
-                if not ok:
+            elif step.kind == "route":  # (its function makes a list: Stream.route)
+                if not self._routed(step, record, value):
                     continue
                 out.extend(value)
                 n = len(value)

@@ -29,7 +29,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from actorrt.streaming.dataflow import Stream
 from actorrt.streaming.nexmark import (
     ACTIVE_PERSONS,
     AUCTION_PROPORTION,
@@ -42,6 +41,7 @@ from actorrt.streaming.nexmark import (
 )
 from actorrt.streaming.plan import Sliding, Tumbling
 from actorrt.streaming.process import Context, KeyedProcess
+from actorrt.streaming.streams import Stream
 
 DOLLAR_TO_EURO = 0.908
 Q2_AUCTION_MODULUS = 123
