@@ -109,14 +109,6 @@ class _Store:
 
     def __init__(self, replicas: int = 0) -> None:
         self.replicas = replicas
-        self._registered: dict[tuple[int, str], object] = {}  # (client id, source) -> redis-py Script
-
-    def script(self, client: Client, source: str):
-        """The Lua script ``source`` on ``client`` (redis-py's ``Script``, registered once)."""
-        script = self._registered.get((id(client), source))
-        if script is None:
-            script = self._registered[(id(client), source)] = client.register_script(source)
-        return script
 
     def _groups(self, keys: Sequence[bytes]) -> list[tuple[Client, list[bytes]]]:
         raise NotImplementedError
@@ -146,13 +138,9 @@ class _Store:
         return await self._gather(fn(client, ks) for client, ks in self._groups(keys))
 
     async def run_script(self, source: str, keys: list[bytes], args: list) -> object:
-        """Run the Lua script ``source`` over ``keys`` (all in one group) and ``args``."""
-
-        async def call(client: Client, _: list[bytes]) -> object:
-            return await self.script(client, source)(keys=keys, args=args)
-
-        (result,) = await self.per_shard(keys[:1], call)
-        return result
+        """Run the Lua script ``source`` over ``keys`` (all in one group) and ``args``, on a lean
+        connection of the store's own (``script_connection.py``) rather than redis-py's."""
+        raise NotImplementedError
 
     async def _gather(self, coros) -> list:
         with self._errors_translated():

@@ -38,7 +38,7 @@ from redis.exceptions import ResponseError
 from actorrt.exceptions import StaleIncarnationError
 from actorrt.rpc import common_pb2 as pb
 from actorrt.store import scripts
-from actorrt.store.clients import Client, Store, refusal
+from actorrt.store.clients import Client, Store, refusal, script_call
 from actorrt.util.lease import Lease
 
 KEY_PREFIX = b"task:"
@@ -179,11 +179,8 @@ class LineageStore:
         # In every group: the one a writer took depends on where the groups lived when it started.
         keys = [_fence_key(g, slot) for g in range(SLOT_GROUPS)]
 
-        async def raise_fence(client: Client, ks: list[bytes]) -> None:
-            script = self.store.script(client, scripts.RAISE_FENCE)
-            await asyncio.gather(*(script(keys=[key], args=[epoch]) for key in ks))
-
-        await self.store.per_shard(keys, raise_fence, durable=True)
+        # Each call returns once the shard's replicas hold it (script_connection.py).
+        await asyncio.gather(*(script_call(self.store, scripts.RAISE_FENCE, [key], [epoch]) for key in keys))
 
     async def write(self, writes: Sequence[Write]) -> list[tuple[bytes, int]]:
         """Write specs, whole or as the delta of their version, in one atomic script call (in order,
@@ -222,12 +219,11 @@ class LineageStore:
     async def _read_records(self, keys: Sequence[bytes]) -> dict[bytes, pb.TaskSpec]:
         """The tasks whose records are ``keys`` (of any groups), each at its newest version."""
 
-        async def read_shard(client: Client, ks: list[bytes]) -> list[tuple[bytes, bytes | None, bytes | None]]:
-            script = self.store.script(client, scripts.READ_RECORDS)
+        async def read_shard(_: Client, ks: list[bytes]) -> list[tuple[bytes, bytes | None, bytes | None]]:
             found = []
             for start in range(0, len(ks), MAX_READ_KEYS):
                 part = ks[start:start + MAX_READ_KEYS]
-                fields = await script(keys=part)
+                fields = await self.store.run_script(scripts.READ_RECORDS, part, [])
                 found += zip(part, fields[0::2], fields[1::2], strict=True)
             return found
 
@@ -313,10 +309,9 @@ class LineageStore:
                 for index in indexes:
                     pipe.exists(index)
                 held = [index for index, found in zip(indexes, await pipe.execute(), strict=True) if found]
-            script = self.store.script(client, scripts.FORGET)
             await asyncio.gather(*(
-                script(keys=[index, *(record_key(group_of[index], t) for t in task_ids)],
-                       args=[*task_ids, TOMBSTONE_VERSION, TOMBSTONE_TTL_S])
+                self.store.run_script(scripts.FORGET, [index, *(record_key(group_of[index], t) for t in task_ids)],
+                                      [*task_ids, TOMBSTONE_VERSION, TOMBSTONE_TTL_S])
                 for index in held))
 
         if task_ids:
