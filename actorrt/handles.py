@@ -40,6 +40,11 @@ class ActorOptions:
             calls to the actor unanswered. A driver's ``.remote()`` blocks for room; an actor
             awaits it with ``await handle.method.remote_async(...)``. The handles the creation
             returns carry the bound (pickled ones too); None: calls are never held back.
+        standby: passive replicas of the actor kept on other nodes (0 or 1). A standby holds the
+            actor's newest checkpoint, loaded, and takes the actor's place when its node fails: only
+            the tasks since that checkpoint are replayed, and nothing waits for the node's restart.
+            It costs a copy of the state in the standby's memory, and a read of each checkpoint
+            there; pair it with ``checkpoint_every``. Needs a cluster that logs lineage.
     """
 
     node: int | None = None
@@ -48,6 +53,7 @@ class ActorOptions:
     name: str | None = None
     get_if_exists: bool = False
     max_in_flight: int | None = None
+    standby: int = 0
 
     def __post_init__(self) -> None:
         check_node(self.node)
@@ -65,6 +71,8 @@ class ActorOptions:
         if self.max_in_flight is not None and (isinstance(self.max_in_flight, bool)
                                                or not isinstance(self.max_in_flight, int) or self.max_in_flight < 1):
             raise ValueError(f"max_in_flight must be an int >= 1 or None, not {self.max_in_flight!r}")
+        if isinstance(self.standby, bool) or self.standby not in (0, 1):
+            raise ValueError(f"standby must be 0 or 1 (standbys per actor), not {self.standby!r}")
 
 
 # Ray options a Ray user may pass, and what to use here instead.
@@ -113,7 +121,7 @@ class ActorClass(Generic[T]):
 
     def options(self, **kwargs: Any) -> ActorClass[T]:
         """A copy with other ``ActorOptions`` (``node=``, ``nondeterministic=``, ``checkpoint_every=``,
-        ``name=``, ``get_if_exists=``, ``max_in_flight=``)."""
+        ``name=``, ``get_if_exists=``, ``max_in_flight=``, ``standby=``)."""
         check_options(kwargs)
         copy = ActorClass(self._cls, replace(self._options, **kwargs))
         copy._blob = self._blob
@@ -139,6 +147,7 @@ class ActorClass(Generic[T]):
             methods=self._methods,
             nondeterministic=self._options.nondeterministic,
             checkpoint_every=self._options.checkpoint_every or 0,
+            standby=self._options.standby,
         )
 
         def take_name(actor_id: bytes, slot: int) -> None:

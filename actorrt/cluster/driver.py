@@ -203,7 +203,8 @@ class Driver:
             s = per_node.get(info.slot)
             actors = [] if s is None else [
                 {"actor_id": a.actor_id.hex(), "class": a.class_name, "queued": a.queued,
-                 "executed": a.executed, "dead": a.dead, "results_kept_bytes": a.results_kept_bytes}
+                 "executed": a.executed, "dead": a.dead, "results_kept_bytes": a.results_kept_bytes,
+                 "standby": a.standby if a.HasField("standby") else None}
                 for a in s.actors
             ]
             entry.update(
@@ -214,6 +215,7 @@ class Driver:
                 recoveries=[_fields_dict(r) for r in s.recoveries] if s else [],
                 objects_kept=_fields_dict(s.objects_kept) if s else {},
                 shared_memory=_fields_dict(s.shared_memory) if s else {},
+                standby_copies=dict(s.standby_copies) if s else {},
             )
             nodes.append(entry)
         return {
@@ -224,6 +226,8 @@ class Driver:
             "store_replicas": self.worker.membership.view.store_replicas,
             "store_url": without_password(self.worker.membership.view.store_url),
             "fault_tolerance": _ft_dict(self.worker.membership.view.fault_tolerance),
+            # actors their standbys serve now: actor ID -> the slot that serves it
+            "moved_actors": {m.actor.hex(): m.slot for m in self.worker.membership.view.moved_actors},
             "driver": {"pending_results": self.worker.pending_results(), "objects": len(self.worker.objects),
                        "objects_kept": _fields_dict(self.call(self._objects_kept(), timeout=10.0)),
                        "shared_memory": _fields_dict(self.worker.shared.stats()),

@@ -30,6 +30,7 @@ from actorrt.cluster.head_service import HeadServicer
 from actorrt.cluster.head_state import HeadState, Restored, SupersededError
 from actorrt.cluster.metrics_endpoint import serve_metrics
 from actorrt.cluster.node_processes import NodeProcesses
+from actorrt.cluster.promotions import promotions
 from actorrt.cluster.session import Session
 from actorrt.cluster.slots import LEASE_FRACTION, MAX_RESTART_DELAY_S, Slot, heir_for, roll_back
 from actorrt.cluster.store_shards import StoreShards
@@ -40,6 +41,7 @@ from actorrt.net.server import InvalidRequestError, start_server
 from actorrt.net.tls import TlsFiles
 from actorrt.objects.host import host_identity
 from actorrt.rpc import head_pb2
+from actorrt.store.lineage_store import standbys_on
 from actorrt.store.opening import follow_view
 from actorrt.util import children
 from actorrt.util.background import BackgroundTasks
@@ -54,6 +56,8 @@ HEARTBEAT_CHECK_S = 0.1
 PAUSED_AFTER_S = 1.0
 # A restarted head counts its predecessor's drivers as connected for at least this long.
 DRIVERS_BACK_S = 10.0
+# How long the head waits for the store to say which standbys a failed node's actors keep.
+PROMOTION_READ_TIMEOUT_S = 2.0
 
 
 class Head:
@@ -75,6 +79,7 @@ class Head:
         self.slots: dict[int, Slot] = {}
         self.rollbacks = 0
         self.revision = 0
+        self.moved: dict[bytes, head_pb2.ActorMove] = {}  # actors their standbys serve now
         self._subscribers: set[asyncio.Queue[head_pb2.ClusterView]] = set()
         self.drivers = ConnectedDrivers(self.publish)
         self._stopping = False
@@ -148,6 +153,7 @@ class Head:
         """Take over the slots a dead head's view names (``takeover.takeover_plan``)."""
         view = restored.view or head_pb2.ClusterView()
         self.rollbacks = view.rollbacks
+        self.moved = {m.actor: m for m in view.moved_actors}
         self.drivers.restore(list(view.drivers), list(view.departed_drivers))
         now = asyncio.get_running_loop().time()
         for info, action in takeover.takeover_plan(view, host_identity()):
@@ -245,6 +251,8 @@ class Head:
         await self._fence(s, epoch)
         rollback = self.mode.rolls_back and not never_started
         self.rollbacks += rollback
+        if self.mode.logs_lineage:
+            await self._promote_standbys(slot, epoch)
         if not s.info.managed and self.mode.logs_lineage:
             self._choose_heir(s)
         if rollback:
@@ -273,6 +281,22 @@ class Head:
             log.warning("node %d (epoch %d) may act for %.1f s more under its lease; waiting",
                         s.info.slot, epoch, remaining)
             await asyncio.sleep(remaining)
+
+    async def _promote_standbys(self, failed: int, epoch: int) -> None:
+        """The failed slot's actors that keep a standby on a live node move there, in the view that
+        declares the failure (``promotions.py``). An unreachable store moves none: they are rebuilt
+        by the slot's restart."""
+        try:
+            async with asyncio.timeout(PROMOTION_READ_TIMEOUT_S):
+                standbys = await standbys_on(self.state.store, failed)
+        except (ClusterError, TimeoutError) as exc:
+            log.warning("node %d: no standby promoted, the store did not answer: %s", failed, exc)
+            return
+        alive = {n for n, s in self.slots.items() if s.info.state == head_pb2.ALIVE}
+        for move in promotions(failed, epoch, standbys, alive, self.moved):
+            log.warning("node %d failed: actor %s moves to its standby on node %d", failed, move.actor.hex()[:8],
+                        move.slot)
+            self.moved[move.actor] = move
 
     def _choose_heir(self, dead: Slot) -> None:
         """A node the head cannot restart (added by hand) died: the live node hosting the fewest
@@ -332,6 +356,7 @@ class Head:
             stopping=self._stopping,
             store_tls=self.store.tls is not None and not self.options.store_url,
             store_replicas=self.options.store_replicas,
+            moved_actors=[m for _, m in sorted(self.moved.items())],
         )
 
     def _store_moved(self) -> None:

@@ -53,6 +53,7 @@ class NodeProcess:
                                leadership.locator(lambda: self.worker.membership.view, self.worker.store_tls))
         self._background = BackgroundTasks("node")
         self._inherited: set[int] = set()  # dead slots whose actors this process rebuilt (or is rebuilding)
+        self._moves_seen: set[tuple[bytes, int]] = set()  # (actor, move epoch) of the moves in the views seen
         self.recoveries = NodeRecoveries(self.worker, self.servicer, token, self._background.spawn)
 
     def get(self, refs, timeout=None):
@@ -103,6 +104,7 @@ class NodeProcess:
         self.worker.router.set_incarnation(reply.slot, reply.epoch)
         # A restarted slot rebuilds its actors, and those of the dead slots the view says it inherits.
         self._inherited = self._slots_inherited_in(reply.view)
+        self._moves_seen = {(m.actor, m.epoch) for m in reply.view.moved_actors}  # a restart rebuilds those here
         self._background.spawn(self._leases_from_store(reply.lease_s))
         if reply.epoch > 1:  # heartbeats and views go on during the recovery
             self.recoveries.start({reply.slot, *self._inherited}, reply.detection_ms, reply.restart_ms)
@@ -162,6 +164,13 @@ class NodeProcess:
             log.warning("node %d inherits the actors of dead node(s) %s", self.servicer.slot, sorted(inherited))
             self._inherited |= inherited
             self.recoveries.start(inherited)
+        promoted = [m for m in view.moved_actors if m.slot == self.servicer.slot
+                    and (m.actor, m.epoch) not in self._moves_seen and m.actor not in self.worker.host.actors]
+        self._moves_seen.update((m.actor, m.epoch) for m in view.moved_actors)
+        if promoted:  # actors whose standby this node keeps: it takes their place
+            log.warning("node %d takes the place of actor(s) %s", self.servicer.slot,
+                        ", ".join(m.actor.hex()[:8] for m in promoted))
+            self.recoveries.promote(promoted)
         self.worker.apply_view(view)
         if not self.worker.membership.incarnation_alive(self.servicer.slot, self.servicer.epoch):
             # Fail-stop: the cluster has declared this incarnation dead and told its callers so;

@@ -1,4 +1,5 @@
-"""Rebuilding lost actors on this node: its own after a restart, or those of a dead slot it inherits.
+"""Rebuilding lost actors on this node: its own after a restart, those of a dead slot it inherits,
+or those whose standby it keeps (``core/standbys.py``), promoted in their place.
 
 Paper §4.2.3: survivors flush their stashes, so the store holds every task they depend on; each
 lost actor then restores its newest checkpoint (or runs its constructor) and re-executes its
@@ -32,6 +33,9 @@ from actorrt.store.lineage_store import LineageStore
 
 log = logging.getLogger(__name__)
 
+# An actor's rebuild: its checkpoint, the checkpoint's file, its state restored already (by a
+# standby here), and the tasks to re-execute after it.
+ReplayPlan = tuple[ActorCheckpoint | None, str, Any, list]
 # How long one FlushStash call may take; a survivor still alive after it is asked again.
 SURVIVOR_FLUSH_TIMEOUT_S = 10.0
 # A survivor that is alive but has not flushed is asked again, backing off to this.
@@ -58,8 +62,19 @@ class NodeRecoveries:
         self._under_way += 1
         self._spawn(self._recover(slots, detection_ms, restart_ms))
 
-    async def _recover(self, slots: set[int], detection_ms: float, restart_ms: float) -> None:
-        stats = node_pb2.RecoveryStats(detection_ms=detection_ms, restart_ms=restart_ms, slots=sorted(slots))
+    def promote(self, moves: list[head_pb2.ActorMove]) -> None:
+        """Standbys here take the place of their actors, whose node failed (the view moved them
+        here): only the tasks for those actors wait, nothing else here is held, and nothing waits
+        for the failed slot's restart."""
+        for move in moves:
+            self.worker.host.expect(move.actor)
+        self._under_way += 1
+        self._spawn(self._recover(set(), 0.0, 0.0, moves))
+
+    async def _recover(self, slots: set[int], detection_ms: float, restart_ms: float,
+                       moves: list[head_pb2.ActorMove] | None = None) -> None:
+        stats = node_pb2.RecoveryStats(detection_ms=detection_ms, restart_ms=restart_ms, promoted=moves is not None,
+                                       slots=sorted(slots or {m.from_slot for m in moves or ()}))
         self.servicer.recoveries.append(stats)  # filled in as the recovery goes
         ft = self.worker.ft
         try:
@@ -73,9 +88,10 @@ class NodeRecoveries:
                         log.error("no lineage is logged (ft=%s): the actors of %s are lost", ft.mode, sorted(slots))
                         actors = []
                     else:
-                        actors = await self._replay_lineage(stats, slots)
+                        actors = await self._replay_lineage(stats, slots, moves or [])
                 finally:
-                    self.worker.host.release()
+                    if moves is None:
+                        self.worker.host.release()
             replay_started, skipped = time.perf_counter(), self.worker.outbox.sends_skipped
             await asyncio.gather(*(a.replayed.wait() for a in actors))
             stats.sends_skipped = self.worker.outbox.sends_skipped - skipped
@@ -87,17 +103,27 @@ class NodeRecoveries:
                 self.worker.recovered.set()
                 self.worker.ran_before.clear()
 
-    async def _replay_lineage(self, stats: node_pb2.RecoveryStats, slots: set[int]) -> list:
+    async def _replay_lineage(self, stats: node_pb2.RecoveryStats, slots: set[int],
+                              moves: list[head_pb2.ActorMove]) -> list:
         """Paper §4.2.3: survivors flush their stashes, so the store holds every task they depend
         on; each actor then restores its newest checkpoint (or runs its constructor) and
-        re-executes its recorded tasks after it. Senders re-send what they still wait for."""
-        store, host = self.worker.ft.store, self.worker.host
+        re-executes its recorded tasks after it. Senders re-send what they still wait for.
+
+        The actors are those of ``slots`` (less those moved to their standbys), those moved to
+        ``slots`` (the view keeps every move), and ``moves``: standbys here promoted."""
+        store, host, membership = self.worker.ft.store, self.worker.host, self.worker.membership
         started = time.perf_counter()
-        for slot in sorted(slots):  # the slot's earlier incarnations write nothing from now on
-            await until_reachable(f"recovery: fencing node slot {slot}", store.fence, slot, self._fence_epoch(slot))
+        moved_in = [*moves, *(m for m in membership.moved.values() if m.slot in slots)]
+        fences = {slot: self._fence_epoch(slot) for slot in slots}
+        for move in moved_in:
+            fences[move.from_slot] = max(fences.get(move.from_slot, 0), move.from_epoch + 1)
+        for slot, epoch in sorted(fences.items()):  # the slot's earlier incarnations write nothing from now on
+            await until_reachable(f"recovery: fencing node slot {slot}", store.fence, slot, epoch)
         listed = [actor_id for slot in sorted(slots)
                   for actor_id in await until_reachable(f"recovery: listing the actors of node {slot}",
-                                                        store.actors_on, slot)]
+                                                        store.actors_on, slot)
+                  if membership.slot_for(actor_id, slot) == slot]
+        listed += [move.actor for move in moved_in]
         actor_ids = [a for a in dict.fromkeys(listed) if a not in host.actors]  # each once, and not twice
         await self._flush_survivors(actor_ids)
         flushed = time.perf_counter()
@@ -109,9 +135,10 @@ class NodeRecoveries:
             if isinstance(plan, str):
                 actors.append(host.lost(actor_id, plan))
                 continue
-            checkpoint, order = plan
-            actors.append(host.recover(actor_id, order, checkpoint))
+            checkpoint, path, instance, order = plan
+            actors.append(host.recover(actor_id, order, checkpoint, path, instance))
             stats.from_checkpoint += checkpoint is not None
+            stats.from_standby += instance is not None
             stats.tasks_replayed += len(order)
         stats.actors = len(actors)
         log.info("node %d: replaying %s", self.worker.slot, stats)
@@ -143,21 +170,25 @@ class NodeRecoveries:
         info = self.worker.membership.node(slot)
         return (info.epoch if info is not None else 0) + 1
 
-    @staticmethod
-    async def _replay_plan(store: LineageStore, actor_id: bytes) -> tuple[ActorCheckpoint | None, list] | str:
-        """``(checkpoint, tasks to re-execute after it)`` for ``actor_id``, or why it cannot be rebuilt."""
+    async def _replay_plan(self, store: LineageStore, actor_id: bytes) -> ReplayPlan | str:
+        """``(checkpoint, its file, its state restored by a standby here, tasks to re-execute after
+        it)`` for ``actor_id``, or why it cannot be rebuilt."""
         pointer = await store.checkpoint_of(actor_id)
-        checkpoint = None
+        checkpoint, path, instance = None, "", None
         if pointer is not None:
             seq, path = pointer
-            try:
-                checkpoint = await asyncio.to_thread(read_checkpoint, path)
-            except (OSError, DecodeError) as exc:
-                return (f"actor {ids.short(actor_id)} cannot be rebuilt: its checkpoint {seq} ({path}) is unreadable "
-                        f"here ({exc}); the checkpoint directory must be reachable from every node")
+            copy = await self.worker.standbys.take(actor_id, seq)
+            if copy is not None:
+                checkpoint, instance = copy
+            else:
+                try:
+                    checkpoint = await asyncio.to_thread(read_checkpoint, path)
+                except (OSError, DecodeError) as exc:
+                    return (f"actor {ids.short(actor_id)} cannot be rebuilt: its checkpoint {seq} ({path}) is "
+                            f"unreadable here ({exc}); the checkpoint directory must be reachable from every node")
         sent = await store.sent_to(actor_id)  # an unreachable store raises: the caller retries
         try:
-            return checkpoint, replay_order(actor_id, sent, checkpoint)
+            return checkpoint, path, instance, replay_order(actor_id, sent, checkpoint)
         except ActorRTError as exc:
             return f"actor {ids.short(actor_id)} cannot be rebuilt: {exc}"
 

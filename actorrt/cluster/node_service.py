@@ -45,4 +45,5 @@ class NodeServicer:
             lineage=self.worker.ft.stats() if self.worker.ft is not None else None,
             recoveries=self.recoveries,
             objects_kept=self.worker.retention.stats(),
+            standby_copies=self.worker.standbys.loaded(),
         )

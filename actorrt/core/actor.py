@@ -70,6 +70,8 @@ class ActorServices(Protocol):
 
     def announce_checkpoint(self, done: node_pb2.Checkpointed) -> None: ...
 
+    def keep_standby(self, actor: ActorInstance) -> None: ...
+
     def pending_sent(self, sender: bytes) -> list[checkpoint_pb2.PendingTask]: ...
 
     def send_again(self, pending: checkpoint_pb2.PendingTask) -> None: ...
@@ -95,6 +97,7 @@ class ActorInstance:
         self.last_sender = b""  # its sender: a deterministic actor records where the sender changes
         self.ledger = SenderLedger(actor_id, self.who, senders_replay=services.ft.logs_lineage, shared=services.shared)
         self.checkpointer = Checkpointer(self)
+        self.standby: int | None = None  # the slot of its standby (created with one: core/standbys.py)
         self.watermarks: dict[str, tuple[int, int]] = {}  # ONCE_METHOD marks applied, per source
         self.replay: set[bytes] = set()  # tasks queued as recorded (recovery), not as new arrivals
         self.replay_order: list[pb.TaskSpec] = []  # those tasks, in order: their arguments are prefetched
@@ -195,6 +198,7 @@ class ActorInstance:
                 spec = await ft.on_assign(spec, self.last_executed, record_order)  # AssignTask
             if spec.method == "__init__":
                 await ft.register_actor(self.services.slot, self.actor_id)  # a restarted slot finds it
+                self.services.keep_standby(self)
             self.last_executed, self.last_sender = spec.task_id, spec.sender
             self.ledger.ran(spec)
             self.running = spec.task_id

@@ -36,6 +36,7 @@ class ActorHost:
         self._early: dict[bytes, list[pb.TaskSpec]] = {}  # tasks that beat their actor's creation
         self._held: list[pb.TaskSpec] | None = None  # arrivals while recovering
         self._holds = 0  # recoveries under way (this slot's own, and slots it inherits)
+        self._expected: set[bytes] = set()  # actors a standby here is taking the place of: their tasks wait
 
     def hold(self) -> None:
         """Recovering: keep arriving tasks until every ``hold`` is released (replays queue first)."""
@@ -43,16 +44,23 @@ class ActorHost:
         if self._held is None:
             self._held = []
 
+    def expect(self, actor_id: bytes) -> None:
+        """A standby here takes ``actor_id``'s place: its tasks wait for ``recover`` (or ``lost``)
+        however long that takes, while the other actors here run on."""
+        self._expected.add(actor_id)
+
     def recover(self, actor_id: bytes, order: list[pb.TaskSpec],
-                checkpoint: checkpoint_pb2.ActorCheckpoint | None = None) -> ActorInstance:
-        """Rebuild ``actor_id``: restore ``checkpoint`` (if any), then re-execute ``order`` as
-        recorded (with no checkpoint, ``order`` starts with the constructor)."""
+                checkpoint: checkpoint_pb2.ActorCheckpoint | None = None, path: str = "",
+                instance: object = None) -> ActorInstance:
+        """Rebuild ``actor_id``: restore ``checkpoint`` (if any; from file ``path``, or a standby's
+        ``instance`` restored from it), then re-execute ``order`` as recorded (with no checkpoint,
+        ``order`` starts with the constructor)."""
         creation = checkpoint.creation if checkpoint is not None else order[0].actor_creation
         actor = self.actors[actor_id] = ActorInstance(self.services, actor_id, creation)
         actor.timers.live = False  # armed once the replay is over
         if checkpoint is not None:
             try:
-                actor.checkpointer.restore(checkpoint)
+                actor.checkpointer.restore(checkpoint, path, instance)
             except Exception as exc:  # noqa: BLE001 - a user restore() or an unpicklable state
                 actor.die(pb.ACTOR_DIED, f"actor {actor.who} could not restore its checkpoint: {exc!r}")
         actor.replay_order = order
@@ -64,10 +72,12 @@ class ActorHost:
             actor.replayed.set()
             actor.timers.resume()
         self._take_early(actor)
+        self.services.keep_standby(actor)
         return actor
 
     def _take_early(self, actor: ActorInstance) -> None:
         """Tasks that reached this process before its recovery held arrivals go after the replay."""
+        self._expected.discard(actor.actor_id)
         for early in self._early.pop(actor.actor_id, []):
             actor.mailbox.put_nowait(early)
 
@@ -127,13 +137,15 @@ class ActorHost:
             return
         if actor is None:
             waiting = self._early.setdefault(spec.receiver, [])
-            if not waiting:
+            if not waiting and spec.receiver not in self._expected:
                 asyncio.get_running_loop().call_later(UNKNOWN_ACTOR_GRACE_S, self._expire, spec.receiver)
             waiting.append(spec)
             return
         actor.mailbox.put_nowait(spec)
 
     def _expire(self, actor_id: bytes) -> None:
+        if actor_id in self._expected:
+            return
         for spec in self._early.pop(actor_id, []):
             self.services.fetches.drop_unused(spec)
             msg = f"no actor {ids.short(actor_id)} on node {self.services.address}"
@@ -185,6 +197,7 @@ class ActorHost:
             node_pb2.ActorStats(
                 actor_id=a.actor_id, class_name=a.class_name, queued=a.mailbox.qsize(),
                 executed=a.executed, dead=a.death is not None, results_kept_bytes=a.ledger.kept_bytes(),
+                standby=a.standby,
                 **a.published(),
             )
             for a in self.actors.values()

@@ -48,6 +48,7 @@ class Checkpointer:
         self._collected_before: dict[bytes, int] = {}
         self._writing: asyncio.Task | None = None  # the newest checkpoint being made durable
         self._unwritten = 0  # checkpoints snapshotted and not yet durable
+        self.announced: node_pb2.Checkpointed | None = None  # the newest durable one, as told to every process
 
     def due(self, spec: pb.TaskSpec) -> bool:
         """Whether to checkpoint after ``spec`` ran: every ``checkpoint_every`` tasks, or when an
@@ -120,11 +121,13 @@ class Checkpointer:
         if ft.store is not None or ft.rolls_back:
             # From now on a replay (or a rollback) starts here: what only an earlier start needed
             # can go, the calls senders keep for a rollback among it.
-            actor.services.announce_checkpoint(node_pb2.Checkpointed(
-                actor=actor.actor_id,
+            # Its standby (if it keeps one) loads the file now.
+            self.announced = node_pb2.Checkpointed(
+                actor=actor.actor_id, seq=seq, path=str(path), standby=actor.standby,
                 received=[node_pb2.Counter(actor=p.sender, counter=p.last_counter) for p in snapshot.senders]
                 + [node_pb2.Counter(actor=s, counter=n) for s, n in covered],
-                sent=[node_pb2.Counter(actor=r, counter=n) for r, n in covered_sends(snapshot).items()]))
+                sent=[node_pb2.Counter(actor=r, counter=n) for r, n in covered_sends(snapshot).items()])
+            actor.services.announce_checkpoint(self.announced)
 
     async def take_or_log(self) -> None:
         """A periodic checkpoint, made durable while the actor runs on: one that fails is logged,
@@ -153,11 +156,15 @@ class Checkpointer:
     def _extras_covered(self) -> list[tuple[bytes, int]]:
         return [pair for value in self._actor.context.extras.values() for pair in getattr(value, "covered", list)()]
 
-    def restore(self, checkpoint: checkpoint_pb2.ActorCheckpoint) -> None:
-        """Give the actor the state of ``checkpoint`` (before any task runs)."""
+    def restore(self, checkpoint: checkpoint_pb2.ActorCheckpoint, path: str = "", instance: Any = None) -> None:
+        """Give the actor the state of ``checkpoint`` (before any task runs), read from file
+        ``path``; ``instance``: that state restored already (a standby's copy)."""
         actor = self._actor
-        actor.instance = checkpoints.restore_state(checkpoint.creation, checkpoint.state)
+        actor.instance = instance if instance is not None else checkpoints.restore_state(checkpoint.creation,
+                                                                                          checkpoint.state)
         self.seq = checkpoint.seq
+        if path:  # a new standby loads it at once (every process heard of it when it was taken)
+            self.announced = node_pb2.Checkpointed(actor=actor.actor_id, seq=checkpoint.seq, path=path)
         actor.last_executed, actor.last_sender = checkpoint.last_executed, checkpoint.last_sender
         actor.executed = checkpoint.executed
         actor.ledger.restore(checkpoint.senders)

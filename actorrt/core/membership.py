@@ -19,6 +19,7 @@ class Membership:
         self._nodes: dict[int, head_pb2.NodeInfo] = {}
         self._incarnations: dict[str, int] = {}  # every node process address seen -> its slot
         self._drivers_seen: set[str] = set()  # every driver address seen in a view
+        self.moved: dict[bytes, head_pb2.ActorMove] = {}  # actors their standbys serve now
         self._changed = asyncio.Event()
         self._listeners: list[Callable[[], None]] = []
 
@@ -42,6 +43,7 @@ class Membership:
         self._incarnations.update((a, n.slot) for n in view.nodes for a in n.former_addresses)
         self._incarnations.update((n.address, n.slot) for n in view.nodes if n.address)
         self._drivers_seen.update(view.drivers)
+        self.moved = {m.actor: m for m in view.moved_actors}
         gone = []
         for slot, info in old.items():
             new = self._nodes.get(slot)
@@ -71,6 +73,12 @@ class Membership:
     def incarnation_alive(self, slot: int, epoch: int) -> bool:
         info = self._nodes.get(slot)
         return info is not None and info.epoch == epoch and info.state == head_pb2.ALIVE
+
+    def slot_for(self, actor_id: bytes, slot: int) -> int:
+        """The slot serving actor ``actor_id``, placed on ``slot``: its standby's, once it took the
+        actor's place (``ClusterView.moved_actors``)."""
+        move = self.moved.get(actor_id)
+        return slot if move is None else move.slot
 
     def serving(self, slot: int) -> head_pb2.NodeInfo | None:
         """The node serving ``slot``'s actors: the slot itself, or, for a slot that will not come

@@ -66,6 +66,8 @@ class Outbox:
         live node. They fail if there is none, or under global rollback."""
         w = self._w
         for tid, t in list(self.inflight.items()):
+            if not t.spec.function:
+                t.slot = w.membership.slot_for(t.spec.receiver, t.slot)
             info = w.membership.serving(t.slot)
             if info is not None and info.state == head_pb2.ALIVE and info.address == t.address:
                 continue
@@ -109,6 +111,7 @@ class Outbox:
         """Send to the actor's node slot, whichever incarnation is alive now (a restarted node
         replays the actor before it runs new tasks)."""
         self._w.submitter.handled += 1
+        slot = self._w.membership.slot_for(spec.receiver, slot)
         object_id = ids.object_id(spec.task_id)
         if not spec.HasField("actor_creation"):
             self._w.objects.expect(object_id)
@@ -164,7 +167,7 @@ class Outbox:
         spec.owner_address = self._w.address
         large = list(pending.large_args)
         self._hold_large_args(large)
-        self._dispatch(_Inflight(spec, pending.slot, "", [], large))
+        self._dispatch(_Inflight(spec, self._w.membership.slot_for(spec.receiver, pending.slot), "", [], large))
 
     def _hold_large_args(self, large: list[pb.ObjectValue]) -> None:
         for value in large:  # owned here: the receiver's replay fetches them from here

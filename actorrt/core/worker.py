@@ -29,6 +29,7 @@ from actorrt.core.object_ref import ObjectRef
 from actorrt.core.outbox import Outbox
 from actorrt.core.ran_before import RanBefore
 from actorrt.core.serialization import exception_from_error, runtime_error
+from actorrt.core.standbys import Standbys
 from actorrt.core.submitter import Submitter
 from actorrt.lineage import ids
 from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
@@ -59,6 +60,7 @@ from actorrt.util.background import BackgroundTasks
 from actorrt.util.lease import Lease
 
 if TYPE_CHECKING:
+    from actorrt.core.actor import ActorInstance
     from actorrt.core.actor_host import ActorHost
 
 log = logging.getLogger(__name__)
@@ -110,6 +112,7 @@ class Worker:
                                lambda task_id, peer: self.ft.on_fetched(task_id, peer))
         self.ran_before = RanBefore()  # what survivors ran of the actors being rebuilt here
         self.pressure: MemoryPressure | None = None
+        self.standbys = Standbys(self)  # of the actors here, and for actors elsewhere
         # Batches written by peers under a newer view than this process has: they wait for it. A
         # new node's first messages can beat its registration reply (peers learn its address from
         # the view that registers it), and a node that inherits a dead one's actors must hold their
@@ -177,6 +180,8 @@ class Worker:
                 self.shared.holder_lost(address, dead=True)
         self.outbox.reroute()
         self.fetches.reroute()
+        if self.host is not None:
+            self.standbys.on_view()
         self.membership.notify()
         waiting, self._ahead_of_view = self._ahead_of_view, []
         for peer, batch in waiting:  # in arrival order: those still ahead wait again, in order
@@ -186,6 +191,9 @@ class Worker:
 
     def pending_sent(self, sender: bytes) -> list[checkpoint_pb2.PendingTask]:
         return self.outbox.pending_sent(sender)
+
+    def keep_standby(self, actor: ActorInstance) -> None:
+        self.standbys.place(actor)
 
     def send_again(self, pending: checkpoint_pb2.PendingTask) -> None:
         self.outbox.send_again(pending)
@@ -311,6 +319,7 @@ class Worker:
         self.ft.on_checkpointed(done.actor, covered)
         if self.host is not None:
             self.host.sender_checkpointed(done.actor, {c.actor: c.counter for c in done.sent})
+            self.standbys.on_checkpointed(done)
 
     def announce_checkpoint(self, done: node_pb2.Checkpointed) -> None:
         """Tell every process (this one too) that an actor here checkpointed."""

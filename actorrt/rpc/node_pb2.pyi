@@ -134,14 +134,20 @@ class ObjectRequest(_message.Message):
     def __init__(self, object_id: _Optional[bytes] = ..., receiver: _Optional[bytes] = ..., sender: _Optional[bytes] = ..., task_counter: _Optional[int] = ..., keep_only: _Optional[bool] = ...) -> None: ...
 
 class Checkpointed(_message.Message):
-    __slots__ = ("actor", "received", "sent")
+    __slots__ = ("actor", "received", "sent", "seq", "path", "standby")
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     RECEIVED_FIELD_NUMBER: _ClassVar[int]
     SENT_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    STANDBY_FIELD_NUMBER: _ClassVar[int]
     actor: bytes
     received: _containers.RepeatedCompositeFieldContainer[Counter]
     sent: _containers.RepeatedCompositeFieldContainer[Counter]
-    def __init__(self, actor: _Optional[bytes] = ..., received: _Optional[_Iterable[_Union[Counter, _Mapping]]] = ..., sent: _Optional[_Iterable[_Union[Counter, _Mapping]]] = ...) -> None: ...
+    seq: int
+    path: str
+    standby: int
+    def __init__(self, actor: _Optional[bytes] = ..., received: _Optional[_Iterable[_Union[Counter, _Mapping]]] = ..., sent: _Optional[_Iterable[_Union[Counter, _Mapping]]] = ..., seq: _Optional[int] = ..., path: _Optional[str] = ..., standby: _Optional[int] = ...) -> None: ...
 
 class Counter(_message.Message):
     __slots__ = ("actor", "counter")
@@ -156,7 +162,7 @@ class NodeStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ActorStats(_message.Message):
-    __slots__ = ("actor_id", "class_name", "queued", "executed", "dead", "results_kept_bytes", "metrics", "label")
+    __slots__ = ("actor_id", "class_name", "queued", "executed", "dead", "results_kept_bytes", "metrics", "label", "standby")
     class MetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -172,6 +178,7 @@ class ActorStats(_message.Message):
     RESULTS_KEPT_BYTES_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
+    STANDBY_FIELD_NUMBER: _ClassVar[int]
     actor_id: bytes
     class_name: str
     queued: int
@@ -180,10 +187,18 @@ class ActorStats(_message.Message):
     results_kept_bytes: int
     metrics: _containers.ScalarMap[str, float]
     label: str
-    def __init__(self, actor_id: _Optional[bytes] = ..., class_name: _Optional[str] = ..., queued: _Optional[int] = ..., executed: _Optional[int] = ..., dead: _Optional[bool] = ..., results_kept_bytes: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ..., label: _Optional[str] = ...) -> None: ...
+    standby: int
+    def __init__(self, actor_id: _Optional[bytes] = ..., class_name: _Optional[str] = ..., queued: _Optional[int] = ..., executed: _Optional[int] = ..., dead: _Optional[bool] = ..., results_kept_bytes: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ..., label: _Optional[str] = ..., standby: _Optional[int] = ...) -> None: ...
 
 class NodeStatsReply(_message.Message):
-    __slots__ = ("slot", "epoch", "actors", "pending_results", "objects", "messages_sent", "batches_sent", "lineage", "recoveries", "objects_kept", "shared_memory")
+    __slots__ = ("slot", "epoch", "actors", "pending_results", "objects", "messages_sent", "batches_sent", "lineage", "recoveries", "objects_kept", "shared_memory", "standby_copies")
+    class StandbyCopiesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     ACTORS_FIELD_NUMBER: _ClassVar[int]
@@ -195,6 +210,7 @@ class NodeStatsReply(_message.Message):
     RECOVERIES_FIELD_NUMBER: _ClassVar[int]
     OBJECTS_KEPT_FIELD_NUMBER: _ClassVar[int]
     SHARED_MEMORY_FIELD_NUMBER: _ClassVar[int]
+    STANDBY_COPIES_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     actors: _containers.RepeatedCompositeFieldContainer[ActorStats]
@@ -206,7 +222,8 @@ class NodeStatsReply(_message.Message):
     recoveries: _containers.RepeatedCompositeFieldContainer[RecoveryStats]
     objects_kept: ObjectsKept
     shared_memory: SharedMemory
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., actors: _Optional[_Iterable[_Union[ActorStats, _Mapping]]] = ..., pending_results: _Optional[int] = ..., objects: _Optional[int] = ..., messages_sent: _Optional[int] = ..., batches_sent: _Optional[int] = ..., lineage: _Optional[_Union[LineageStats, _Mapping]] = ..., recoveries: _Optional[_Iterable[_Union[RecoveryStats, _Mapping]]] = ..., objects_kept: _Optional[_Union[ObjectsKept, _Mapping]] = ..., shared_memory: _Optional[_Union[SharedMemory, _Mapping]] = ...) -> None: ...
+    standby_copies: _containers.ScalarMap[str, int]
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., actors: _Optional[_Iterable[_Union[ActorStats, _Mapping]]] = ..., pending_results: _Optional[int] = ..., objects: _Optional[int] = ..., messages_sent: _Optional[int] = ..., batches_sent: _Optional[int] = ..., lineage: _Optional[_Union[LineageStats, _Mapping]] = ..., recoveries: _Optional[_Iterable[_Union[RecoveryStats, _Mapping]]] = ..., objects_kept: _Optional[_Union[ObjectsKept, _Mapping]] = ..., shared_memory: _Optional[_Union[SharedMemory, _Mapping]] = ..., standby_copies: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class SharedMemory(_message.Message):
     __slots__ = ("in_use_bytes", "in_use", "pooled_bytes", "created", "reused", "held_from_others", "written_bytes", "read_bytes", "lent")
@@ -247,7 +264,7 @@ class ObjectsKept(_message.Message):
     def __init__(self, pinned_objects: _Optional[int] = ..., pinned_bytes: _Optional[int] = ..., spilled_objects: _Optional[int] = ..., spilled_bytes: _Optional[int] = ..., released_bytes: _Optional[int] = ..., pressure_checkpoints: _Optional[int] = ...) -> None: ...
 
 class RecoveryStats(_message.Message):
-    __slots__ = ("actors", "tasks_replayed", "flush_ms", "fetch_ms", "replay_ms", "detection_ms", "restart_ms", "from_checkpoint", "slots", "replay_tasks_per_s", "sends_skipped")
+    __slots__ = ("actors", "tasks_replayed", "flush_ms", "fetch_ms", "replay_ms", "detection_ms", "restart_ms", "from_checkpoint", "slots", "replay_tasks_per_s", "sends_skipped", "promoted", "from_standby")
     ACTORS_FIELD_NUMBER: _ClassVar[int]
     TASKS_REPLAYED_FIELD_NUMBER: _ClassVar[int]
     FLUSH_MS_FIELD_NUMBER: _ClassVar[int]
@@ -259,6 +276,8 @@ class RecoveryStats(_message.Message):
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     REPLAY_TASKS_PER_S_FIELD_NUMBER: _ClassVar[int]
     SENDS_SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    PROMOTED_FIELD_NUMBER: _ClassVar[int]
+    FROM_STANDBY_FIELD_NUMBER: _ClassVar[int]
     actors: int
     tasks_replayed: int
     flush_ms: float
@@ -270,7 +289,9 @@ class RecoveryStats(_message.Message):
     slots: _containers.RepeatedScalarFieldContainer[int]
     replay_tasks_per_s: float
     sends_skipped: int
-    def __init__(self, actors: _Optional[int] = ..., tasks_replayed: _Optional[int] = ..., flush_ms: _Optional[float] = ..., fetch_ms: _Optional[float] = ..., replay_ms: _Optional[float] = ..., detection_ms: _Optional[float] = ..., restart_ms: _Optional[float] = ..., from_checkpoint: _Optional[int] = ..., slots: _Optional[_Iterable[int]] = ..., replay_tasks_per_s: _Optional[float] = ..., sends_skipped: _Optional[int] = ...) -> None: ...
+    promoted: bool
+    from_standby: int
+    def __init__(self, actors: _Optional[int] = ..., tasks_replayed: _Optional[int] = ..., flush_ms: _Optional[float] = ..., fetch_ms: _Optional[float] = ..., replay_ms: _Optional[float] = ..., detection_ms: _Optional[float] = ..., restart_ms: _Optional[float] = ..., from_checkpoint: _Optional[int] = ..., slots: _Optional[_Iterable[int]] = ..., replay_tasks_per_s: _Optional[float] = ..., sends_skipped: _Optional[int] = ..., promoted: _Optional[bool] = ..., from_standby: _Optional[int] = ...) -> None: ...
 
 class LineageStats(_message.Message):
     __slots__ = ("stash_size", "flushed", "committed", "evicted", "forwarded_mean", "forwarded_median", "store_latency_ms_p50", "store_latency_ms_mean", "store_bytes_written", "refused", "store_writes")

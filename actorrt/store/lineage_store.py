@@ -82,6 +82,10 @@ def _actors_key(slot: int) -> bytes:
     return b"actors:{slot-%d}" % slot
 
 
+def _standbys_key(slot: int) -> bytes:
+    return b"standbys:{slot-%d}" % slot
+
+
 def _checkpoint_key(group: int, actor_id: bytes) -> bytes:
     return b"ckpt:" + _tag(group) + actor_id  # with the fence of the slot that writes it
 
@@ -276,6 +280,16 @@ class LineageStore:
 
         return (await self.store.per_shard([key], members))[0]
 
+    async def set_standby(self, slot: int, actor_id: bytes, standby: int | None) -> None:
+        """``actor_id``, on node slot ``slot``, keeps its standby on slot ``standby`` (None: none now)."""
+        key = _standbys_key(slot)
+        await self._lease.held()
+
+        async def put(client: Client, _: list[bytes]) -> None:
+            await (client.hdel(key, actor_id) if standby is None else client.hset(key, actor_id, standby))
+
+        await self.store.per_shard([key], put, durable=True)
+
     async def set_checkpoint(self, actor_id: bytes, seq: int, path: str) -> None:
         """``actor_id``'s newest checkpoint is number ``seq``, in file ``path`` (in this writer's
         group, under its fence: a stale incarnation cannot point a recovery at its state)."""
@@ -319,3 +333,14 @@ class LineageStore:
 
     async def aclose(self) -> None:
         await self.store.aclose()
+
+
+async def standbys_on(store: Store, slot: int) -> dict[bytes, int]:
+    """The actors node slot ``slot`` hosted that keep a standby, and the slot of each one's standby
+    (what the head promotes when the slot's node fails)."""
+    key = _standbys_key(slot)
+
+    async def read(client: Client, _: list[bytes]) -> dict[bytes, int]:
+        return {actor: int(standby) for actor, standby in (await client.hgetall(key)).items()}
+
+    return (await store.per_shard([key], read))[0]

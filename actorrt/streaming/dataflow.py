@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import actorrt
-from actorrt.handles import ActorHandle
+from actorrt.handles import ActorHandle, ActorOptions
 from actorrt.streaming.connectors import Source
 from actorrt.streaming.operator import Monitor, Operator
 from actorrt.streaming.plan import (
@@ -49,16 +49,19 @@ class Dataflow:
     it if it is fed (on the cluster of ``actorrt.init()``)."""
 
     def __init__(self, name: str, *, batch_size: int = 100, max_in_flight: int = 8,
-                 checkpoint_every: int | None = DEFAULT_CHECKPOINT_EVERY) -> None:
+                 checkpoint_every: int | None = DEFAULT_CHECKPOINT_EVERY, standby: int = 0) -> None:
         """``batch_size``: records per batch from a source; ``max_in_flight``: batches a producer
         may have unprocessed at each consumer; ``checkpoint_every``: each operator checkpoints after
-        that many of its tasks (None: only when asked), which bounds what a failure replays."""
+        that many of its tasks (None: only when asked), which bounds what a failure replays;
+        ``standby``: each operator keeps that many standbys (0 or 1) on other nodes, holding its
+        newest checkpoint, which take its place when its node fails (``ActorOptions.standby``)."""
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, not {batch_size!r}")
         if not isinstance(max_in_flight, int) or max_in_flight < 1:
             raise ValueError(f"max_in_flight must be an int >= 1, not {max_in_flight!r}")
         self._plan = Plan(name, batch_size=batch_size, max_in_flight=max_in_flight)
         self._checkpoint_every = checkpoint_every
+        self._standby = ActorOptions(standby=standby).standby  # checked now, not at the run
         # The actors of the run under way: every stage's instances and the flow's monitor (what a
         # global checkpoint of the flow takes, with ``ft="checkpoint"``).
         self.actors: list[ActorHandle] = []
@@ -155,7 +158,7 @@ class Dataflow:
             for s, records in read.items():
                 plan.stages[s].source = records
         monitor = _monitor.remote()
-        stages = _deploy(plan, blob, monitor, self._checkpoint_every)
+        stages = _deploy(plan, blob, monitor, self._checkpoint_every, self._standby)
         self.actors = [op for ops in stages for op in ops] + [monitor]
         running = RunningFlow(self, stages, Watch(monitor, timeout))
         running._start_reading()
@@ -172,13 +175,15 @@ class Dataflow:
         return Stream(self, [(len(self._plan.stages) - 1, 0)])
 
 
-def _deploy(plan: Plan, blob: bytes, monitor: ActorHandle, checkpoint_every: int | None) -> list[list[ActorHandle]]:
+def _deploy(plan: Plan, blob: bytes, monitor: ActorHandle, checkpoint_every: int | None,
+            standby: int) -> list[list[ActorHandle]]:
     """Operator actors for every stage, the last first (each is given its consumers)."""
     stages: list[list[ActorHandle] | None] = [None] * len(plan.stages)
     for s in range(len(plan.stages) - 1, -1, -1):
         downstream = [[stages[c.stage] for c in consumers] for consumers in plan.consumers(s)]
         # With one sender an operator's order is its sender's: only where others cut in (its own
         # timers, the driver) is it recorded. Several senders interleave in arrival order.
-        options = _operator.options(nondeterministic=len(plan.channels(s)) > 1, checkpoint_every=checkpoint_every)
+        options = _operator.options(nondeterministic=len(plan.channels(s)) > 1, checkpoint_every=checkpoint_every,
+                                    standby=standby)
         stages[s] = [options.remote(blob, s, i, downstream, monitor) for i in range(plan.stages[s].parallelism)]
     return stages
