@@ -68,6 +68,7 @@ class NodeRecoveries:
         for the failed slot's restart."""
         for move in moves:
             self.worker.host.expect(move.actor)
+        self.worker.recovered.clear()  # fetches of their objects wait for their replays
         self._under_way += 1
         self._spawn(self._recover(set(), 0.0, 0.0, moves))
 

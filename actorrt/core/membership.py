@@ -96,11 +96,13 @@ class Membership:
         info = self.serving(slot)
         return info is not None and (info.state == head_pb2.ALIVE or info.managed)
 
-    def current_owner(self, owner: str) -> str | None:
-        """Where the object a ref names with owner ``owner`` is now: that process, the node now
-        serving its slot (which rebuilt it), "" while the slot restarts, or None if it is gone for
-        good (a driver, or a slot that will not come back and that no node inherited)."""
-        slot = self._incarnations.get(owner)
+    def current_owner(self, owner: str, actor: bytes = b"") -> str | None:
+        """Where the object a ref names with owner ``owner`` (made by a task of ``actor``, if
+        given) is now: that process, the node now serving its slot (which rebuilt it) or serving
+        the actor (its standby took its place), "" while the slot restarts, or None if it is gone
+        for good (a driver, or a slot that will not come back and that no node inherited)."""
+        move = self.moved.get(actor) if actor else None
+        slot = move.slot if move is not None else self._incarnations.get(owner)
         if slot is None:  # a driver, or a process this one has not seen in a view yet
             if owner in self.view.drivers:
                 return owner

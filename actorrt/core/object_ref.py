@@ -18,26 +18,29 @@ class ObjectRef:
     one, and its owner keeps the value for the rest of the session.
     """
 
-    __slots__ = ("object_id", "owner_address", "producer", "_owned", "_retrieved", "_polled")
+    __slots__ = ("object_id", "owner_address", "producer", "owner_actor", "_owned", "_retrieved", "_polled")
 
-    def __init__(self, object_id: bytes, owner_address: str, producer: bytes = b"", owned: bool = False) -> None:
+    def __init__(self, object_id: bytes, owner_address: str, producer: bytes = b"", owned: bool = False,
+                 owner_actor: bytes = b"") -> None:
         self.object_id = object_id
         self.owner_address = owner_address
         self.producer = producer  # the actor whose task makes it: who an await of it waits for
+        self.owner_actor = owner_actor  # the actor whose task made the ref, if one did
         self._owned = owned  # this process holds the value and may free it when the ref goes
         self._retrieved = False  # a get or an await asked for the value (else its error is reported when dropped)
         self._polled = False  # a wait (or a get that timed out) keeps its value, or its fetch, for a later get
 
     @classmethod
     def from_proto(cls, proto: pb.ObjectRefProto) -> ObjectRef:
-        return cls(proto.object_id, proto.owner_address, proto.producer)
+        return cls(proto.object_id, proto.owner_address, proto.producer, owner_actor=proto.owner_actor)
 
     def to_proto(self) -> pb.ObjectRefProto:
-        return pb.ObjectRefProto(object_id=self.object_id, owner_address=self.owner_address, producer=self.producer)
+        return pb.ObjectRefProto(object_id=self.object_id, owner_address=self.owner_address, producer=self.producer,
+                                 owner_actor=self.owner_actor)
 
     def __reduce__(self) -> tuple:
         self._owned = False  # someone else may ask for the value later
-        return (ObjectRef, (self.object_id, self.owner_address, self.producer))
+        return (ObjectRef, (self.object_id, self.owner_address, self.producer, False, self.owner_actor))
 
     def __await__(self) -> Generator[Any, None, Any]:
         self._retrieved = True

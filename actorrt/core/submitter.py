@@ -107,7 +107,7 @@ class Submitter:
     def _submit(self, spec: pb.TaskSpec, slot: int, encoded: EncodedArgs) -> ObjectRef:
         # An await of the ref waits for the receiver (for a function, for this very call).
         producer = ids.function_call(spec.task_id) if spec.function else spec.receiver
-        ref = ObjectRef(ids.object_id(spec.task_id), self.address, producer, owned=True)
+        ref = ObjectRef(ids.object_id(spec.task_id), self.address, producer, owned=True, owner_actor=spec.sender)
         self._send(spec, slot, encoded)
         return ref
 

@@ -171,7 +171,7 @@ def put(worker: Worker, value: Any) -> ObjectRef:
     with ctx.lock:
         counter = ctx.next_counter(PUT_COUNTER)
     object_id = ids.object_id(ids.task_id(PUT_COUNTER, ctx.sender_id, counter))
-    ref = ObjectRef(object_id, worker.address, owned=True)
+    ref = ObjectRef(object_id, worker.address, owned=True, owner_actor=ctx.sender_id)
     held.object_id = object_id
     worker.call_soon(_hold, worker, held)
     return ref

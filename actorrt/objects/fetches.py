@@ -51,7 +51,7 @@ class Fetches:
         self._recovered = recovered
         self._pin = pin  # an owner keeps what a receiver's replay may fetch again
         self._lineage_of = lineage_of  # (producing task, destination) -> its uncommitted lineage
-        self._named: dict[bytes, str] = {}  # object id -> the owner address its ref names
+        self._named: dict[bytes, tuple[str, bytes]] = {}  # object id -> the owner its ref names: address, actor
         self._needed_by: dict[bytes, NeededBy] = {}  # object id -> the task a fetch is for
         self._asked: dict[bytes, str] = {}  # object id -> the process asked ("" = waiting)
         self._borrowed: dict[bytes, int] = {}  # fetched object id -> tasks using it
@@ -86,14 +86,14 @@ class Fetches:
         """Ask ``ref``'s owner for its value; the copy is borrowed (by no task yet)."""
         object_id = ref.object_id
         self._borrowed[object_id] = 0
-        self._named[object_id] = ref.owner_address
+        self._named[object_id] = (ref.owner_address, ref.owner_actor)
         if needed_by is not None:
             self._needed_by[object_id] = needed_by
         self._objects.expect(object_id)
         self._route(object_id)
 
     def _keep_for(self, ref: pb.ObjectRefProto, needed_by: NeededBy) -> None:
-        owner = self._membership.current_owner(ref.owner_address)
+        owner = self._membership.current_owner(ref.owner_address, ref.owner_actor)
         if owner and owner != self.address:
             receiver, sender, counter = needed_by
             self._send(owner, FETCH, node_pb2.ObjectRequest(object_id=ref.object_id, receiver=receiver, sender=sender,
@@ -157,7 +157,7 @@ class Fetches:
         if object_id in self._named or self._objects.held(object_id) is not None:
             return
         self._borrowed.setdefault(object_id, 0)
-        self._named[object_id] = owner
+        self._named[object_id] = (owner, b"")
         self._objects.expect(object_id)
         self._route(object_id)
 
@@ -174,13 +174,13 @@ class Fetches:
     def _route(self, object_id: bytes) -> None:
         """Ask the owner of a fetched object where it is now, unless asked there already."""
         named = self._named[object_id]
-        owner = self._membership.current_owner(named)
+        owner = self._membership.current_owner(*named)
         asked = self._asked.get(object_id)
         if owner is None:
             del self._named[object_id]
             self._asked.pop(object_id, None)
             self._needed_by.pop(object_id, None)
-            self._objects.put(lost(object_id, f"the owner of object {ids.short(object_id)} ({named}) went away"))
+            self._objects.put(lost(object_id, f"the owner of object {ids.short(object_id)} ({named[0]}) went away"))
         elif owner != asked:
             self._asked[object_id] = owner
             if owner == self.address:

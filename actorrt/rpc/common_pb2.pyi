@@ -115,14 +115,16 @@ class RemoteError(_message.Message):
     def __init__(self, kind: _Optional[_Union[ErrorKind, str]] = ..., type_name: _Optional[str] = ..., message: _Optional[str] = ..., traceback: _Optional[str] = ..., actor_id: _Optional[bytes] = ..., cause: _Optional[bytes] = ..., where: _Optional[str] = ...) -> None: ...
 
 class ObjectRefProto(_message.Message):
-    __slots__ = ("object_id", "owner_address", "producer")
+    __slots__ = ("object_id", "owner_address", "producer", "owner_actor")
     OBJECT_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ACTOR_FIELD_NUMBER: _ClassVar[int]
     object_id: bytes
     owner_address: str
     producer: bytes
-    def __init__(self, object_id: _Optional[bytes] = ..., owner_address: _Optional[str] = ..., producer: _Optional[bytes] = ...) -> None: ...
+    owner_actor: bytes
+    def __init__(self, object_id: _Optional[bytes] = ..., owner_address: _Optional[str] = ..., producer: _Optional[bytes] = ..., owner_actor: _Optional[bytes] = ...) -> None: ...
 
 class Arg(_message.Message):
     __slots__ = ("keyword", "value", "ref")

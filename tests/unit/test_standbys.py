@@ -1,11 +1,13 @@
-"""Where an actor's standby goes (``choose_standby``) and which standbys the head promotes when a
-node fails (``promotions``): pure functions, checked without processes."""
+"""Where an actor's standby goes (``choose_standby``), which standbys the head promotes when a node
+fails (``promotions``), and where the tasks and objects of a moved actor go (``Membership``):
+checked without processes."""
 
 from __future__ import annotations
 
 import pytest
 
 from actorrt.cluster.promotions import promotions
+from actorrt.core.membership import Membership
 from actorrt.core.standbys import choose_standby
 from actorrt.handles import ActorOptions
 from actorrt.rpc import head_pb2
@@ -60,3 +62,16 @@ def test_a_standby_on_the_failed_slot_itself_is_none():
 def test_standby_takes_0_or_1(bad):
     with pytest.raises(ValueError, match="standby must be 0 or 1"):
         ActorOptions(standby=bad)
+
+
+def test_a_moved_actors_tasks_and_objects_go_to_the_node_serving_it():
+    membership = Membership()
+    nodes = [head_pb2.NodeInfo(slot=0, epoch=2, state=head_pb2.STARTING, managed=True, former_addresses=["a:1"]),
+             head_pb2.NodeInfo(slot=1, epoch=1, state=head_pb2.ALIVE, managed=True, address="b:1")]
+    membership.apply(head_pb2.ClusterView(revision=1, nodes=nodes, moved_actors=[
+        head_pb2.ActorMove(actor=b"x", slot=1, from_slot=0, from_epoch=1, epoch=1)]))
+    assert membership.slot_for(b"x", 0) == 1  # its handles name slot 0
+    assert membership.slot_for(b"y", 0) == 0  # the slot's other actors wait for its restart
+    assert membership.current_owner("a:1", b"x") == "b:1"  # an object x's task made before the move
+    assert membership.current_owner("a:1", b"y") == ""  # another actor's: the restart rebuilds it
+    assert membership.current_owner("a:1") == ""
