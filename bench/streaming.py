@@ -125,6 +125,10 @@ class Run:
     killed_at: float | None = None  # since t0
     note: str = ""
     exact: bool | None = None  # every word's final count equals the plain count
+    # Per writer (a count instance, or Bytewax's process): s from the kill to its first output
+    # that no one had emitted before the kill.
+    first_outputs: dict[str, float] = field(default_factory=dict)
+    probes: list[float] = field(default_factory=list)  # when each call of the untouched path returned, from t0
 
     def latencies(self, since: float = 0.0) -> np.ndarray:
         return np.array([lat for t, lat in self.samples if t >= since] or [np.nan])
@@ -134,15 +138,18 @@ class Run:
         return bool(np.nanpercentile(late, 99) < SUSTAINED_P99_S) and self.wall_s < self.seconds + 2.0
 
 
-def run_actorrt(ft: str, rate: float, seconds: float, kill: bool, checkpoint_every: float) -> Run:
+def run_actorrt(ft: str, rate: float, seconds: float, kill: bool, checkpoint_every: float, standby: int = 0,
+                operator_checkpoint_every: int = OPERATOR_CHECKPOINT_EVERY, probe: bool = False) -> Run:
+    """``standby``: each operator keeps a standby (``Dataflow(standby=)``); ``probe``: a driver
+    thread calls an actor on node 0 in a loop, a path the kill of node 1 does not touch."""
     actorrt.init(num_nodes=2, ft=ft, checkpoint_dir=tempfile.mkdtemp(prefix="actorrt-bench-ckpt-"))
     out = tempfile.mkdtemp(prefix="actorrt-bench-latency-")
     try:
         t0 = time.time() + 1.0
         # Each operator checkpoints every OPERATOR_CHECKPOINT_EVERY tasks under the lineage stash (a
         # failure replays at most that many); the rollback baseline takes global checkpoints instead.
-        flow = Dataflow("wordcount", batch_size=max(10, int(rate / 200)), max_in_flight=8,
-                        checkpoint_every=OPERATOR_CHECKPOINT_EVERY if ft == "lineage_stash" else None)
+        flow = Dataflow("wordcount", batch_size=max(10, int(rate / 200)), max_in_flight=8, standby=standby,
+                        checkpoint_every=operator_checkpoint_every if ft == "lineage_stash" else None)
         (flow.source(PacedSource(rate, seconds, t0))
          .flat_map(_split, parallelism=2)
          .key_by(lambda timed_word: timed_word[1])
@@ -156,11 +163,15 @@ def run_actorrt(ft: str, rate: float, seconds: float, kill: bool, checkpoint_eve
         if ft == "checkpoint":
             helpers.append(threading.Thread(target=_global_checkpoints, args=(flow, checkpoint_every, stop),
                                             daemon=True))
+        if probe:
+            helpers.append(threading.Thread(target=_probe, args=(run, t0, stop), daemon=True))
         for helper in helpers:
             helper.start()
         flow.run(timeout=seconds + 60)
         run.wall_s = time.time() - t0
         stop.set()
+        for helper in helpers:
+            helper.join()
         run.samples = read_latencies(Path(out), t0, run)
         return run
     finally:
@@ -172,6 +183,26 @@ def _kill_later(at: float, run: Run, t0: float, stop: threading.Event) -> None:
     if not stop.wait(max(0.0, at - time.time())):
         run.killed_at = time.time() - t0
         actorrt.kill_node(1)  # one of the two count instances (and a splitter) lives there
+
+
+@actorrt.remote
+class _Echo:
+    def echo(self, x: int) -> int:
+        return x
+
+
+def _probe(run: Run, t0: float, stop: threading.Event) -> None:
+    """Calls to an actor on node 0, one after another, until ``stop``: their pace is the
+    throughput of a path the failure of node 1 does not touch."""
+    echo = _Echo.options(node=0).remote()
+    i = 0
+    while not stop.is_set():
+        try:
+            actorrt.get(echo.echo.remote(i), timeout=30)
+        except actorrt.ActorRTError:  # a global rollback: the actor went back too
+            continue
+        run.probes.append(time.time() - t0)
+        i += 1
 
 
 def _global_checkpoints(flow: Dataflow, every: float, stop: threading.Event) -> None:
@@ -230,14 +261,20 @@ def read_latencies(directory: Path, t0: float, run: Run) -> list[tuple[float, fl
     ``run.exact``: whether each word's last count equals a plain count of the lines."""
     first: dict[tuple[str, str], tuple[float, float]] = {}
     final: dict[str, int] = {}
+    rows: dict[str, list[tuple[float, str, str]]] = {}  # per writer: (emitted, word, count)
     for path in directory.glob("*.lat"):
         for row in path.read_text().splitlines():
             word, count, emitted, latency = row.split()
             sample = (float(emitted) - t0, float(latency))
+            rows.setdefault(path.stem, []).append((sample[0], word, count))
             if (word, count) not in first or sample < first[(word, count)]:
                 first[(word, count)] = sample
             final[word] = max(final.get(word, 0), int(count))
     run.exact = final == _oracle(int(run.rate * run.seconds))
+    if run.killed_at is not None:
+        for writer, written in rows.items():
+            new = [e for e, word, count in written if e > run.killed_at and first[(word, count)][0] == e]
+            run.first_outputs[writer] = (min(new) - run.killed_at) if new else float("nan")
     return sorted(first.values())
 
 

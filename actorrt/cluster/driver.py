@@ -204,7 +204,7 @@ class Driver:
             actors = [] if s is None else [
                 {"actor_id": a.actor_id.hex(), "class": a.class_name, "queued": a.queued,
                  "executed": a.executed, "dead": a.dead, "results_kept_bytes": a.results_kept_bytes,
-                 "standby": a.standby if a.HasField("standby") else None}
+                 "standby": a.standby if a.HasField("standby") else None, "label": a.label}
                 for a in s.actors
             ]
             entry.update(

@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError
 from grpc import aio
 
 from actorrt.cluster.node_service import NodeServicer
+from actorrt.core.standbys import Standbys
 from actorrt.core.worker import Worker
 from actorrt.exceptions import ActorRTError
 from actorrt.lineage import ids
@@ -129,7 +130,8 @@ class NodeRecoveries:
         await self._flush_survivors(actor_ids)
         flushed = time.perf_counter()
         plans = [await until_reachable(f"recovery: reading the lineage of actor {ids.short(actor_id)}",
-                                       self._replay_plan, store, actor_id) for actor_id in actor_ids]
+                                       self._replay_plan, store, actor_id, self.worker.standbys)
+                 for actor_id in actor_ids]
         stats.flush_ms, stats.fetch_ms = (flushed - started) * 1e3, (time.perf_counter() - flushed) * 1e3
         actors = []
         for actor_id, plan in zip(actor_ids, plans, strict=True):
@@ -171,14 +173,15 @@ class NodeRecoveries:
         info = self.worker.membership.node(slot)
         return (info.epoch if info is not None else 0) + 1
 
-    async def _replay_plan(self, store: LineageStore, actor_id: bytes) -> ReplayPlan | str:
+    @staticmethod
+    async def _replay_plan(store: LineageStore, actor_id: bytes, standbys: Standbys | None = None) -> ReplayPlan | str:
         """``(checkpoint, its file, its state restored by a standby here, tasks to re-execute after
         it)`` for ``actor_id``, or why it cannot be rebuilt."""
         pointer = await store.checkpoint_of(actor_id)
         checkpoint, path, instance = None, "", None
         if pointer is not None:
             seq, path = pointer
-            copy = await self.worker.standbys.take(actor_id, seq)
+            copy = await standbys.take(actor_id, seq) if standbys is not None else None
             if copy is not None:
                 checkpoint, instance = copy
             else:

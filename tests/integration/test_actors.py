@@ -315,7 +315,7 @@ def test_remote_takes_actor_options_and_an_unknown_option_lists_the_real_ones(cl
     assert actorrt.get(Placed.remote().where.remote(), timeout=30) == pids[1]
     assert actorrt.get(Placed.options(node=0).remote().where.remote(), timeout=30) == pids[0]
     with pytest.raises(TypeError, match="unknown actor option num_cpus: the options are checkpoint_every, "
-                                        "get_if_exists, max_in_flight, name, node, nondeterministic "
+                                        "get_if_exists, max_in_flight, name, node, nondeterministic, standby "
                                         "\\(num_cpus is Ray's: here, see node=\\)"):
         Counter.options(num_cpus=1)
     with pytest.raises(TypeError, match="unknown actor options bogus, num_gpus"):

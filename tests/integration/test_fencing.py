@@ -81,3 +81,14 @@ def test_a_head_started_node_that_hangs_is_replaced_and_its_old_process_does_not
             return node["epoch"] > before["epoch"] and node["state"] == "ALIVE"
 
         _hang_replace_resume(witness, before["pid"], path, replaced)
+
+
+def test_a_node_that_hangs_after_its_actors_standby_took_over_does_nothing_and_exits(cluster_with, tmp_path):
+    """The actor's standby (on node 0) takes its place when the hung node is declared dead; the node
+    was added by hand, so nothing kills it: it resumes, and must act no more."""
+    with cluster_with(num_nodes=1, store_shards=1, heartbeat_timeout=HEARTBEAT_TIMEOUT_S), \
+            node_added_by_hand(tmp_path) as added:
+        path = tmp_path / "runs.txt"
+        witness = Witness.options(node=added["node"], standby=1, checkpoint_every=2).remote(str(path))
+        actor_id = witness.actor_id.hex()
+        _hang_replace_resume(witness, added["pid"], path, lambda: actorrt.stats()["moved_actors"] == {actor_id: 0})
