@@ -93,7 +93,8 @@ def summarize(run: Run, checkpoint_every: float) -> dict[str, Any]:
             "mean_latency_during_ms": rec.get("mean_latency_during_ms", float("nan")),
             # the recovered instance is the count whose first new output came last
             "first_output_s": max(counts.values(), default=float("nan")), "first_outputs": run.first_outputs,
-            "untouched_after_over_before": untouched(run), "timeline": timeline(run, BUCKET_S)}
+            "untouched_after_over_before": untouched(run), "recoveries": run.recoveries,
+            "timeline": timeline(run, BUCKET_S)}
 
 
 # ---- (s) a fold with a large state ------------------------------------------------------------
@@ -334,6 +335,13 @@ def _report(doc: dict[str, Any]) -> None:
             click.echo(f"{r['mode']:<10}{r['baseline_ms']:>10.2f}{r['recovery_s']:>11.3f}{r['first_output_s']:>13.3f}"
                        f"{r['mean_latency_during_ms']:>15.1f}{r['untouched_after_over_before']:>10.2f}  {r['exact']}"
                        f" {r['note']}")
+        for r in doc["w"]:
+            for rec in r["recoveries"]:
+                how = "promotion" if rec["promoted"] else "restart"
+                click.echo(f"  {r['mode']}: {how} of {rec['actors']} actor(s):"
+                           f" detection {rec['detection_ms']:.0f} ms, restart {rec['restart_ms']:.0f} ms, flush "
+                           f"{rec['flush_ms']:.0f} ms, reads {rec['fetch_ms']:.0f} ms, replay {rec['replay_ms']:.0f} ms"
+                           f" ({rec['tasks_replayed']} tasks, {rec['from_standby']} from a standby's copy)")
     for r in doc.get("s", []):
         click.echo(f"(s) {r['state_mb']} MB fold, {r['mode']}: first output {r['first_output_s']:.3f} s after the kill"
                    f" (checkpointed{' and loaded' if r['mode'] == 'standby' else ''} before it: {r['ready']})")

@@ -129,6 +129,7 @@ class Run:
     # that no one had emitted before the kill.
     first_outputs: dict[str, float] = field(default_factory=dict)
     probes: list[float] = field(default_factory=list)  # when each call of the untouched path returned, from t0
+    recoveries: list[dict[str, Any]] = field(default_factory=list)  # the nodes' recovery stats (actorrt)
 
     def latencies(self, since: float = 0.0) -> np.ndarray:
         return np.array([lat for t, lat in self.samples if t >= since] or [np.nan])
@@ -172,6 +173,7 @@ def run_actorrt(ft: str, rate: float, seconds: float, kill: bool, checkpoint_eve
         stop.set()
         for helper in helpers:
             helper.join()
+        run.recoveries = [r for node in actorrt.stats()["nodes"] for r in node["recoveries"]]
         run.samples = read_latencies(Path(out), t0, run)
         return run
     finally:

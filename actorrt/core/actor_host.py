@@ -129,6 +129,11 @@ class ActorHost:
             self.functions.assign(spec)
             return
         actor = self.actors.get(spec.receiver)
+        if spec.receiver in self._expected:
+            # Its standby is taking its place: it waits for the replay to be queued (also what the
+            # restore sends it, which a restart's hold keeps back the same way).
+            self._early.setdefault(spec.receiver, []).append(spec)
+            return
         if actor is None and spec.HasField("actor_creation"):
             actor = self.actors[spec.receiver] = ActorInstance(self.services, spec.receiver, spec.actor_creation)
             actor.mailbox.put_nowait(spec)

@@ -29,6 +29,41 @@ class Sum:
         return self.total
 
 
+@actorrt.remote
+class Collector:
+    def __init__(self):
+        self.got = []
+
+    def add(self, value):
+        self.got.append(value)
+
+    def values(self):
+        return self.got
+
+
+@actorrt.remote
+class Ticker:
+    """Calls itself ``n`` times; each call reads the clock (recorded) and sends what it read on. A
+    checkpoint between two ticks holds the next one, sent and not yet run: the restore sends it
+    again, and it must not run before the replay of the recorded one."""
+
+    def __init__(self, collector, n):
+        self.collector, self.n, self.sent = collector, n, []
+
+    def start(self, me):
+        self.me = me
+        me.tick.remote()
+
+    def tick(self):
+        self.sent.append(actorrt.record(time.time_ns))
+        self.collector.add.remote(self.sent[-1])
+        if len(self.sent) < self.n:
+            self.me.tick.remote()
+
+    def values(self):
+        return self.sent
+
+
 def _where(actor_id: str) -> tuple[int, int | None]:
     """(the slot hosting the actor, the slot of its standby)."""
     for node in actorrt.stats()["nodes"]:
@@ -106,6 +141,23 @@ def test_a_standby_that_dies_is_replaced_and_two_failures_in_a_row_move_the_acto
         got += _sums(actor, range(31, 41))
         assert _where(actor_id)[0] == third
         assert got == list(accumulate(range(1, 41)))
+    finally:
+        actorrt.shutdown()
+
+
+def test_a_standby_replays_a_chain_of_calls_to_itself_and_what_it_sent_is_what_was_received():
+    actorrt.init(num_nodes=2)
+    try:
+        collector = Collector.options(node=0).remote()
+        ticker = Ticker.options(node=1, standby=1, checkpoint_every=7).remote(collector, 3000)
+        ticker.start.remote(ticker)
+        eventually(lambda: len(actorrt.get(collector.values.remote(), timeout=30)), lambda n: n >= 1000, 60,
+                   "a thousand ticks")
+        actorrt.kill_node(1)
+        received = eventually(lambda: actorrt.get(collector.values.remote(), timeout=30), lambda got: len(got) >= 3000,
+                              60, "every tick")
+        assert actorrt.get(ticker.values.remote(), timeout=30) == received  # nothing re-read, lost or doubled
+        assert len(_promotions(0)) == 1
     finally:
         actorrt.shutdown()
 
