@@ -56,6 +56,7 @@ RESULTS = Path(__file__).parent / "results"
 PEERS = Path(__file__).parent / "peers"
 WORDS = "the quick brown fox jumps over the lazy dog and the cat sat on a mat".split()
 SUSTAINED_P99_S = 1.0
+PROBE_EVERY_S = 0.005
 OPERATOR_CHECKPOINT_EVERY = 200
 OURS = ("lineage_stash", "none", "checkpoint")
 TARGETS = {"rate_ls_over_none": 0.8, "p50_ls_over_none": 1.1, "recovery_mean_ls_over_rollback": 0.1,
@@ -140,10 +141,11 @@ class Run:
 
 
 def run_actorrt(ft: str, rate: float, seconds: float, kill: bool, checkpoint_every: float, standby: int = 0,
-                operator_checkpoint_every: int = OPERATOR_CHECKPOINT_EVERY, probe: bool = False) -> Run:
+                operator_checkpoint_every: int = OPERATOR_CHECKPOINT_EVERY, probe: bool = False,
+                num_nodes: int = 2) -> Run:
     """``standby``: each operator keeps a standby (``Dataflow(standby=)``); ``probe``: a driver
-    thread calls an actor on node 0 in a loop, a path the kill of node 1 does not touch."""
-    actorrt.init(num_nodes=2, ft=ft, checkpoint_dir=tempfile.mkdtemp(prefix="actorrt-bench-ckpt-"))
+    thread calls an actor on node 0, a path the kill of node 1 does not touch."""
+    actorrt.init(num_nodes=num_nodes, ft=ft, checkpoint_dir=tempfile.mkdtemp(prefix="actorrt-bench-ckpt-"))
     out = tempfile.mkdtemp(prefix="actorrt-bench-latency-")
     try:
         t0 = time.time() + 1.0
@@ -193,18 +195,19 @@ class _Echo:
         return x
 
 
-def _probe(run: Run, t0: float, stop: threading.Event) -> None:
-    """Calls to an actor on node 0, one after another, until ``stop``: their pace is the
-    throughput of a path the failure of node 1 does not touch."""
+def _probe(run: Run, t0: float, stop: threading.Event, every_s: float = PROBE_EVERY_S) -> None:
+    """Calls to an actor on node 0, one every ``every_s`` (or as soon as the last returned), until
+    ``stop``: how many return per second is the throughput of a path the kill of node 1 does not
+    touch."""
     echo = _Echo.options(node=0).remote()
     i = 0
-    while not stop.is_set():
+    while not stop.wait(max(0.0, t0 + i * every_s - time.time())):
+        i += 1
         try:
             actorrt.get(echo.echo.remote(i), timeout=30)
         except actorrt.ActorRTError:  # a global rollback: the actor went back too
             continue
         run.probes.append(time.time() - t0)
-        i += 1
 
 
 def _global_checkpoints(flow: Dataflow, every: float, stop: threading.Event) -> None:

@@ -35,8 +35,8 @@ from actorrt.store.lineage_store import LineageStore
 log = logging.getLogger(__name__)
 
 # An actor's rebuild: its checkpoint, the checkpoint's file, its state restored already (by a
-# standby here), and the tasks to re-execute after it.
-ReplayPlan = tuple[ActorCheckpoint | None, str, Any, list]
+# standby here), the tasks to re-execute after it, and the newest checkpoint's number.
+ReplayPlan = tuple[ActorCheckpoint | None, str, Any, list, int]
 # How long one FlushStash call may take; a survivor still alive after it is asked again.
 SURVIVOR_FLUSH_TIMEOUT_S = 10.0
 # A survivor that is alive but has not flushed is asked again, backing off to this.
@@ -129,17 +129,19 @@ class NodeRecoveries:
         actor_ids = [a for a in dict.fromkeys(listed) if a not in host.actors]  # each once, and not twice
         await self._flush_survivors(actor_ids)
         flushed = time.perf_counter()
-        plans = [await until_reachable(f"recovery: reading the lineage of actor {ids.short(actor_id)}",
-                                       self._replay_plan, store, actor_id, self.worker.standbys)
-                 for actor_id in actor_ids]
+        plans = await asyncio.gather(*(until_reachable(f"recovery: reading the lineage of actor {ids.short(actor_id)}",
+                                                       self._replay_plan, store, actor_id, self.worker.standbys)
+                                       for actor_id in actor_ids))  # one round trip for all, not one each
         stats.flush_ms, stats.fetch_ms = (flushed - started) * 1e3, (time.perf_counter() - flushed) * 1e3
         actors = []
         for actor_id, plan in zip(actor_ids, plans, strict=True):
             if isinstance(plan, str):
                 actors.append(host.lost(actor_id, plan))
                 continue
-            checkpoint, path, instance, order = plan
-            actors.append(host.recover(actor_id, order, checkpoint, path, instance))
+            checkpoint, path, instance, order, newest = plan
+            actor = host.recover(actor_id, order, checkpoint, path, instance)
+            actor.checkpointer.seq = max(actor.checkpointer.seq, newest)  # its next one is the newest
+            actors.append(actor)
             stats.from_checkpoint += checkpoint is not None
             stats.from_standby += instance is not None
             stats.tasks_replayed += len(order)
@@ -180,19 +182,19 @@ class NodeRecoveries:
         pointer = await store.checkpoint_of(actor_id)
         checkpoint, path, instance = None, "", None
         if pointer is not None:
-            seq, path = pointer
-            copy = await standbys.take(actor_id, seq) if standbys is not None else None
-            if copy is not None:
-                checkpoint, instance = copy
+            copy = await standbys.take(actor_id, pointer) if standbys is not None else None
+            if copy is not None:  # maybe the checkpoint before the pointer's: the replay is longer
+                _, path, (checkpoint, instance) = copy
             else:
+                path = pointer.path
                 try:
                     checkpoint = await asyncio.to_thread(read_checkpoint, path)
                 except (OSError, DecodeError) as exc:
-                    return (f"actor {ids.short(actor_id)} cannot be rebuilt: its checkpoint {seq} ({path}) is "
-                            f"unreadable here ({exc}); the checkpoint directory must be reachable from every node")
+                    return (f"actor {ids.short(actor_id)} cannot be rebuilt: its checkpoint {pointer.seq} ({path}) "
+                            f"is unreadable here ({exc}); the checkpoint directory must be reachable from every node")
         sent = await store.sent_to(actor_id)  # an unreachable store raises: the caller retries
         try:
-            return checkpoint, path, instance, replay_order(actor_id, sent, checkpoint)
+            return checkpoint, path, instance, replay_order(actor_id, sent, checkpoint), pointer.seq if pointer else 0
         except ActorRTError as exc:
             return f"actor {ids.short(actor_id)} cannot be rebuilt: {exc}"
 

@@ -54,9 +54,12 @@ class Checkpointer:
         """Whether to checkpoint after ``spec`` ran: every ``checkpoint_every`` tasks, or when an
         extra asks (a memory-pressure checkpoint). Never under global rollback, whose checkpoints
         are global: an actor's own one would tell its senders it covers calls that the global
-        checkpoint a rollback restores does not, and they would stop keeping them."""
+        checkpoint a rollback restores does not, and they would stop keeping them. Nor during a
+        replay: it redoes a past the store holds already, and a checkpoint of a large state would
+        hold the recovery up (the first task after the replay takes the one due)."""
         actor = self._actor
-        if actor.death is not None or spec.method == CHECKPOINT_METHOD or actor.services.ft.rolls_back:
+        if (actor.death is not None or spec.method == CHECKPOINT_METHOD or actor.services.ft.rolls_back
+                or actor.replaying):
             return False
         every = actor.creation.checkpoint_every
         if every and self.since >= every:
@@ -121,12 +124,16 @@ class Checkpointer:
         if ft.store is not None or ft.rolls_back:
             # From now on a replay (or a rollback) starts here: what only an earlier start needed
             # can go, the calls senders keep for a rollback among it.
-            # Its standby (if it keeps one) loads the file now.
             self.announced = node_pb2.Checkpointed(
                 actor=actor.actor_id, seq=seq, path=str(path), standby=actor.standby,
                 received=[node_pb2.Counter(actor=p.sender, counter=p.last_counter) for p in snapshot.senders]
                 + [node_pb2.Counter(actor=s, counter=n) for s, n in covered],
                 sent=[node_pb2.Counter(actor=r, counter=n) for r, n in covered_sends(snapshot).items()])
+            if actor.standby is not None and ft.store is not None:
+                # Its standby loads it first: until everyone hears of it, the standby's copy of the
+                # previous one may still be replayed from (core/standbys.py).
+                await actor.services.hand_to_standby(self.announced)
+                await ft.store.set_announced(actor.actor_id, seq)
             actor.services.announce_checkpoint(self.announced)
 
     async def take_or_log(self) -> None:

@@ -3,17 +3,19 @@ it hosts keep theirs.
 
 An actor created with ``standby=1`` has a passive replica on another node, never on its own (on
 another host where there is one). Its node writes where in the store (the head reads it when the
-node fails, ``cluster/promotions.py``) and names the standby in every checkpoint announcement; the
-standby's node then reads the checkpoint file and restores the actor's state from it in a thread,
-so that taking the actor's place costs no read and no unpickling: only the replay of the tasks
-after that checkpoint. A standby holds one copy, the newest it has loaded; it is as far behind as
-the actor's last checkpoint (``checkpoint_every``) plus the time to load it.
+node fails, ``cluster/promotions.py``). The standby's node reads each checkpoint file and restores
+the actor's state from it in a thread, so that taking the actor's place costs no read and no
+unpickling: only the replay of the tasks after that checkpoint.
 
-A standby called while it loads the checkpoint the store points at waits for that load; one that
-holds an older copy, or none, reads the file as a restart would (an older checkpoint is not used:
-the callers of the actor dropped what a replay from it would need once the newer one was
-announced). When a standby's node dies, the actor's node chooses another one and sends it the
-announcement of its newest checkpoint.
+How far behind a standby may fall: one checkpoint. A new checkpoint is told to the standby first
+(``to_standby``); the actor's node waits until the standby says it has loaded it (or
+``HAND_OVER_TIMEOUT_S``), marks it announced in the store, and only then tells every process,
+which may then drop what a replay from the previous checkpoint would need. So a promotion may
+replay from the copy it holds if that copy is no older than the store's announced checkpoint: a
+standby called while it loads the newest checkpoint takes its copy of the previous one and
+replays a little more. Only after a hand-over timed out (a standby too slow to load) does it wait
+for its load, or read the file as a restart would. When a standby's node dies, the actor's node
+chooses another one and hands it its newest checkpoint.
 """
 
 from __future__ import annotations
@@ -27,15 +29,19 @@ from typing import TYPE_CHECKING, Any
 
 from actorrt.lineage import ids
 from actorrt.lineage.checkpoints import read_checkpoint, restore_state
-from actorrt.net.peer_streams import CHECKPOINTED
+from actorrt.net.peer_streams import CHECKPOINTED, STANDBY_LOADED
 from actorrt.rpc import checkpoint_pb2, head_pb2, node_pb2
 from actorrt.store.clients import until_reachable
+from actorrt.store.lineage_store import Pointer
 
 if TYPE_CHECKING:
     from actorrt.core.actor import ActorInstance
     from actorrt.core.worker import Worker
 
 log = logging.getLogger(__name__)
+
+# How long a checkpoint waits for its actor's standby to load it before every process hears of it.
+HAND_OVER_TIMEOUT_S = 30.0
 
 Loaded = tuple[checkpoint_pb2.ActorCheckpoint, Any]  # a checkpoint (its state cleared) and the instance restored
 
@@ -63,8 +69,9 @@ def _load(path: str) -> Loaded:
 class _Copy:
     """What this node keeps for one actor elsewhere."""
 
+    primary: str  # the process hosting the actor: told what was loaded
     wanted: tuple[int, str]  # the newest checkpoint announced: (seq, path)
-    loaded: tuple[int, Loaded] | None = None
+    loaded: tuple[int, str, Loaded] | None = None  # (seq, path, what was loaded)
     loader: asyncio.Task | None = None
 
 
@@ -72,20 +79,27 @@ class Standbys:
     def __init__(self, worker: Worker) -> None:
         self._w = worker
         self._copies: dict[bytes, _Copy] = {}  # this node is the standby of these actors
+        self._handed: dict[tuple[bytes, int], asyncio.Future] = {}  # (actor here, seq) -> its standby loaded it
 
     # ---- the standby's side -------------------------------------------------------------------
 
-    def on_checkpointed(self, done: node_pb2.Checkpointed) -> None:
-        """An actor checkpointed: load it if this node keeps its standby, forget it if another does."""
+    def on_checkpointed(self, done: node_pb2.Checkpointed, peer: str) -> None:
+        """An actor on process ``peer`` checkpointed: load it if this node keeps its standby, forget
+        it if another does."""
         if not done.path:
             return
         if not done.HasField("standby") or done.standby != self._w.slot:
             self._copies.pop(done.actor, None)
             return
-        copy = self._copies.setdefault(done.actor, _Copy((0, "")))
+        copy = self._copies.get(done.actor)
+        if copy is None:
+            copy = self._copies[done.actor] = _Copy(peer, (0, ""))
+        copy.primary = peer
         if done.seq > copy.wanted[0]:
             copy.wanted = (done.seq, done.path)
-        if copy.loader is None or copy.loader.done():
+        if copy.loaded is not None and copy.loaded[0] >= done.seq:
+            self._w.router.send(peer, STANDBY_LOADED, node_pb2.StandbyLoaded(actor=done.actor, seq=copy.loaded[0]))
+        elif copy.loader is None or copy.loader.done():
             copy.loader = self._w.spawn(self._load_newest(done.actor, copy))
 
     async def _load_newest(self, actor_id: bytes, copy: _Copy) -> None:
@@ -97,19 +111,23 @@ class Standbys:
             except Exception as exc:  # noqa: BLE001 - an unreadable file or a user restore(): a promotion reads it again
                 log.warning("standby of actor %s: checkpoint %d not loaded: %r", ids.short(actor_id), seq, exc)
                 return
-            copy.loaded = (seq, loaded)
+            copy.loaded = (seq, path, loaded)
+            self._w.router.send(copy.primary, STANDBY_LOADED, node_pb2.StandbyLoaded(actor=actor_id, seq=seq))
 
-    async def take(self, actor_id: bytes, seq: int) -> Loaded | None:
-        """This node's copy of ``actor_id`` at checkpoint ``seq`` (awaiting its load if it is under
-        way), given up to the actor now taking its place here; None if there is no such copy."""
+    async def take(self, actor_id: bytes, pointer: Pointer) -> tuple[int, str, Loaded] | None:
+        """This node's copy of ``actor_id``, if a replay may start from it: no older than the
+        checkpoint ``pointer`` says was announced (awaiting a load under way if need be); given up
+        to the actor now taking its place here. None if there is no such copy."""
         copy = self._copies.pop(actor_id, None)
         if copy is None:
             return None
-        if (copy.loaded is None or copy.loaded[0] < seq) and copy.wanted[0] == seq and copy.loader is not None:
+
+        def usable() -> bool:
+            return copy.loaded is not None and pointer.announced <= copy.loaded[0] <= pointer.seq
+
+        if not usable() and copy.loader is not None and pointer.announced <= copy.wanted[0] <= pointer.seq:
             await asyncio.wait([copy.loader])
-        if copy.loaded is not None and copy.loaded[0] == seq:
-            return copy.loaded[1]
-        return None
+        return copy.loaded if usable() else None
 
     def loaded(self) -> dict[str, int]:
         """The checkpoint each copy here holds loaded, by actor ID (hex)."""
@@ -117,9 +135,35 @@ class Standbys:
 
     # ---- the actors' side ---------------------------------------------------------------------
 
+    async def hand_over(self, done: node_pb2.Checkpointed) -> None:
+        """Tell ``done`` (a checkpoint of an actor here) to its standby alone, and wait until the
+        standby has loaded it (at most ``HAND_OVER_TIMEOUT_S``)."""
+        address = self._address_of(done.standby)
+        if not address:
+            return
+        key = (done.actor, done.seq)
+        loaded = self._handed[key] = asyncio.get_running_loop().create_future()
+        try:
+            self._w.router.send(address, CHECKPOINTED, _for_standby(done, done.standby))
+            await asyncio.wait_for(loaded, HAND_OVER_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("the standby of actor %s on node %d did not load checkpoint %d in %.0f s: it will wait for "
+                        "a load, or read the file, if it is promoted", ids.short(done.actor), done.standby, done.seq,
+                        HAND_OVER_TIMEOUT_S)
+        finally:
+            del self._handed[key]
+
+    def on_loaded(self, notice: node_pb2.StandbyLoaded) -> None:
+        for (actor, seq), loaded in self._handed.items():
+            if actor == notice.actor and seq <= notice.seq and not loaded.done():
+                loaded.set_result(None)
+
+    def _address_of(self, slot: int) -> str:
+        return next((n.address for n in self._w.membership.alive_nodes() if n.slot == slot), "")
+
     def place(self, actor: ActorInstance) -> None:
         """Keep ``actor`` (hosted here, created with a standby) a standby on a live node: the one
-        it has, or a new one, told where in the store and sent its newest checkpoint."""
+        it has, or a new one, told where in the store and handed its newest checkpoint."""
         w = self._w
         if not actor.creation.standby or actor.death is not None or not w.ft.logs_lineage:
             return
@@ -133,14 +177,16 @@ class Standbys:
         w.spawn(until_reachable(f"recording the standby of actor {actor.who}", w.ft.store.set_standby,
                                 w.slot, actor.actor_id, standby))
         announced = actor.checkpointer.announced
-        address = next((n.address for n in alive if n.slot == standby), "")
+        address = self._address_of(standby) if standby is not None else ""
         if announced is not None and address:
-            again = node_pb2.Checkpointed()
-            again.CopyFrom(announced)
-            again.standby = standby
-            w.router.send(address, CHECKPOINTED, again)
+            w.router.send(address, CHECKPOINTED, _for_standby(announced, standby))
 
     def on_view(self) -> None:
         """A new view: actors whose standby's node is gone choose another."""
         for actor in list(self._w.host.actors.values()):
             self.place(actor)
+
+
+def _for_standby(done: node_pb2.Checkpointed, standby: int) -> node_pb2.Checkpointed:
+    """``done`` as told to the standby on ``standby`` alone."""
+    return node_pb2.Checkpointed(actor=done.actor, seq=done.seq, path=done.path, standby=standby, to_standby=True)

@@ -195,6 +195,9 @@ class Worker:
     def keep_standby(self, actor: ActorInstance) -> None:
         self.standbys.place(actor)
 
+    async def hand_to_standby(self, done: node_pb2.Checkpointed) -> None:
+        await self.standbys.hand_over(done)
+
     def send_again(self, pending: checkpoint_pb2.PendingTask) -> None:
         self.outbox.send_again(pending)
 
@@ -288,7 +291,9 @@ class Worker:
             elif kind == "push":
                 self.fetches.on_push(message.push)
             elif kind == "checkpointed":
-                self.on_checkpointed(message.checkpointed)
+                self.on_checkpointed(message.checkpointed, peer)
+            elif kind == "standby_loaded":
+                self.standbys.on_loaded(message.standby_loaded)
             elif kind == "committed":
                 committed = message.committed
                 if committed.task_ids:
@@ -311,15 +316,19 @@ class Worker:
                     batch.sender_epoch)
         self.router.forget(peer)
 
-    def on_checkpointed(self, done: node_pb2.Checkpointed) -> None:
-        """An actor checkpointed (here or elsewhere): stop keeping what only its replay needed."""
+    def on_checkpointed(self, done: node_pb2.Checkpointed, peer: str = "") -> None:
+        """An actor checkpointed (here or elsewhere, on process ``peer``): stop keeping what only
+        its replay needed. One told to its standby alone is only loaded there."""
+        if self.host is not None:
+            self.standbys.on_checkpointed(done, peer or self.address)
+        if done.to_standby:
+            return
         covered = {c.actor: c.counter for c in done.received}
         self.retention.release(done.actor, covered)
         self.outbox.checkpointed(done.actor, covered)
         self.ft.on_checkpointed(done.actor, covered)
         if self.host is not None:
             self.host.sender_checkpointed(done.actor, {c.actor: c.counter for c in done.sent})
-            self.standbys.on_checkpointed(done)
 
     def announce_checkpoint(self, done: node_pb2.Checkpointed) -> None:
         """Tell every process (this one too) that an actor here checkpointed."""

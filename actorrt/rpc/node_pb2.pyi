@@ -58,7 +58,7 @@ class PeerBatch(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[PeerMessage, _Mapping]]] = ..., view_revision: _Optional[int] = ..., sender_epoch: _Optional[int] = ..., sender_slot: _Optional[int] = ..., sender_pid: _Optional[int] = ..., sender_host: _Optional[str] = ..., sender_serial: _Optional[int] = ...) -> None: ...
 
 class PeerMessage(_message.Message):
-    __slots__ = ("submit", "result", "fetch", "object", "lineage", "push", "checkpointed", "committed", "cancel", "release", "channel", "passed")
+    __slots__ = ("submit", "result", "fetch", "object", "lineage", "push", "checkpointed", "committed", "cancel", "release", "channel", "passed", "standby_loaded")
     SUBMIT_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     FETCH_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +71,7 @@ class PeerMessage(_message.Message):
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     PASSED_FIELD_NUMBER: _ClassVar[int]
+    STANDBY_LOADED_FIELD_NUMBER: _ClassVar[int]
     submit: _common_pb2.TaskSpec
     result: _common_pb2.ObjectValue
     fetch: ObjectRequest
@@ -83,7 +84,8 @@ class PeerMessage(_message.Message):
     release: _common_pb2.SharedRegion
     channel: ChannelMessage
     passed: _common_pb2.SharedRegion
-    def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., lineage: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., push: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., checkpointed: _Optional[_Union[Checkpointed, _Mapping]] = ..., committed: _Optional[_Union[Committed, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., release: _Optional[_Union[_common_pb2.SharedRegion, _Mapping]] = ..., channel: _Optional[_Union[ChannelMessage, _Mapping]] = ..., passed: _Optional[_Union[_common_pb2.SharedRegion, _Mapping]] = ...) -> None: ...
+    standby_loaded: StandbyLoaded
+    def __init__(self, submit: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., result: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., fetch: _Optional[_Union[ObjectRequest, _Mapping]] = ..., object: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., lineage: _Optional[_Union[_common_pb2.TaskSpec, _Mapping]] = ..., push: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., checkpointed: _Optional[_Union[Checkpointed, _Mapping]] = ..., committed: _Optional[_Union[Committed, _Mapping]] = ..., cancel: _Optional[_Union[Cancel, _Mapping]] = ..., release: _Optional[_Union[_common_pb2.SharedRegion, _Mapping]] = ..., channel: _Optional[_Union[ChannelMessage, _Mapping]] = ..., passed: _Optional[_Union[_common_pb2.SharedRegion, _Mapping]] = ..., standby_loaded: _Optional[_Union[StandbyLoaded, _Mapping]] = ...) -> None: ...
 
 class ChannelMessage(_message.Message):
     __slots__ = ("name", "payload")
@@ -134,20 +136,30 @@ class ObjectRequest(_message.Message):
     def __init__(self, object_id: _Optional[bytes] = ..., receiver: _Optional[bytes] = ..., sender: _Optional[bytes] = ..., task_counter: _Optional[int] = ..., keep_only: _Optional[bool] = ...) -> None: ...
 
 class Checkpointed(_message.Message):
-    __slots__ = ("actor", "received", "sent", "seq", "path", "standby")
+    __slots__ = ("actor", "received", "sent", "seq", "path", "standby", "to_standby")
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     RECEIVED_FIELD_NUMBER: _ClassVar[int]
     SENT_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
     STANDBY_FIELD_NUMBER: _ClassVar[int]
+    TO_STANDBY_FIELD_NUMBER: _ClassVar[int]
     actor: bytes
     received: _containers.RepeatedCompositeFieldContainer[Counter]
     sent: _containers.RepeatedCompositeFieldContainer[Counter]
     seq: int
     path: str
     standby: int
-    def __init__(self, actor: _Optional[bytes] = ..., received: _Optional[_Iterable[_Union[Counter, _Mapping]]] = ..., sent: _Optional[_Iterable[_Union[Counter, _Mapping]]] = ..., seq: _Optional[int] = ..., path: _Optional[str] = ..., standby: _Optional[int] = ...) -> None: ...
+    to_standby: bool
+    def __init__(self, actor: _Optional[bytes] = ..., received: _Optional[_Iterable[_Union[Counter, _Mapping]]] = ..., sent: _Optional[_Iterable[_Union[Counter, _Mapping]]] = ..., seq: _Optional[int] = ..., path: _Optional[str] = ..., standby: _Optional[int] = ..., to_standby: _Optional[bool] = ...) -> None: ...
+
+class StandbyLoaded(_message.Message):
+    __slots__ = ("actor", "seq")
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    actor: bytes
+    seq: int
+    def __init__(self, actor: _Optional[bytes] = ..., seq: _Optional[int] = ...) -> None: ...
 
 class Counter(_message.Message):
     __slots__ = ("actor", "counter")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from redis.exceptions import ResponseError
 
@@ -80,6 +81,15 @@ def task_id_of(key: bytes) -> bytes:
 
 def _actors_key(slot: int) -> bytes:
     return b"actors:{slot-%d}" % slot
+
+
+class Pointer(NamedTuple):
+    """An actor's newest checkpoint: its number and file, and the newest of its checkpoints
+    announced to every process (this one, unless it was taken for a standby to load first)."""
+
+    seq: int
+    path: str
+    announced: int
 
 
 def _standbys_key(slot: int) -> bytes:
@@ -297,16 +307,24 @@ class LineageStore:
         keys = [_fence_key(group, self._writer), _checkpoint_key(group, actor_id)]
         await self._fenced_call(scripts.SET_CHECKPOINT, keys, [seq, self._epoch, path])
 
-    async def checkpoint_of(self, actor_id: bytes) -> tuple[int, str] | None:
-        """``(seq, path)`` of ``actor_id``'s newest checkpoint, or None if it has none (whichever
-        group holds it: an actor rebuilt on an heir checkpoints in the heir's group)."""
+    async def set_announced(self, actor_id: bytes, seq: int) -> None:
+        """``actor_id``'s checkpoint ``seq`` is about to be announced to every process: a standby's
+        copy older than it may no longer be replayed from."""
+        group = await self._own_group()
+        keys = [_fence_key(group, self._writer), _checkpoint_key(group, actor_id)]
+        await self._fenced_call(scripts.SET_ANNOUNCED, keys, [seq, self._epoch])
+
+    async def checkpoint_of(self, actor_id: bytes) -> Pointer | None:
+        """``actor_id``'s newest checkpoint, or None if it has none (whichever group holds it: an
+        actor rebuilt on an heir checkpoints in the heir's group)."""
         keys = [_checkpoint_key(g, actor_id) for g in range(SLOT_GROUPS)]
 
-        async def get(client: Client, ks: list[bytes]) -> list[tuple[int, str]]:
+        async def get(client: Client, ks: list[bytes]) -> list[Pointer]:
             async with client.pipeline(transaction=False) as pipe:
                 for key in ks:
                     pipe.hgetall(key)
-                return [(int(f[b"seq"]), f[b"path"].decode()) for f in await pipe.execute() if f]
+                return [Pointer(int(f[b"seq"]), f[b"path"].decode(), int(f.get(b"announced", f[b"seq"])))
+                        for f in await pipe.execute() if f]
 
         found = [pointer for part in await self.store.per_shard(keys, get) for pointer in part]
         return max(found, default=None)

@@ -74,6 +74,13 @@ redis.call('HSET', KEYS[2], 'seq', ARGV[1], 'path', ARGV[3])
 return 0
 """
 
+# KEYS = fence, the actor's checkpoint pointer; ARGV = seq, writer epoch: checkpoint seq has been
+# announced to every process (which may drop what only a replay from an earlier one needs).
+SET_ANNOUNCED = FENCE_CHECK + """
+redis.call('HSET', KEYS[2], 'announced', ARGV[1])
+return 0
+"""
+
 # Deletes the records of ARGV[1..n] (KEYS[2..n+1], in the group of the receiver index KEYS[1]) and
 # their index entries, leaving tombstones; ARGV[n+1], ARGV[n+2]: tombstone version, TTL. A tombstone
 # goes where no record is yet too: a write of the task still on its way (queued behind a group

@@ -238,12 +238,14 @@ async def test_a_fenced_incarnation_can_write_neither_lineage_nor_checkpoint_poi
         with pytest.raises(StaleIncarnationError):
             await node_store(3, 1).set_checkpoint(b"actor", 5, "/ckpt/stale")
         assert await new.read([spec(1).task_id, spec(2).task_id]) == {spec(1).task_id: spec(1)}
-        assert await new.checkpoint_of(b"actor") == (4, "/ckpt/4")
+        assert await new.checkpoint_of(b"actor") == (4, "/ckpt/4", 4)
         # The new incarnation, other slots and drivers write on; an heir's pointer is found too.
         assert await new.write(whole([spec(3)])) == [(spec(3).task_id, 0)]
         assert await driver.write(whole([spec(4)])) == [(spec(4).task_id, 0)]
         await heir.set_checkpoint(b"actor", 6, "/ckpt/6")
-        assert await new.checkpoint_of(b"actor") == (6, "/ckpt/6")
+        assert await new.checkpoint_of(b"actor") == (6, "/ckpt/6", 6)
+        await heir.set_announced(b"actor", 5)  # 6 was taken for a standby first, 5 told to everyone
+        assert await new.checkpoint_of(b"actor") == (6, "/ckpt/6", 5)
         await new.fence(3, 1)  # a fence never moves back
         with pytest.raises(StaleIncarnationError):
             await node_store(3, 1).write(whole([spec(5)]))
