@@ -11,7 +11,7 @@ counts, a sink measuring latency), with node 1 (a splitter and a count) SIGKILLe
   operator back to the last one;
 - ``bytewax``: its one process SIGKILLed and restarted at once from its last snapshot.
 
-Part (w), for each mode:
+Part (w), for each mode (``--repeat`` runs, the modes in turn; the medians are reported):
 - recovery time as Clonos measures it: from the kill until latency is back within 10% (or 1 ms)
   of before: the first 50 ms step after the kill from which the lines scheduled in the next
   second have a mean latency within that bound;
@@ -113,6 +113,16 @@ def summarize(run: Run, checkpoint_every: float) -> dict[str, Any]:
             "first_output_s": max(counts.values(), default=float("nan")), "first_outputs": run.first_outputs,
             "untouched_after_over_before": untouched(run), "recoveries": run.recoveries,
             "timeline": timeline(run, BUCKET_S)}
+
+
+def _median(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A mode's runs as one: the median of each measure; the timeline and the recoveries of the
+    run whose recovery time is the median."""
+    middle = sorted(rows, key=lambda r: np.nan_to_num(r["recovery_s"], nan=np.inf))[len(rows) // 2]
+    out = dict(middle, runs=len(rows), exact=all(r["exact"] for r in rows))
+    for key in ("recovery_s", "baseline_ms", "mean_latency_during_ms", "first_output_s", "untouched_after_over_before"):
+        out[key] = float(np.nanmedian([r[key] for r in rows]))
+    return out
 
 
 # ---- (s) a fold with a large state ------------------------------------------------------------
@@ -310,6 +320,7 @@ def _ratios(doc: dict[str, Any]) -> dict[str, float]:
               help="s between global checkpoints (rollback) or Bytewax snapshots")
 @click.option("--operator-checkpoint-every", default=200, show_default=True,
               help="tasks between an operator's checkpoints (standby, restart)")
+@click.option("--repeat", default=3, show_default=True, help="(w): runs of each mode (medians are reported)")
 @click.option("--nodes", default=3, show_default=True, help="(w): node processes (node 1 is killed)")
 @click.option("--state-mb", default=1024, show_default=True, help="(s): the fold's state")
 @click.option("--lines", default=60_000, show_default=True, help="(f): lines of the unpaced wordcount")
@@ -317,27 +328,32 @@ def _ratios(doc: dict[str, Any]) -> dict[str, float]:
               show_default=True, help="the Python with bytewax (scripts/setup-peers.sh)")
 @click.option("--quick", is_flag=True, help="shorter runs, a 256 MB state")
 def main(parts: str, modes: str, rate: float, seconds: float, checkpoint_every: float,
-         operator_checkpoint_every: int, nodes: int, state_mb: int, lines: int, peer_python: str, quick: bool) -> None:
+         operator_checkpoint_every: int, repeat: int, nodes: int, state_mb: int, lines: int, peer_python: str,
+         quick: bool) -> None:
     """Standby actors: recovery time, first output, untouched paths, failure-free cost."""
     if quick:
-        seconds, state_mb, lines = 8.0, 256, 20_000
+        seconds, state_mb, lines, repeat = 8.0, 256, 20_000, 1
     chosen = [m.strip() for m in modes.split(",") if m.strip()]
     if "bytewax" in chosen and not Path(peer_python).exists():
         click.echo(f"no peers' Python at {peer_python} (bash scripts/setup-peers.sh): no Bytewax", err=True)
         chosen.remove("bytewax")
     todo = parts.split(",")
-    stamp, meta = run_meta(rate=rate, seconds=seconds, checkpoint_every=checkpoint_every, nodes=nodes,
+    stamp, meta = run_meta(rate=rate, seconds=seconds, checkpoint_every=checkpoint_every, nodes=nodes, repeat=repeat,
                            operator_checkpoint_every=operator_checkpoint_every, state_mb=state_mb, lines=lines)
     doc: dict[str, Any] = {"meta": meta}
-    steps = (len(chosen) if "w" in todo else 0) + (2 if "s" in todo else 0) + (4 if "f" in todo else 0)
+    steps = (len(chosen) * repeat if "w" in todo else 0) + (2 if "s" in todo else 0) + (4 if "f" in todo else 0)
     with Progress() as progress:
         task = progress.add_task("standby", total=steps)
         if "w" in todo:
-            doc["w"] = []
-            for mode in chosen:
-                run = run_mode(mode, rate, seconds, checkpoint_every, operator_checkpoint_every, peer_python, nodes)
-                doc["w"].append(summarize(run, checkpoint_every))
-                progress.advance(task)
+            runs: dict[str, list[dict[str, Any]]] = {}
+            for _ in range(repeat):  # the modes in turn, each round: the machine's noise drifts
+                for mode in chosen:
+                    run = run_mode(mode, rate, seconds, checkpoint_every, operator_checkpoint_every, peer_python, nodes)
+                    runs.setdefault(mode, []).append(summarize(run, checkpoint_every))
+                    progress.advance(task)
+            doc["w"] = [_median(rows) for rows in runs.values()]
+            doc["w_runs"] = [{k: v for k, v in row.items() if k != "timeline"}
+                             for rows in runs.values() for row in rows]
         if "s" in todo:
             doc["s"] = []
             for mode in ("standby", "restart"):
@@ -368,7 +384,7 @@ def _phases(mode: str, recoveries: list[dict[str, Any]]) -> None:
 
 def _report(doc: dict[str, Any]) -> None:
     if doc.get("w"):
-        click.echo("(w) wordcount, node 1 killed at half time")
+        click.echo(f"(w) wordcount, node 1 killed at half time (medians of {doc['w'][0]['runs']} runs)")
         click.echo(f"{'mode':<10}{'before ms':>10}{'recovery s':>11}{'1st output s':>13}{'mean during ms':>15}"
                    f"{'untouched':>10}  exact")
         for r in doc["w"]:

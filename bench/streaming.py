@@ -124,6 +124,7 @@ class Run:
     samples: list[tuple[float, float]] = field(default_factory=list)  # (emitted at, latency s), from t0
     wall_s: float = 0.0
     killed_at: float | None = None  # since t0
+    dead_at: float | None = None  # since t0: the killed process had exited by then
     note: str = ""
     exact: bool | None = None  # every word's final count equals the plain count
     # Per writer (a count instance, or Bytewax's process): s from the kill to its first output
@@ -187,6 +188,7 @@ def _kill_later(at: float, run: Run, t0: float, stop: threading.Event) -> None:
     if not stop.wait(max(0.0, at - time.time())):
         run.killed_at = time.time() - t0
         actorrt.kill_node(1)  # one of the two count instances (and a splitter) lives there
+        run.dead_at = time.time() - t0
 
 
 @actorrt.remote
@@ -254,6 +256,7 @@ def _bytewax(python: str, env: dict[str, str], out: Path, t0: float, seconds: fl
         run.killed_at = time.time() - t0
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        run.dead_at = time.time() - t0
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # resumes
     proc.wait(timeout=seconds + 120)
     return read_latencies(out / "lat", t0, run)
@@ -278,7 +281,9 @@ def read_latencies(directory: Path, t0: float, run: Run) -> list[tuple[float, fl
     run.exact = final == _oracle(int(run.rate * run.seconds))
     if run.killed_at is not None:
         for writer, written in rows.items():
-            new = [e for e, word, count in written if e > run.killed_at and first[(word, count)][0] == e]
+            # Outputs before the process was dead may be its own, not its successor's.
+            after = run.dead_at if run.dead_at is not None else run.killed_at
+            new = [e for e, word, count in written if e > after and first[(word, count)][0] == e]
             run.first_outputs[writer] = (min(new) - run.killed_at) if new else float("nan")
     return sorted(first.values())
 
