@@ -94,6 +94,11 @@ class NodeRecoveries:
                 finally:
                     if moves is None:
                         self.worker.host.release()
+                    else:  # a promotion that failed: their tasks must not wait for ever
+                        for move in moves:
+                            if move.actor not in self.worker.host.actors:
+                                self.worker.host.lost(move.actor, f"its standby on node {self.worker.slot} could "
+                                                                  f"not take its place")
             replay_started, skipped = time.perf_counter(), self.worker.outbox.sends_skipped
             await asyncio.gather(*(a.replayed.wait() for a in actors))
             stats.sends_skipped = self.worker.outbox.sends_skipped - skipped

@@ -42,6 +42,7 @@ class Checkpointer:
         self.seq = 0  # the last checkpoint's number
         self.since = 0  # tasks run since it
         self._cut: dict[bytes, int] = {}  # the per-sender counters it covers
+        self._cut_seq = 0  # the checkpoint they are of
         self._collected: dict[bytes, int] = {}  # how far the store's copy of this actor's tasks was collected
         # Where the collection before that started: each collection covers that interval once
         # more, deleting a copy a slow writer (a result's owner) wrote after the first pass.
@@ -85,15 +86,16 @@ class Checkpointer:
             actor.ledger.keep(spec, pb.ObjectValue(object_id=ids.object_id(spec.task_id),
                                                    value=serialize(result)))
         to_collect = checkpoints.covered_tasks(actor.actor_id, self._collected_before, self._cut)
+        base = self._cut_seq  # once its collection runs, no replay may start before it
         self._collected_before, self._collected = self._collected, dict(self._cut)
-        self._cut = dict(actor.ledger.last_counter)
+        self._cut, self._cut_seq = dict(actor.ledger.last_counter), self.seq
         snapshot = self._snapshot()  # now, synchronously: the state between two tasks
         covered = self._extras_covered()  # as of the snapshot: later calls are not covered by it
         for value in actor.context.extras.values():
             getattr(value, "checkpointed", bool)()
         # After the one before it: the store's pointer must only move forward.
         self._unwritten += 1
-        durable = self._make_durable(self._writing, self.seq, path, snapshot, to_collect, covered)
+        durable = self._make_durable(self._writing, self.seq, path, snapshot, to_collect, covered, base)
         if wait:
             self._writing = asyncio.ensure_future(durable)
             await self._writing
@@ -103,21 +105,22 @@ class Checkpointer:
 
     async def _make_durable(self, previous: asyncio.Task | None, seq: int, path: Any,
                             snapshot: checkpoint_pb2.ActorCheckpoint, to_collect: list[bytes],
-                            covered: list[tuple[bytes, int]]) -> None:
+                            covered: list[tuple[bytes, int]], base: int) -> None:
         try:
             if previous is not None and not previous.done():
                 await asyncio.wait([previous])
-            await self._write(seq, path, snapshot, to_collect, covered)
+            await self._write(seq, path, snapshot, to_collect, covered, base)
         finally:
             self._unwritten -= 1
 
     async def _write(self, seq: int, path: Any, snapshot: checkpoint_pb2.ActorCheckpoint,
-                     to_collect: list[bytes], covered: list[tuple[bytes, int]]) -> None:
+                     to_collect: list[bytes], covered: list[tuple[bytes, int]], base: int) -> None:
         actor = self._actor
         ft = actor.services.ft
         await asyncio.to_thread(checkpoints.write_checkpoint, path, snapshot)
         if ft.store is not None:
-            await ft.store.set_checkpoint(actor.actor_id, seq, str(path))
+            # Until every process hears of it, a replay may start from ``base`` (a standby's copy).
+            await ft.store.set_checkpoint(actor.actor_id, seq, str(path), announced=base)
         await asyncio.to_thread(checkpoints.drop_older, path)
         if ft.store is not None and to_collect:
             actor.services.spawn(ft.store.forget(actor.actor_id, to_collect))
@@ -129,11 +132,16 @@ class Checkpointer:
                 received=[node_pb2.Counter(actor=p.sender, counter=p.last_counter) for p in snapshot.senders]
                 + [node_pb2.Counter(actor=s, counter=n) for s, n in covered],
                 sent=[node_pb2.Counter(actor=r, counter=n) for r, n in covered_sends(snapshot).items()])
-            if actor.standby is not None and ft.store is not None:
+            if actor.creation.standby and ft.store is not None:
                 # Its standby loads it first: until everyone hears of it, the standby's copy of the
                 # previous one may still be replayed from (core/standbys.py).
-                await actor.services.hand_to_standby(self.announced)
+                if actor.standby is not None:
+                    await actor.services.hand_to_standby(self.announced)
                 await ft.store.set_announced(actor.actor_id, seq)
+                if actor.standby is None:  # (it may have changed meanwhile)
+                    self.announced.ClearField("standby")
+                else:
+                    self.announced.standby = actor.standby
             actor.services.announce_checkpoint(self.announced)
 
     async def take_or_log(self) -> None:
@@ -169,7 +177,7 @@ class Checkpointer:
         actor = self._actor
         actor.instance = instance if instance is not None else checkpoints.restore_state(checkpoint.creation,
                                                                                           checkpoint.state)
-        self.seq = checkpoint.seq
+        self.seq = self._cut_seq = checkpoint.seq
         if path:  # a new standby loads it at once (every process heard of it when it was taken)
             self.announced = node_pb2.Checkpointed(actor=actor.actor_id, seq=checkpoint.seq, path=path)
         actor.last_executed, actor.last_sender = checkpoint.last_executed, checkpoint.last_sender

@@ -13,9 +13,10 @@ How far behind a standby may fall: one checkpoint. A new checkpoint is told to t
 which may then drop what a replay from the previous checkpoint would need. So a promotion may
 replay from the copy it holds if that copy is no older than the store's announced checkpoint: a
 standby called while it loads the newest checkpoint takes its copy of the previous one and
-replays a little more. Only after a hand-over timed out (a standby too slow to load) does it wait
-for its load, or read the file as a restart would. When a standby's node dies, the actor's node
-chooses another one and hands it its newest checkpoint.
+replays a little more. A copy older than that (a new standby's, or one whose load failed or timed
+out) is not used: the promotion waits for a load under way, or reads the file as a restart would.
+When a standby's node dies, the actor's node chooses another one, hands it its newest checkpoint,
+and announces a checkpoint it was handing to the dead one without waiting for it.
 """
 
 from __future__ import annotations
@@ -110,7 +111,11 @@ class Standbys:
                 loaded = await asyncio.to_thread(_load, path)
             except Exception as exc:  # noqa: BLE001 - an unreadable file or a user restore(): a promotion reads it again
                 log.warning("standby of actor %s: checkpoint %d not loaded: %r", ids.short(actor_id), seq, exc)
-                return
+                if copy.wanted[0] == seq:  # (else a newer one came meanwhile: that one)
+                    self._w.router.send(copy.primary, STANDBY_LOADED,
+                                        node_pb2.StandbyLoaded(actor=actor_id, seq=seq, failed=True))
+                    return
+                continue
             copy.loaded = (seq, path, loaded)
             self._w.router.send(copy.primary, STANDBY_LOADED, node_pb2.StandbyLoaded(actor=actor_id, seq=seq))
 
@@ -154,8 +159,12 @@ class Standbys:
             del self._handed[key]
 
     def on_loaded(self, notice: node_pb2.StandbyLoaded) -> None:
+        """The standby of an actor here loaded a checkpoint, or could not: the hand-over is over."""
+        self._handed_over(notice.actor, notice.seq)
+
+    def _handed_over(self, actor_id: bytes, upto: int) -> None:
         for (actor, seq), loaded in self._handed.items():
-            if actor == notice.actor and seq <= notice.seq and not loaded.done():
+            if actor == actor_id and seq <= upto and not loaded.done():
                 loaded.set_result(None)
 
     def _address_of(self, slot: int) -> str:
@@ -172,6 +181,7 @@ class Standbys:
         if standby == actor.standby:
             return
         actor.standby = standby
+        self._handed_over(actor.actor_id, actor.checkpointer.seq)  # not to the one that is gone
         if standby is not None:
             log.info("actor %s keeps its standby on node %d", actor.who, standby)
         w.spawn(until_reachable(f"recording the standby of actor {actor.who}", w.ft.store.set_standby,

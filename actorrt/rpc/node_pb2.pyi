@@ -154,12 +154,14 @@ class Checkpointed(_message.Message):
     def __init__(self, actor: _Optional[bytes] = ..., received: _Optional[_Iterable[_Union[Counter, _Mapping]]] = ..., sent: _Optional[_Iterable[_Union[Counter, _Mapping]]] = ..., seq: _Optional[int] = ..., path: _Optional[str] = ..., standby: _Optional[int] = ..., to_standby: _Optional[bool] = ...) -> None: ...
 
 class StandbyLoaded(_message.Message):
-    __slots__ = ("actor", "seq")
+    __slots__ = ("actor", "seq", "failed")
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
     actor: bytes
     seq: int
-    def __init__(self, actor: _Optional[bytes] = ..., seq: _Optional[int] = ...) -> None: ...
+    failed: bool
+    def __init__(self, actor: _Optional[bytes] = ..., seq: _Optional[int] = ..., failed: _Optional[bool] = ...) -> None: ...
 
 class Counter(_message.Message):
     __slots__ = ("actor", "counter")

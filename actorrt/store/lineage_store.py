@@ -300,12 +300,15 @@ class LineageStore:
 
         await self.store.per_shard([key], put, durable=True)
 
-    async def set_checkpoint(self, actor_id: bytes, seq: int, path: str) -> None:
+    async def set_checkpoint(self, actor_id: bytes, seq: int, path: str, announced: int | None = None) -> None:
         """``actor_id``'s newest checkpoint is number ``seq``, in file ``path`` (in this writer's
-        group, under its fence: a stale incarnation cannot point a recovery at its state)."""
+        group, under its fence: a stale incarnation cannot point a recovery at its state).
+        ``announced`` (``seq`` if None): no replay may start before that checkpoint any more (its
+        collection follows this write)."""
         group = await self._own_group()
         keys = [_fence_key(group, self._writer), _checkpoint_key(group, actor_id)]
-        await self._fenced_call(scripts.SET_CHECKPOINT, keys, [seq, self._epoch, path])
+        await self._fenced_call(scripts.SET_CHECKPOINT, keys, [seq, self._epoch, path,
+                                                               seq if announced is None else announced])
 
     async def set_announced(self, actor_id: bytes, seq: int) -> None:
         """``actor_id``'s checkpoint ``seq`` is about to be announced to every process: a standby's

@@ -70,7 +70,7 @@ return 0
 
 # KEYS = fence, checkpoint pointer (both in the writer's group); ARGV = seq, epoch, path.
 SET_CHECKPOINT = FENCE_CHECK + """
-redis.call('HSET', KEYS[2], 'seq', ARGV[1], 'path', ARGV[3])
+redis.call('HSET', KEYS[2], 'seq', ARGV[1], 'path', ARGV[3], 'announced', ARGV[4])
 return 0
 """
 
