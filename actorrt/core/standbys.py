@@ -34,6 +34,7 @@ from actorrt.net.peer_streams import CHECKPOINTED, STANDBY_LOADED
 from actorrt.rpc import checkpoint_pb2, head_pb2, node_pb2
 from actorrt.store.clients import until_reachable
 from actorrt.store.lineage_store import Pointer
+from actorrt.util import pickling
 
 if TYPE_CHECKING:
     from actorrt.core.actor import ActorInstance
@@ -59,9 +60,13 @@ def choose_standby(actor_id: bytes, slot: int, host_id: str, alive: Sequence[hea
     return elsewhere[zlib.crc32(actor_id) % len(elsewhere)].slot if elsewhere else None
 
 
-def _load(path: str) -> Loaded:
-    checkpoint = read_checkpoint(path)
-    instance = restore_state(checkpoint.creation, checkpoint.state)
+async def _load(path: str) -> Loaded:
+    """The checkpoint in file ``path`` and the instance restored from it: the file read and the
+    state unpickled in a thread, the class loaded on the loop (an import in a thread while the
+    loop imports the same modules, say for a creation, can deadlock on Python's module locks)."""
+    checkpoint = await asyncio.to_thread(read_checkpoint, path)
+    pickling.loads(checkpoint.creation.class_blob)
+    instance = await asyncio.to_thread(restore_state, checkpoint.creation, checkpoint.state)
     checkpoint.ClearField("state")  # held once, as the instance
     return checkpoint, instance
 
@@ -108,7 +113,7 @@ class Standbys:
         while copy.loaded is None or copy.loaded[0] < copy.wanted[0]:
             seq, path = copy.wanted
             try:
-                loaded = await asyncio.to_thread(_load, path)
+                loaded = await _load(path)
             except Exception as exc:  # noqa: BLE001 - an unreadable file or a user restore(): a promotion reads it again
                 log.warning("standby of actor %s: checkpoint %d not loaded: %r", ids.short(actor_id), seq, exc)
                 if copy.wanted[0] == seq:  # (else a newer one came meanwhile: that one)
