@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,11 +69,12 @@ def line(i: int) -> str:
 
 
 class PacedSource:
-    """Line i at T0 + i/rate, pulled by the source operator: what is due now is a recorded range,
-    and a range's lines are the same every time (a replay or a rollback reads them again)."""
+    """Record i (``record(i)``, a line by default) at T0 + i/rate, with that time, pulled by the
+    source operator: what is due now is a recorded range, and a range's records are the same every
+    time (a replay or a rollback reads them again)."""
 
-    def __init__(self, rate: float, seconds: float, t0: float) -> None:
-        self.rate, self.total, self.t0 = rate, int(rate * seconds), t0
+    def __init__(self, rate: float, seconds: float, t0: float, record: Callable[[int], Any] = line) -> None:
+        self.rate, self.total, self.t0, self.record = rate, int(rate * seconds), t0, record
         self.poll_s = 0.001  # asked again this soon when nothing is due
 
     def next_range(self, after: int | None, limit: int) -> tuple[int, int, int] | None:
@@ -80,9 +82,9 @@ class PacedSource:
         due = min(self.total, int((time.time() - self.t0) * self.rate) + 1, start + limit)
         return (start, due - 1, due - start) if due > start else None
 
-    def read(self, found: tuple[int, int, int]) -> list[tuple[float, str]]:
+    def read(self, found: tuple[int, int, int]) -> list[tuple[float, Any]]:
         first, last, _ = found
-        return [(self.t0 + i / self.rate, line(i)) for i in range(first, last + 1)]
+        return [(self.t0 + i / self.rate, self.record(i)) for i in range(first, last + 1)]
 
     def ended(self, after: int | None) -> bool:
         return (0 if after is None else after + 1) >= self.total
