@@ -30,7 +30,7 @@ from actorrt.cluster.head_service import HeadServicer
 from actorrt.cluster.head_state import HeadState, Restored, SupersededError
 from actorrt.cluster.metrics_endpoint import serve_metrics
 from actorrt.cluster.node_processes import NodeProcesses
-from actorrt.cluster.promotions import promotions
+from actorrt.cluster.promotions import promoted
 from actorrt.cluster.session import Session
 from actorrt.cluster.slots import LEASE_FRACTION, MAX_RESTART_DELAY_S, Slot, heir_for, roll_back
 from actorrt.cluster.store_shards import StoreShards
@@ -41,7 +41,6 @@ from actorrt.net.server import InvalidRequestError, start_server
 from actorrt.net.tls import TlsFiles
 from actorrt.objects.host import host_identity
 from actorrt.rpc import head_pb2
-from actorrt.store.lineage_store import standbys_on
 from actorrt.store.opening import follow_view
 from actorrt.util import children
 from actorrt.util.background import BackgroundTasks
@@ -56,8 +55,6 @@ HEARTBEAT_CHECK_S = 0.1
 PAUSED_AFTER_S = 1.0
 # A restarted head counts its predecessor's drivers as connected for at least this long.
 DRIVERS_BACK_S = 10.0
-# How long the head waits for the store to say which standbys a failed node's actors keep.
-PROMOTION_READ_TIMEOUT_S = 2.0
 
 
 class Head:
@@ -284,18 +281,9 @@ class Head:
 
     async def _promote_standbys(self, failed: int, epoch: int) -> None:
         """The failed slot's actors that keep a standby on a live node move there, in the view that
-        declares the failure (``promotions.py``). An unreachable store moves none: they are rebuilt
-        by the slot's restart."""
-        try:
-            async with asyncio.timeout(PROMOTION_READ_TIMEOUT_S):
-                standbys = await standbys_on(self.state.store, failed)
-        except (ClusterError, TimeoutError) as exc:
-            log.warning("node %d: no standby promoted, the store did not answer: %s", failed, exc)
-            return
+        declares the failure (``promotions.py``)."""
         alive = {n for n, s in self.slots.items() if s.info.state == head_pb2.ALIVE}
-        for move in promotions(failed, epoch, standbys, alive, self.moved):
-            log.warning("node %d failed: actor %s moves to its standby on node %d", failed, move.actor.hex()[:8],
-                        move.slot)
+        for move in await promoted(self.state.store, failed, epoch, alive, self.moved):
             self.moved[move.actor] = move
 
     def _choose_heir(self, dead: Slot) -> None:

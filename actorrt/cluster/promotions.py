@@ -11,9 +11,36 @@ by its slot's restart, as one without.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Mapping
 
+from actorrt.exceptions import ClusterError
 from actorrt.rpc import head_pb2
+from actorrt.store.clients import Store
+from actorrt.store.lineage_store import standbys_on
+
+log = logging.getLogger("actorrt.head")
+
+# How long the head waits for the store to say which standbys a failed node's actors keep.
+READ_TIMEOUT_S = 2.0
+
+
+async def promoted(store: Store, failed: int, epoch: int, alive: set[int],
+                   moved: Mapping[bytes, head_pb2.ActorMove]) -> list[head_pb2.ActorMove]:
+    """``promotions`` of the standby table ``store`` holds for slot ``failed``. A store that does
+    not answer promotes none: the slot's restart rebuilds them."""
+    try:
+        async with asyncio.timeout(READ_TIMEOUT_S):
+            standbys = await standbys_on(store, failed)
+    except (ClusterError, TimeoutError) as exc:
+        log.warning("node %d: no standby promoted, the store did not answer: %s", failed, exc)
+        return []
+    moves = promotions(failed, epoch, standbys, alive, moved)
+    for move in moves:
+        log.warning("node %d failed: actor %s moves to its standby on node %d", failed, move.actor.hex()[:8],
+                    move.slot)
+    return moves
 
 
 def promotions(failed: int, epoch: int, standbys: Mapping[bytes, int], alive: set[int],
