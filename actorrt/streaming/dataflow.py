@@ -54,7 +54,8 @@ class Dataflow:
         may have unprocessed at each consumer; ``checkpoint_every``: each operator checkpoints after
         that many of its tasks (None: only when asked), which bounds what a failure replays;
         ``standby``: each operator keeps that many standbys (0 or 1) on other nodes, holding its
-        newest checkpoint, which take its place when its node fails (``ActorOptions.standby``)."""
+        newest checkpoint, which take its place when its node fails (``ActorOptions.standby``);
+        a stateful stage or a source may say otherwise for its own operators (``standby=``)."""
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, not {batch_size!r}")
         if not isinstance(max_in_flight, int) or max_in_flight < 1:
@@ -67,7 +68,7 @@ class Dataflow:
         self.actors: list[ActorHandle] = []
 
     def source(self, records: Iterable[Any] | Source | Fed, *, parallelism: int = 1,
-               time: EventTime | None = None, name: str | None = None) -> Stream:
+               time: EventTime | None = None, name: str | None = None, standby: int | None = None) -> Stream:
         """Records from ``records``: any iterable, read by the driver that runs the flow (each
         batch it sends is logged); a pulled ``Source`` (``RedisStreamSource``, ``ListSource``),
         read by its operator, whose lineage keeps the offsets it read; or ``Fed()``, records
@@ -80,6 +81,7 @@ class Dataflow:
                 each instance makes a watermark of what it read, and windows are in event time
                 (every source of a flow has one, or none has).
             name: what ``RunningFlow.feed(..., source=)`` calls it (a flow fed from several).
+            standby: standbys of each of its instances (0 or 1; None: the flow's).
         """
         if time is not None and not isinstance(time, EventTime):
             raise TypeError(f"source(time=) takes EventTime(of, max_delay_s=..., idle_s=...), not {time!r}")
@@ -98,7 +100,7 @@ class Dataflow:
                              "iterables (run() reads them); a pulled source goes with either")
         if pulled(records) and parallelism != 1:
             raise ValueError("a pulled source is read by one operator: parallelism=1 (spread the work after it)")
-        stage = self._new_stage(parallelism, [])
+        stage = self._new_stage(parallelism, [], standby)
         stage.source, stage.time, stage.source_name = records, time, name
         return Stream(self, [(len(self._plan.stages) - 1, None)])
 
@@ -158,25 +160,25 @@ class Dataflow:
             for s, records in read.items():
                 plan.stages[s].source = records
         monitor = _monitor.remote()
-        stages = _deploy(plan, blob, monitor, self._checkpoint_every, self._standby)
+        stages = _deploy(plan, blob, monitor, self._checkpoint_every)
         self.actors = [op for ops in stages for op in ops] + [monitor]
         running = RunningFlow(self, stages, Watch(monitor, timeout))
         running._start_reading()
         return running
 
-    def _new_stage(self, parallelism: int, inputs: list[Input]) -> Stage:
-        stage = Stage(check_parallelism(parallelism), inputs)
+    def _new_stage(self, parallelism: int, inputs: list[Input], standby: int | None = None) -> Stage:
+        standby = self._standby if standby is None else ActorOptions(standby=standby).standby  # checked now
+        stage = Stage(check_parallelism(parallelism), inputs, standby=standby)
         self._plan.stages.append(stage)
         return stage
 
-    def _stage_of(self, step: Step, parallelism: int, inputs: list[Input]) -> Stream:
+    def _stage_of(self, step: Step, parallelism: int, inputs: list[Input], standby: int | None = None) -> Stream:
         """A new stage of ``parallelism`` instances taking ``inputs`` into ``step``: its records."""
-        self._new_stage(parallelism, inputs).steps.append(step)
+        self._new_stage(parallelism, inputs, standby).steps.append(step)
         return Stream(self, [(len(self._plan.stages) - 1, 0)])
 
 
-def _deploy(plan: Plan, blob: bytes, monitor: ActorHandle, checkpoint_every: int | None,
-            standby: int) -> list[list[ActorHandle]]:
+def _deploy(plan: Plan, blob: bytes, monitor: ActorHandle, checkpoint_every: int | None) -> list[list[ActorHandle]]:
     """Operator actors for every stage, the last first (each is given its consumers)."""
     stages: list[list[ActorHandle] | None] = [None] * len(plan.stages)
     for s in range(len(plan.stages) - 1, -1, -1):
@@ -184,6 +186,6 @@ def _deploy(plan: Plan, blob: bytes, monitor: ActorHandle, checkpoint_every: int
         # With one sender an operator's order is its sender's: only where others cut in (its own
         # timers, the driver) is it recorded. Several senders interleave in arrival order.
         options = _operator.options(nondeterministic=len(plan.channels(s)) > 1, checkpoint_every=checkpoint_every,
-                                    standby=standby)
+                                    standby=plan.stages[s].standby)
         stages[s] = [options.remote(blob, s, i, downstream, monitor) for i in range(plan.stages[s].parallelism)]
     return stages

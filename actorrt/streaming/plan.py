@@ -237,6 +237,7 @@ class Stage:
     source: Any = None  # a source stage: records the driver reads, a pulled Source, or FED
     time: EventTime | None = None  # a source stage in event time: how it reads its records' times
     source_name: str | None = None
+    standby: int = 0  # standbys of each operator instance (0 or 1)
 
     @property
     def name(self) -> str:

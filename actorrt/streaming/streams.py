@@ -154,29 +154,31 @@ class KeyedStream:
 
     def fold(self, init: Callable[[], Any], fn: Callable[[Any, Any], Any], *, parallelism: int = 1,
              name: str | None = None, on_error: str = "fail", emit: str = "updates",
-             ttl_s: float | None = None) -> Stream:
+             ttl_s: float | None = None, standby: int | None = None) -> Stream:
         """Per key, ``state = fn(state, record)`` from ``init()``. ``emit="updates"``: after each
         batch, emits ``(key, state)`` for every key the batch changed; ``emit="final"``: emits
         ``(key, state)`` once per key, at the end of the input. ``ttl_s``: a key not updated for
         that long (in the flow's time: event time or the clock) is forgotten (starts again from
-        ``init()``)."""
+        ``init()``). ``standby``: standbys of each instance (0 or 1; None: the flow's), as on every
+        stateful stage."""
         if emit not in ("updates", "final"):
             raise ValueError(f'fold(emit=) is "updates" or "final", not {emit!r}')
         return self._keyed(Step("fold", step_name("fold", fn, name), fn, init, on_error=check_on_error(on_error),
-                                emit=emit, ttl_s=check_ttl(ttl_s)), parallelism)
+                                emit=emit, ttl_s=check_ttl(ttl_s)), parallelism, standby=standby)
 
     def reduce(self, fn: Callable[[Any, Any], Any], *, parallelism: int = 1, name: str | None = None,
-               on_error: str = "fail", emit: str = "updates", ttl_s: float | None = None) -> Stream:
+               on_error: str = "fail", emit: str = "updates", ttl_s: float | None = None,
+               standby: int | None = None) -> Stream:
         """Per key, ``fn(previous, record)`` with the first record as the start (``emit``,
         ``ttl_s``: as ``fold``'s)."""
         first = object()
         return self.fold(lambda: first, lambda acc, record: record if acc is first else fn(acc, record),
                          parallelism=parallelism, name=name or step_name("reduce", fn, None), on_error=on_error,
-                         emit=emit, ttl_s=ttl_s)
+                         emit=emit, ttl_s=ttl_s, standby=standby)
 
     def window(self, window: Window, init: Callable[[], Any], fn: Callable[[Any, Any], Any], *,
                lateness_s: float = 0.0, merge: Callable[[Any, Any], Any] | None = None, parallelism: int = 1,
-               name: str | None = None, on_error: str = "fail") -> Stream:
+               name: str | None = None, on_error: str = "fail", standby: int | None = None) -> Stream:
         """Per key and window, ``state = fn(state, record)`` from ``init()``; when a window ends
         (on time, records or not) emits ``(key, start, end, state)``.
 
@@ -199,14 +201,14 @@ class KeyedStream:
             raise ValueError("session windows in event time need merge=: a late record can join two sessions")
         step = Step("window", step_name("window", fn, name), fn, init, window, check_on_error(on_error), lateness_s,
                     merge)
-        return self._keyed(step, parallelism)
+        return self._keyed(step, parallelism, standby=standby)
 
     def process(self, fn: KeyedProcess, *, parallelism: int = 1, name: str | None = None, on_error: str = "fail",
-                ttl_s: float | None = None) -> Stream:
+                ttl_s: float | None = None, standby: int | None = None) -> Stream:
         """Per record, ``fn.on_record(ctx, record)`` with the record's key, state and timers in
         ``ctx`` (``KeyedProcess``); emits what it returns. ``ttl_s``: a key whose state was not
         written for that long (in the flow's time) is forgotten, its timers kept."""
-        return self._keyed(_process_step(fn, name, on_error, ttl_s), parallelism)
+        return self._keyed(_process_step(fn, name, on_error, ttl_s), parallelism, standby=standby)
 
     def connect(self, other: KeyedStream) -> ConnectedStreams:
         """This stream (left) and ``other`` (right) into one keyed step with shared state per key:
@@ -215,11 +217,12 @@ class KeyedStream:
             raise ValueError(f"connect() takes a keyed stream of the same dataflow (key_by), not {other!r}")
         return ConnectedStreams(self, other)
 
-    def _keyed(self, step: Step, parallelism: int, other: KeyedStream | None = None) -> Stream:
+    def _keyed(self, step: Step, parallelism: int, other: KeyedStream | None = None,
+               standby: int | None = None) -> Stream:
         inputs = Stream(self._flow, self._origins)._inputs(self._key)
         if other is not None:
             inputs += Stream(self._flow, other._origins)._inputs(other._key, side=1)
-        return self._flow._stage_of(step, parallelism, inputs)
+        return self._flow._stage_of(step, parallelism, inputs, standby)
 
 
 class ConnectedStreams:
@@ -230,35 +233,36 @@ class ConnectedStreams:
         self._left, self._right = left, right
 
     def process(self, fn: KeyedProcess, *, parallelism: int = 1, name: str | None = None, on_error: str = "fail",
-                ttl_s: float | None = None) -> Stream:
+                ttl_s: float | None = None, standby: int | None = None) -> Stream:
         """Per record, ``fn.on_left(ctx, record)`` or ``fn.on_right(ctx, record)`` (``KeyedProcess``),
         with the key's state and timers in ``ctx``; emits what they return (``ttl_s``: as
         ``KeyedStream.process``'s)."""
-        return self._left._keyed(_process_step(fn, name, on_error, ttl_s), parallelism, self._right)
+        return self._left._keyed(_process_step(fn, name, on_error, ttl_s), parallelism, self._right, standby)
 
     def window_join(self, window: Window, *, lateness_s: float = 0.0, parallelism: int = 1,
-                    name: str = "window_join") -> Stream:
+                    name: str = "window_join", standby: int | None = None) -> Stream:
         """Per key and window: when the window ends, ``(key, left, right)`` for every pair of a
         left and a right record in it (windows as ``KeyedStream.window``'s). Its state is the
         open windows' records."""
-        return self._window(window, lateness_s, parallelism, name, "pairs")
+        return self._window(window, lateness_s, parallelism, name, "pairs", standby)
 
-    def _window(self, window: Window, lateness_s: float, parallelism: int, name: str, emit: str) -> Stream:
+    def _window(self, window: Window, lateness_s: float, parallelism: int, name: str, emit: str,
+                standby: int | None) -> Stream:
         check_window(window)
         check_lateness(lateness_s, self._left._flow._plan.time is not None)
         step = Step("window_join", name, window_join_add, window_join_init, window, lateness_s=lateness_s,
                     merge=window_join_merge, emit=emit)
-        return self._left._keyed(step, parallelism, self._right)
+        return self._left._keyed(step, parallelism, self._right, standby)
 
     def window_cogroup(self, window: Window, *, lateness_s: float = 0.0, parallelism: int = 1,
-                       name: str = "window_cogroup") -> Stream:
+                       name: str = "window_cogroup", standby: int | None = None) -> Stream:
         """Per key and window: when the window ends, ``(key, start, end, lefts, rights)``, both
         sides' records in it (either list may be empty): Flink's ``coGroup``, for what pairs
         cannot say (an outer join, a side with no match, one result per window)."""
-        return self._window(window, lateness_s, parallelism, name, "groups")
+        return self._window(window, lateness_s, parallelism, name, "groups", standby)
 
     def interval_join(self, before_s: float, after_s: float, *, parallelism: int = 1,
-                      name: str = "interval_join") -> Stream:
+                      name: str = "interval_join", standby: int | None = None) -> Stream:
         """``(key, left, right)`` for each right record at a time in ``[t - before_s, t + after_s]``
         of a left record's ``t``, as soon as the second of the two arrives; the pair's time is the
         later one's. Event time only: records are kept until the watermark passes the last time
@@ -271,7 +275,7 @@ class ConnectedStreams:
         if before_s + after_s < 0:
             raise ValueError(f"interval_join() of an empty interval: [t - {before_s}, t + {after_s}]")
         step = Step("interval_join", name, None, between=(before_s, after_s))
-        return self._left._keyed(step, parallelism, self._right)
+        return self._left._keyed(step, parallelism, self._right, standby)
 
 
 def _process_step(fn: Any, name: str | None, on_error: str, ttl_s: float | None) -> Step:

@@ -178,25 +178,29 @@ def test_the_actor_dies_while_its_standby_loads_a_checkpoint():
 
 
 def test_a_streaming_wordcount_with_standbys_stays_exact_through_a_node_kill():
-    """``Dataflow(standby=1)``: the operators of the killed node move to their standbys."""
+    """``fold(..., standby=1)``: the count's operators keep standbys, the splitters none; the
+    killed node's count moves to its standby, its splitter is rebuilt by the node's restart."""
     text = [f"w{i % 7} w{i % 3} x{i % 11}" for i in range(3000)]
     oracle = Counter(w for line in text for w in line.split())
+    moving = set()  # the counts on the killed node
 
     def killing(records, at):
         for i, record in enumerate(records):
-            if i == at:
-                actorrt.kill_node(1)
+            if i == at:  # a node with a count on it
+                counts = [a for a in _operators() if "fold" in a["label"]]
+                moving.update(a["actor_id"] for a in counts if a["node"] == counts[0]["node"])
+                actorrt.kill_node(counts[0]["node"])
             if i % 50 == 0:
                 time.sleep(0.005)
             yield record
 
     actorrt.init(num_nodes=3)
     try:
-        flow = Dataflow("wordcount", batch_size=20, max_in_flight=4, checkpoint_every=10, standby=1)
+        flow = Dataflow("wordcount", batch_size=20, max_in_flight=4, checkpoint_every=10)
         (flow.source(killing(text, 1500))
          .flat_map(str.split, parallelism=2)
          .key_by(lambda word: word)
-         .fold(lambda: 0, lambda n, word: n + 1, parallelism=2)
+         .fold(lambda: 0, lambda n, word: n + 1, parallelism=2, standby=1)
          .collect())
         result = flow.run(timeout=120)
         final = {}
@@ -204,7 +208,18 @@ def test_a_streaming_wordcount_with_standbys_stays_exact_through_a_node_kill():
             assert 1 <= value <= oracle[key]  # an instance's updates only grow by what it counted
             final[key] = value
         assert final == oracle  # every word counted once through the kill
+        counts = [a for a in _operators() if "fold" in a["label"]]
+        assert all(a["standby"] is not None for a in counts) and len(counts) == 2
+        assert all(a["standby"] is None for a in _operators() if "fold" not in a["label"])
+        moved = actorrt.stats()["moved_actors"]
+        assert set(moved) == moving  # the killed node's splitter, if it had one, waited for the restart
         promoted = [r for n in actorrt.stats()["nodes"] for r in n["recoveries"] if r["promoted"]]
-        assert promoted and sum(r["actors"] for r in promoted) == len(actorrt.stats()["moved_actors"]) >= 1
+        assert sum(r["actors"] for r in promoted) == len(moved)
     finally:
         actorrt.shutdown()
+
+
+def _operators() -> list[dict]:
+    """The flow's operator actors, each with its node."""
+    return [{**a, "node": n["node"]} for n in actorrt.stats()["nodes"] for a in n["actors"]
+            if "wordcount/" in a.get("label", "")]

@@ -11,6 +11,7 @@ from actorrt.core.membership import Membership
 from actorrt.core.standbys import choose_standby
 from actorrt.handles import ActorOptions
 from actorrt.rpc import head_pb2
+from actorrt.streaming import Dataflow
 
 
 def _nodes(*hosts: str) -> list[head_pb2.NodeInfo]:
@@ -75,3 +76,16 @@ def test_a_moved_actors_tasks_and_objects_go_to_the_node_serving_it():
     assert membership.current_owner("a:1", b"x") == "b:1"  # an object x's task made before the move
     assert membership.current_owner("a:1", b"y") == ""  # another actor's: the restart rebuilds it
     assert membership.current_owner("a:1") == ""
+
+
+def test_a_stateful_stage_or_a_source_keeps_standbys_of_its_own_or_the_flows():  # (the plan: no cluster)
+    flow = Dataflow("flow", standby=1)
+    (flow.source([1, 2], standby=0)
+     .map(str, parallelism=2)  # a stage of its own: the flow's
+     .key_by(len)
+     .fold(lambda: 0, lambda n, _: n + 1, standby=0)
+     .key_by(str)
+     .reduce(max))
+    assert [stage.standby for stage in flow.plan.stages] == [0, 1, 0, 1]
+    with pytest.raises(ValueError, match="standby must be 0 or 1"):
+        Dataflow("flow").source([1]).key_by(str).fold(list, max, standby=2)
