@@ -58,7 +58,7 @@ class RemoteFunction(Generic[R]):
                             f"return a list instead")
         self._fn = fn
         self._options = options
-        self._blob: bytes | None = None
+        self._blob = pickling.CachedPickle(fn)
         self.__name__ = getattr(fn, "__name__", "function")
         self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
         self.__doc__ = fn.__doc__
@@ -76,14 +76,12 @@ class RemoteFunction(Generic[R]):
         return submitter.submit_function(self._pickled(), self.__qualname__, self._options.node, args, kwargs)
 
     def _pickled(self) -> bytes:
-        if self._blob is None:
-            blob = pickling.dumps(self._fn)
-            if len(blob) > MAX_SPEC_BYTES // 2:
-                raise ValueError(f"remote function {self.__qualname__} pickles to {len(blob)} bytes (what it closes "
-                                 f"over goes with every call, into its task spec): pass large data as an argument, "
-                                 f"or put() it once and pass the ref")
-            self._blob = blob
-        return self._blob
+        blob = self._blob.get()
+        if len(blob) > MAX_SPEC_BYTES // 2:
+            raise ValueError(f"remote function {self.__qualname__} pickles to {len(blob)} bytes (what it closes "
+                             f"over goes with every call, into its task spec): pass large data as an argument, "
+                             f"or put() it once and pass the ref")
+        return blob
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"call remote function {self.__name__} with {self.__name__}.remote(...), not "

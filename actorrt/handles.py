@@ -115,7 +115,7 @@ class ActorClass(Generic[T]):
         self._cls = cls
         self._options = options
         self._methods = _public_methods(cls)
-        self._blob: bytes | None = None
+        self._blob = pickling.CachedPickle(cls)
         self.__name__ = cls.__name__
         self.__doc__ = cls.__doc__
 
@@ -139,10 +139,8 @@ class ActorClass(Generic[T]):
             found = rt.find_actor(name)  # the usual case, a rerun: nothing is pickled, no id is spent
             if found is not None:
                 return self._existing(found)
-        if self._blob is None:
-            self._blob = pickling.dumps(self._cls)
         creation = pb.ActorCreation(
-            class_blob=self._blob,
+            class_blob=self._blob.get(),
             class_name=self._cls.__qualname__,
             methods=self._methods,
             nondeterministic=self._options.nondeterministic,
@@ -212,8 +210,8 @@ class ActorClass(Generic[T]):
 
 def _actor_class(cls: type[T], options: ActorOptions, methods: list[str]) -> ActorClass[T]:
     actor_class = ActorClass.__new__(ActorClass)
-    actor_class.__dict__.update(_cls=cls, _options=options, _methods=methods, _blob=None, __name__=cls.__name__,
-                                __doc__=cls.__doc__)
+    actor_class.__dict__.update(_cls=cls, _options=options, _methods=methods, _blob=pickling.CachedPickle(cls),
+                                __name__=cls.__name__, __doc__=cls.__doc__)
     return actor_class
 
 

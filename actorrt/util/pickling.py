@@ -86,10 +86,32 @@ def dumps(obj: Any, protocol: int = 5, buffer_callback: Any = None) -> bytes:
         return file.getvalue()
 
 
+_by_value_changes = 0
+
+
 def send_by_value(module: Any) -> None:
     """Pickle what ``module`` (and its submodules) defines by value from now on, as if defined in
     ``__main__``: for code the receiving processes cannot import."""
-    cloudpickle.register_pickle_by_value(module)
+    global _by_value_changes
+    if module.__name__ not in cloudpickle.list_registry_pickle_by_value():
+        cloudpickle.register_pickle_by_value(module)
+        _by_value_changes += 1
+
+
+class CachedPickle:
+    """The pickle of one object (a class, a function), made once, and again once the modules
+    pickled by value changed: one made before names a module the nodes may not import (a class
+    used before ``shutdown()`` and ``init(runtime_env=...)``, as a notebook does)."""
+
+    def __init__(self, obj: Any) -> None:
+        self._obj = obj
+        self._blob = b""
+        self._made_at = -1
+
+    def get(self) -> bytes:
+        if self._made_at != _by_value_changes:
+            self._blob, self._made_at = dumps(self._obj), _by_value_changes
+        return self._blob
 
 
 loads = cloudpickle.loads
