@@ -166,10 +166,12 @@ class ActorClass(Generic[T]):
             # order): not while the head is down, then, which would hold up every other thread.
             rt.head_reachable()
         try:
-            actor_id, slot = rt.worker.submitter.create_actor(creation, args, kwargs, self._options.node, take_name)
+            actor_id, slot, created = rt.worker.submitter.create_actor(creation, args, kwargs, self._options.node,
+                                                                       take_name)
         except _Exists as exists:
             return exists.handle
-        return ActorHandle(actor_id, class_name, tuple(self._methods), slot, self._options.max_in_flight)
+        rt.worker.call_soon(rt.worker.unretrieved.created, actor_id, created.object_id)
+        return ActorHandle(actor_id, class_name, tuple(self._methods), slot, self._options.max_in_flight, created)
 
     def _existing(self, holder: head_pb2.NamedActor) -> ActorHandle:
         """The handle of the actor that has the name, for ``get_if_exists``: of this class (by its
@@ -224,12 +226,15 @@ class ActorHandle:
     """A picklable reference to a live actor; ``handle.method.remote(...)`` submits a task."""
 
     def __init__(self, actor_id: bytes, class_name: str, methods: tuple[str, ...], slot: int,
-                 max_in_flight: int | None = None) -> None:
+                 max_in_flight: int | None = None, created: ObjectRef | None = None) -> None:
         self.actor_id = actor_id
         self.class_name = class_name
         self.methods = methods
         self.slot = slot
         self.max_in_flight = max_in_flight  # calls unanswered per caller (ActorOptions.max_in_flight)
+        # The creator's handle holds its creation's result: a constructor's error no call raised
+        # is told when the handle goes (core/unretrieved.py). Copies elsewhere do not.
+        self._created = created
 
     def __getattr__(self, name: str) -> ActorMethod:
         if name == CALL_METHOD:  # fn(instance, *args) as a task of the actor, for libraries

@@ -292,7 +292,9 @@ class ActorInstance:
             error = error_from_exception(exc, self.actor_id, self._where(spec))
             log.warning("%s\n%s", task_failure(error.where, error.type_name, error.message), error.traceback)
             if spec.method == "__init__":
-                why = (f"its constructor raised {error.type_name}: {error.message}" if self.cls is not None
+                # Every call raises this: with the constructor's traceback, the one report of it.
+                why = (f"its constructor raised {error.type_name}: {error.message}\n\nRemote traceback:\n"
+                       f"{error.traceback}" if self.cls is not None
                        else f"its class could not be loaded on node {self.services.slot}: {error.message}")
                 self.die(pb.ACTOR_DIED, f"actor {self.who} died: {why}")
             return pb.ObjectValue(object_id=object_id, error=error)

@@ -113,9 +113,8 @@ class Outbox:
         self._w.submitter.handled += 1
         slot = self._w.membership.slot_for(spec.receiver, slot)
         object_id = ids.object_id(spec.task_id)
-        if not spec.HasField("actor_creation"):
-            self._w.objects.expect(object_id)
-            self._w.retention.referenced(object_id)  # by the ref submit_task returned
+        self._w.objects.expect(object_id)
+        self._w.retention.referenced(object_id)  # by the ref the submitter returned (a creation's: its handle's)
         deferred = not push_large and self._w.ran_before.covers(spec)  # a replay's call that its receiver ran
         if not push_large and not deferred:  # a replay's call that goes out: its large arguments to shared memory
             for value in large:
@@ -247,7 +246,7 @@ class Outbox:
         elif not self._w.ft.logs_lineage or task.spec.function:  # no replay of the receiver needs them
             self.drop_large_args(task.large_args)
         if value.object_id not in self._w.objects and value.WhichOneof("kind") == "error":
-            self._w.report_unretrieved(value.error)  # its ref is gone already
+            self._w.unretrieved.tell(value.error)  # its ref is gone already
         self._w.objects.put(value)
 
     def _sent_by_actor_here(self, spec: pb.TaskSpec) -> bool:

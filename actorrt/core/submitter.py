@@ -118,10 +118,11 @@ class Submitter:
 
     def create_actor(self, creation: pb.ActorCreation, args: Sequence[Any], kwargs: dict[str, Any],
                      node: int | None, before_send: Callable[[bytes, int], None] = lambda actor_id, slot: None,
-                     ) -> tuple[bytes, int]:
-        """Place and create an actor; returns its (actor id, slot). Tasks go to whichever
-        incarnation of the slot is alive: a restarted one rebuilds the actor. ``before_send(actor
-        id, slot)`` runs before the creation task is sent; if it raises, nothing is sent."""
+                     ) -> tuple[bytes, int, ObjectRef]:
+        """Place and create an actor; returns its (actor id, slot, the ref to its creation's
+        result, for its handle). Tasks go to whichever incarnation of the slot is alive: a
+        restarted one rebuilds the actor. ``before_send(actor id, slot)`` runs before the creation
+        task is sent; if it raises, nothing is sent."""
         ctx = self.sender()
         _no_actor_calls_in_functions(ctx, f"creates an actor of class {creation.class_name}")
         encoded = encode_args(args, kwargs, self._inline_max_bytes())
@@ -130,9 +131,9 @@ class Submitter:
             slot = self._place(node, ctx.actors_created)
             creation.slot = slot
             before_send(actor_id, slot)
-            self._send(build_task(ctx, actor_id, "__init__", encoded.args, encoded.refs, self.address, creation),
-                       slot, encoded)
-        return actor_id, slot
+            ref = self._submit(build_task(ctx, actor_id, "__init__", encoded.args, encoded.refs, self.address,
+                                          creation), slot, encoded)
+        return actor_id, slot, ref
 
     def _inline_max_bytes(self) -> int:
         return self.ft.options.inline_max_bytes if self.ft is not None else DEFAULT_INLINE_MAX_BYTES

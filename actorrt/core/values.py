@@ -50,6 +50,7 @@ async def value_of(worker: Worker, ref: ObjectRef) -> Any:
         if value.WhichOneof("kind") == "error":
             if value.error.kind == pb.RESULT_NOT_KEPT and worker.host is not None:
                 worker.host.replay_lost_result(worker.submitter.sender(), value.error)
+            worker.unretrieved.raised(value.error)
             raise exception_from_error(value.error)
         return deserialize(value.value)
     finally:

@@ -28,9 +28,10 @@ from actorrt.core.memory_pressure import MemoryPressure
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.outbox import Outbox
 from actorrt.core.ran_before import RanBefore
-from actorrt.core.serialization import exception_from_error, runtime_error
+from actorrt.core.serialization import runtime_error
 from actorrt.core.standbys import Standbys
 from actorrt.core.submitter import Submitter
+from actorrt.core.unretrieved import UnretrievedErrors
 from actorrt.lineage import ids
 from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
 from actorrt.lineage.strategies import create_strategy
@@ -64,13 +65,9 @@ if TYPE_CHECKING:
     from actorrt.core.actor_host import ActorHost
 
 log = logging.getLogger(__name__)
-# Its own logger, for users to silence: logging.getLogger("actorrt.unretrieved").disabled = True
-unretrieved_log = logging.getLogger("actorrt.unretrieved")
 # Peer messages that carry an object's value (with its buffers in shared memory, maybe).
 _VALUE_KINDS = frozenset({RESULT, PUSH, OBJECT})
 _VALUE_FIELDS = frozenset({"result", "push", "object"})
-# Failures that are the answer to what the user did (cancel, shutdown, a rollback they poll for).
-_EXPECTED_FAILURES = frozenset({pb.CANCELLED, pb.CLUSTER_LOST, pb.ROLLED_BACK})
 # A committed notice waits at most this long for a batch to the peer to ride with.
 NOTICE_DELAY_S = 0.01
 # A commit mark, to every process, waits at most this long: holders of the channel's lineage
@@ -87,7 +84,7 @@ class Worker:
         self.loop = loop
         self.address = ""
         self.slot = -1  # the node slot this process serves (-1: a driver)
-        self.closing = False  # fail_all ran: the process is going away
+        self.unretrieved = UnretrievedErrors()  # failures nobody asked for: told once, when their refs go
         self.epoch = 0  # and which incarnation of it this process is
         self.lease = Lease()  # a node acts only under it (see actorrt.util.lease); a driver's never ends
         self.objects = ObjectStore()
@@ -355,17 +352,8 @@ class Worker:
             poll.cancel()
         if not owned:
             return
-        value = None if retrieved else self.objects.held(object_id)
-        if value is not None and value.WhichOneof("kind") == "error":
-            self.report_unretrieved(value.error)
+        self.unretrieved.dropped(object_id, None if retrieved else self.objects.held(object_id))
         self.retention.unreferenced(object_id)
-
-    def report_unretrieved(self, error: pb.RemoteError) -> None:
-        """Say, in this process's log (a driver's stderr), that a task failed and nobody will see
-        it: its ref was dropped without a get or an await (a fire-and-forget call)."""
-        if error.kind not in _EXPECTED_FAILURES and not self.closing:
-            unretrieved_log.error("a task failed and its result was never retrieved (its ref was dropped without "
-                                  "get or await): %s", exception_from_error(error))
 
     async def get_async(self, ref: ObjectRef) -> Any:
         """``await ref`` from any event loop."""
@@ -385,7 +373,7 @@ class Worker:
 
     def fail_all(self, reason: str, kind: int = pb.ACTOR_DIED) -> None:
         """Fail every task still waiting for a result (the cluster is going away)."""
-        self.closing = True  # and nobody needs to hear of each of them
+        self.unretrieved.close(self.objects.held)  # and nobody needs to hear of each of them
         self.outbox.fail_all(reason, kind)
         self.fetches.fail_all(reason)
 

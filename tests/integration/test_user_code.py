@@ -252,6 +252,79 @@ def test_an_error_nobody_retrieves_is_reported_once_in_the_driver_and_in_the_nod
     assert f'File "{script}", line {line_of(script, "raise ValueError")}, in add' in ran.stderr
 
 
+def test_a_constructor_error_is_told_once_and_results_dropped_by_design_are_no_failures(tmp_path):
+    """A failed constructor: the call raises its error, with its traceback, and nothing else tells
+    it; a handle never called tells it once when it goes. Fire-and-forget calls through a node
+    kill: exact, and no report of a failure that did not happen."""
+    script = write(tmp_path / "walls.py", """
+        import time
+
+        import actorrt
+
+
+        @actorrt.remote
+        class Bad:
+            def __init__(self):
+                raise ValueError("bad config")
+
+            def f(self):
+                return 1
+
+
+        @actorrt.remote
+        class Adder:
+            def __init__(self):
+                self.total = 0
+
+            def add(self, k):
+                self.total += k
+
+            def get(self):
+                return self.total
+
+
+        @actorrt.remote
+        class Mapper:
+            def __init__(self, adders):
+                self.adders = adders
+
+            def map(self, ks):
+                for k in ks:
+                    self.adders[k % len(self.adders)].add.remote(k)  # fire and forget
+
+
+        actorrt.init(num_nodes=2, store_shards=1)
+        bad = Bad.remote()
+        try:
+            actorrt.get(bad.f.remote())
+        except actorrt.ActorDiedError as exc:
+            print("raised with its traceback:", 'raise ValueError("bad config")' in str(exc), flush=True)
+        adders = [Adder.options(node=0, checkpoint_every=25).remote() for _ in range(2)]
+        mappers = [Mapper.options(node=1).remote(adders) for _ in range(2)]
+        for b in range(400):
+            mappers[b % 2].map.remote(range(10 * b, 10 * b + 10))  # fire and forget
+            if b in (150, 300):
+                actorrt.kill_node(1)
+            time.sleep(0.002)
+        deadline = time.time() + 60
+        while (total := sum(actorrt.get([a.get.remote() for a in adders], timeout=60))) != sum(range(4000)) \\
+                and time.time() < deadline:
+            time.sleep(0.2)  # the mappers' adds are on their way
+        print("exact:", total == sum(range(4000)), flush=True)
+        never_called = Bad.remote()
+        time.sleep(1)
+        del never_called  # told now, once
+        time.sleep(0.5)
+        print("dropped", flush=True)
+        actorrt.shutdown()
+    """)
+    ran = run_script(script)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "raised with its traceback: True" in ran.stdout and "exact: True" in ran.stdout, ran.stdout + ran.stderr
+    assert ran.stderr.count("never retrieved") == 1, ran.stderr  # never_called's constructor, and nothing else
+    assert "no longer keeps" not in ran.stderr
+
+
 def test_an_attached_cluster_that_cannot_import_a_module_says_so_and_runtime_env_sends_it(
         cli_cluster: Cluster, tmp_path: Path):  # noqa: F811 - the fixture
     c = cli_cluster
