@@ -9,7 +9,7 @@
 #   ACTORRT_SESSION_DIR session directory [~/.actorrt]
 #   ACTORRT_TLS_CERT, ACTORRT_TLS_KEY, ACTORRT_TLS_CA
 #                       the TLS files, for a cluster that runs in mutual TLS
-#   PYTHON              run the CLI as "$PYTHON -m actorrt" (default: `actorrt` from PATH)
+#   PYTHON              run the CLI as "$PYTHON -m actorrt" (default: the .venv setup.sh made, else `actorrt` from PATH)
 # Extra arguments are passed to `actorrt stop`.
 set -euo pipefail
 
