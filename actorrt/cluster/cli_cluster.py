@@ -118,6 +118,8 @@ def _start_head(session_dir: Path, options: HeadOptions, token: str | None, time
                f"supervisor, pid {head.process.pid}) with {nodes} nodes and {options.store_shards} store shards.")
     click.echo(f"  session file: {session_dir / SESSION_FILE}")
     click.echo(f"  logs:         {head.log_path.parent}")
+    if head.session.metrics_url:
+        click.echo(f"  metrics:      {head.session.metrics_url} (Prometheus)")
     if tls is not None:
         click.echo(f"  mutual TLS:   certificate {tls.cert}, CA {tls.ca}")
     settings = [f"{session.SESSION_DIR_ENV}={session_dir}"] if env_hint else []

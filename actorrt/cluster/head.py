@@ -82,6 +82,7 @@ class Head:
         self._stopping = False
         self.processes: NodeProcesses | None = None  # how node processes start (once the head serves)
         self._metrics: Any = None  # the Prometheus endpoint's HTTP server, if asked for
+        self.metrics_url = ""  # and its address
         self.stopped = asyncio.Event()
         self._background = BackgroundTasks("head")
         self.store = StoreShards(self._background.spawn, self._store_moved, lambda: self._stopping,
@@ -127,8 +128,10 @@ class Head:
         self._background.spawn(self._check_heartbeats())
         if self.options.metrics_port is not None:
             self._metrics = serve_metrics(self.options.host, self.options.metrics_port, self.cluster_stats)
-            log.info("Prometheus metrics on http://%s:%d/metrics", self.options.host, self._metrics.server_port)
-        session.write(Session(self.address, self.token, os.getpid(), str(self.session_dir), children.supervisor_pid()))
+            self.metrics_url = f"http://{self.options.host}:{self._metrics.server_port}/metrics"
+            log.info("Prometheus metrics on %s", self.metrics_url)
+        session.write(Session(self.address, self.token, os.getpid(), str(self.session_dir), children.supervisor_pid(),
+                              metrics_url=self.metrics_url))
         children.serving()
         self._background.spawn(children.tell_alive(ALIVE_EVERY_S))
         store = "an external lineage store" if self.options.store_url else f"{len(self.store.shards)} store shards"
@@ -440,4 +443,5 @@ class Head:
 
     def cluster_stats(self) -> head_pb2.ClusterStatsReply:
         stats = [s.stats for _, s in sorted(self.slots.items()) if s.info.state == head_pb2.ALIVE]
-        return head_pb2.ClusterStatsReply(view=self.view(), nodes=stats)
+        return head_pb2.ClusterStatsReply(view=self.view(), nodes=stats, metrics_url=self.metrics_url,
+                                          named=self.names.all())

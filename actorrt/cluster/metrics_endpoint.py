@@ -3,7 +3,7 @@
 Nodes send their stats with every heartbeat; a scrape reads the newest the head has, so it costs
 the cluster nothing. Per actor: its queue, tasks run, results kept, and what its instance
 publishes (``__actorrt_metrics__``: a stream operator's rates, backlog and latency percentiles),
-labelled with the actor's ID, class and label (``__actorrt_label__``).
+labelled with the actor's name (``options(name=...)``), label (``__actorrt_label__``), class and ID.
 """
 
 from __future__ import annotations
@@ -30,7 +30,10 @@ class ClusterCollector:
         reply = self._cluster_stats()
         alive = GaugeMetricFamily("actorrt_nodes_alive", "Node slots alive", value=sum(
             n.state == head_pb2.ALIVE for n in reply.view.nodes))
-        labels = ["slot", "actor", "class_name", "label"]
+        names: dict[bytes, list[str]] = {}
+        for named in reply.named:
+            names.setdefault(named.actor_id, []).append(named.name)
+        labels = ["name", "label", "class_name", "slot", "actor"]
         queued = GaugeMetricFamily("actorrt_actor_queued", "Tasks waiting in the actor's mailbox", labels=labels)
         executed = CounterMetricFamily("actorrt_actor_executed", "Tasks the actor ran", labels=labels)
         kept = GaugeMetricFamily("actorrt_actor_results_kept_bytes", "Results kept for re-sent tasks", labels=labels)
@@ -39,7 +42,8 @@ class ClusterCollector:
             for actor in node.actors:
                 if actor.actor_id == ids.FUNCTIONS:
                     continue
-                values = [str(node.slot), actor.actor_id.hex(), actor.class_name, actor.label]
+                values = [",".join(sorted(names.get(actor.actor_id, []))), actor.label, actor.class_name,
+                          str(node.slot), actor.actor_id.hex()]
                 queued.add_metric(values, actor.queued)
                 executed.add_metric(values, actor.executed)
                 kept.add_metric(values, actor.results_kept_bytes)

@@ -30,6 +30,7 @@ class Session:
     session_dir: str
     supervisor_pid: int = 0  # the process that restarts the head (0: none)
     standby: bool = False  # a standby head, not serving (head_address is empty) until it takes over
+    metrics_url: str = ""  # the head's Prometheus endpoint, if it serves one
 
     @property
     def root_pid(self) -> int:

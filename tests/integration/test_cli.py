@@ -20,6 +20,8 @@ import pytest
 from actorrt.store.redis_server import _free_port
 from actorrt.util.processes import process_alive
 
+REPO = Path(__file__).parents[2]
+
 # Run as a separate process so the driver is a client of the CLI's cluster, not of this test.
 DRIVER = """
 import os
@@ -220,7 +222,15 @@ from pathlib import Path
 import actorrt
 from actorrt.streaming import Dataflow
 
+@actorrt.remote
+class Pinger:
+    def ping(self):
+        return "pong"
+
+
 actorrt.init(address="auto", timeout=20)
+pinger = Pinger.options(name="pinger").remote()
+assert actorrt.get(pinger.ping.remote(), timeout=20) == "pong"
 flow = Dataflow("wordcount", batch_size=20)
 flow.source(f"a b c{i % 5}" for i in range(3000)).flat_map(str.split, parallelism=2).key_by(
     lambda w: w).fold(lambda: 0, lambda n, w: n + 1, parallelism=2, name="count").collect()
@@ -236,9 +246,16 @@ actorrt.shutdown()
 def test_status_and_the_metrics_endpoint_show_what_stream_operators_publish(cluster: Cluster, tmp_path: Path):
     c = cluster
     port = _free_port("127.0.0.1")
-    out = c.cli("start", "--head", "--nodes", "2", "--metrics-port", str(port))
+    url = f"http://127.0.0.1:{port}/metrics"
+    # The script, as a newcomer runs it after the README's first command: the .venv not activated.
+    python_dir = os.path.dirname(sys.executable)
+    bare = dict(c.env, NODES="2", SHARDS="1",
+                PATH=os.pathsep.join(p for p in c.env["PATH"].split(os.pathsep) if p != python_dir))
+    out = subprocess.run(["bash", str(REPO / "scripts" / "start-cluster.sh"), "--metrics-port", str(port)], env=bare,
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     c.pids.add(c.session()["head_pid"])
+    assert f"metrics:      {url}" in out.stdout and c.session()["metrics_url"] == url  # where to point Prometheus
     script, release = tmp_path / "stream.py", tmp_path / "release"
     script.write_text(STREAMING_DRIVER)
     driver = subprocess.Popen([sys.executable, str(script), str(release)], env=c.env, stdout=subprocess.PIPE,
@@ -251,9 +268,12 @@ def test_status_and_the_metrics_endpoint_show_what_stream_operators_publish(clus
             assert time.monotonic() < deadline, status
             time.sleep(0.2)
         assert "actors that publish metrics:" in status and "records_in=" in status
+        assert f"Prometheus metrics on {url}" in status
         counted = [line for line in status.splitlines() if "wordcount/2 count#" in line]
         assert len(counted) == 2 and all("latency_p50_ms=" in line for line in counted)
-        scraped = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        scraped = urllib.request.urlopen(url, timeout=10).read().decode()
+        assert any(line.startswith("actorrt_actor_executed") and 'name="pinger"' in line and 'class_name="Pinger"'
+                   in line for line in scraped.splitlines()), scraped  # by its name, not its ID alone
         ins = [float(line.rsplit(" ", 1)[1]) for line in scraped.splitlines()
                if line.startswith("actorrt_actor_records_in{") and 'label="wordcount/2 count#' in line]
         assert sum(ins) == 3000 * 3  # every word reached a counting operator once
