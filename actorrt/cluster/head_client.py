@@ -94,6 +94,10 @@ class HeadClient:
         if joined and exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             raise HeadUnavailableError(f"the head at {self.address} did not answer {name} within {timeout:g} s "
                                        f"({exc.code().name}): it is down or restarting; try again") from None
+        if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+            raise ClusterError(f"{self.address} is not an actorrt head: a process there answers, but not as the head "
+                               f"(a node's address? the head's is in `actorrt status` on its machine, and in its "
+                               f"session file)") from None
         hint = self._unavailable_hint if exc.code() == grpc.StatusCode.UNAVAILABLE else ""
         raise ClusterError(f"head {self.address}: {name} failed: {exc.code().name}: {exc.details()}"
                            f"{hint}") from None

@@ -150,6 +150,9 @@ def test_cli_cluster_lifecycle(cluster: Cluster, tmp_path: Path) -> None:
     assert "Added node 2" in added.stdout
     nodes = c.status()
     c.pids |= {int(n["pid"]) for n in nodes}
+    for command in ("status", "start"):  # a node's address where the head's should be, with the token
+        out = c.cli(command, "--address", nodes[0]["address"], env=dict(c.env, ACTORRT_TOKEN=found["token"]))
+        assert out.returncode == 1 and f"{nodes[0]['address']} is not an actorrt head" in out.stderr, out.stderr
     assert [(n["slot"], n["state"], n["managed"], n["restarts"], n["last_failure"]) for n in nodes] == [
         ("0", "ALIVE", "yes", "0", "-"), ("1", "ALIVE", "yes", "0", "-"), ("2", "ALIVE", "no", "0", "-"),
     ]
