@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SHUTDOWN_FLUSH_TIMEOUT_S = 5.0
+# At shutdown, what still runs on the driver's loop has this long to end once cancelled.
+CANCEL_THE_REST_TIMEOUT_S = 2.0
 
 
 def _node_dict(n: head_pb2.NodeInfo) -> dict[str, Any]:
@@ -283,6 +285,7 @@ class Driver:
             await self._head.aclose()
         if self._server is not None:
             await self._server.stop(0.2)
+        await _cancel_the_rest()
 
     def _stop_loop(self) -> None:
         if self._thread.is_alive():
@@ -290,3 +293,13 @@ class Driver:
             self._thread.join(10.0)
         if not self._thread.is_alive():
             self.loop.close()
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel what still runs on the loop and let it end, as ``asyncio.run`` does: a task still
+    pending when the loop stops is destroyed at exit with "Task was destroyed but it is pending!"."""
+    rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in rest:
+        task.cancel()
+    if rest:
+        await asyncio.wait(rest, timeout=CANCEL_THE_REST_TIMEOUT_S)

@@ -255,11 +255,13 @@ def test_an_error_nobody_retrieves_is_reported_once_in_the_driver_and_in_the_nod
 def test_a_constructor_error_is_told_once_and_results_dropped_by_design_are_no_failures(tmp_path):
     """A failed constructor: the call raises its error, with its traceback, and nothing else tells
     it; a handle never called tells it once when it goes. Fire-and-forget calls through a node
-    kill: exact, and no report of a failure that did not happen."""
+    kill: exact, and no report of a failure that did not happen. No task is left pending at exit."""
     script = write(tmp_path / "walls.py", """
+        import asyncio
         import time
 
         import actorrt
+        from actorrt.core import context
 
 
         @actorrt.remote
@@ -315,14 +317,16 @@ def test_a_constructor_error_is_told_once_and_results_dropped_by_design_are_no_f
         time.sleep(1)
         del never_called  # told now, once
         time.sleep(0.5)
-        print("dropped", flush=True)
+        loop = context.current().loop
         actorrt.shutdown()
+        print("pending at exit:", [t for t in asyncio.all_tasks(loop) if not t.done()], flush=True)
     """)
     ran = run_script(script)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "raised with its traceback: True" in ran.stdout and "exact: True" in ran.stdout, ran.stdout + ran.stderr
     assert ran.stderr.count("never retrieved") == 1, ran.stderr  # never_called's constructor, and nothing else
     assert "no longer keeps" not in ran.stderr
+    assert "pending at exit: []" in ran.stdout and "Task was destroyed" not in ran.stderr
 
 
 def test_an_attached_cluster_that_cannot_import_a_module_says_so_and_runtime_env_sends_it(
