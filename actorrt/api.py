@@ -15,8 +15,8 @@ from actorrt.core import context, values
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.task_spec import KILL_METHOD
 from actorrt.exceptions import ActorRTError
-from actorrt.functions import FunctionOptions, RemoteFunction, check_function_options
-from actorrt.handles import ActorClass, ActorHandle, ActorOptions, check_options
+from actorrt.functions import FunctionOptions, RemoteFunction, function_options
+from actorrt.handles import ActorClass, ActorHandle, ActorOptions, actor_options
 from actorrt.lifecycle import current_driver, public
 
 
@@ -33,14 +33,13 @@ def remote(target: Any = None, /, **options: Any) -> Any:
     """
     if target is None:
         if set(options) - set(ActorOptions.__dataclass_fields__) - set(FunctionOptions.__dataclass_fields__):
-            check_options(options)  # fits neither: say so now, not at the decorated definition
+            actor_options(dict(options))  # fits neither: say so now, not at the decorated definition
         return lambda t: remote(t, **options)
     if isinstance(target, type):
-        check_options(options)
+        options = actor_options(options)
         return ActorClass(target).options(**options) if options else ActorClass(target)
     if callable(target):
-        check_function_options(options)
-        return RemoteFunction(target, FunctionOptions(**options))
+        return RemoteFunction(target, FunctionOptions(**function_options(options)))
     raise TypeError(f"@actorrt.remote takes a class or a function, not a {type(target).__name__}")
 
 
@@ -102,7 +101,7 @@ def put(value: Any) -> ObjectRef:
     Raises:
         TypeError: ``value`` cannot be pickled (the message names its type).
     """
-    rt = context.current()
+    rt = context.current_or_start()
     try:
         return values.put(rt.worker, value)
     except (pickle.PicklingError, TypeError, AttributeError) as exc:

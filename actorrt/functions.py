@@ -18,16 +18,12 @@ from typing import Any, Generic, TypeVar
 
 from actorrt.core import context
 from actorrt.core.object_ref import ObjectRef
-from actorrt.handles import check_node, check_option_names
+from actorrt.handles import check_arguments, check_node, check_option_names
 from actorrt.lineage.options import MAX_SPEC_BYTES
 from actorrt.util import pickling
 
 R = TypeVar("R")
 
-# Ray options a Ray user may pass to a function, and what to use here instead.
-_RAY_ONLY = {"num_cpus": "see node=", "num_gpus": "see node=", "resources": "see node=", "memory": "see node=",
-             "max_retries": "nothing: a call runs again whenever its node fails",
-             "retry_exceptions": "use a try/except in the function", "num_returns": "return a tuple"}
 
 
 @dataclass(frozen=True)
@@ -44,9 +40,9 @@ class FunctionOptions:
         check_node(self.node)
 
 
-def check_function_options(options: dict[str, Any]) -> None:
-    """Raise TypeError naming what of ``options`` is not a function option."""
-    check_option_names("remote-function", options, FunctionOptions.__dataclass_fields__, _RAY_ONLY)
+def function_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` as remote-function options (as ``handles.actor_options``)."""
+    return check_option_names("remote-function", options, FunctionOptions.__dataclass_fields__)
 
 
 class RemoteFunction(Generic[R]):
@@ -65,14 +61,18 @@ class RemoteFunction(Generic[R]):
 
     def options(self, **kwargs: Any) -> RemoteFunction[R]:
         """A copy with other ``FunctionOptions`` (``node=``)."""
-        check_function_options(kwargs)
-        copy = RemoteFunction(self._fn, replace(self._options, **kwargs))
+        copy = RemoteFunction(self._fn, replace(self._options, **function_options(kwargs)))
         copy._blob = self._blob
         return copy
 
     def remote(self, *args: Any, **kwargs: Any) -> ObjectRef:
-        """Submit the call; returns at once with a ref to the result."""
-        submitter = context.current().worker.submitter
+        """Submit the call; returns at once with a ref to the result.
+
+        Raises:
+            TypeError: the arguments do not fit the function's signature (nothing is sent).
+        """
+        check_arguments(self._fn, f"{self.__name__}.remote()", args, kwargs)
+        submitter = context.current_or_start().worker.submitter
         return submitter.submit_function(self._pickled(), self.__qualname__, self._options.node, args, kwargs)
 
     def _pickled(self) -> bytes:

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
+from actorrt import ray_options
 from actorrt.core import context
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.task_spec import CALL_METHOD, ONCE_METHOD
@@ -75,31 +76,53 @@ class ActorOptions:
             raise ValueError(f"standby must be 0 or 1 (standbys per actor), not {self.standby!r}")
 
 
-# Ray options a Ray user may pass, and what to use here instead.
-_RAY_ONLY = {"num_cpus": "see node=", "num_gpus": "see node=", "resources": "see node=", "memory": "see node=",
-             "max_restarts": "see ft=", "max_task_retries": "see ft=", "max_concurrency": "see async methods",
-             "max_pending_calls": "see max_in_flight= (a caller waits for room instead of raising)"}
-
-
 def check_node(node: Any) -> None:
     """``node=`` (of an actor or a function) must be a slot number or None."""
     if node is not None and (isinstance(node, bool) or not isinstance(node, int) or node < 0):
         raise ValueError(f"node must be a slot number >= 0 or None, not {node!r}")
 
 
-def check_options(options: dict[str, Any]) -> None:
-    """Raise TypeError naming what of ``options`` is not an actor option, and what the options are."""
-    check_option_names("actor", options, ActorOptions.__dataclass_fields__, _RAY_ONLY)
+def actor_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` as actor options: Ray's that hold here dropped (``ray_options``); TypeError
+    naming any other that is not one, and what the options are."""
+    return check_option_names("actor", options, ActorOptions.__dataclass_fields__)
 
 
-def check_option_names(kind: str, options: dict[str, Any], valid: Iterable[str], ray_only: dict[str, str]) -> None:
-    """Raise TypeError naming what of ``options`` is not a ``kind`` option, the valid ones, and
-    for Ray's (``ray_only``) what to use here instead."""
+def check_option_names(kind: str, options: dict[str, Any], valid: Iterable[str]) -> dict[str, Any]:
+    """``options`` less the Ray options that hold here; TypeError naming what else is not a
+    ``kind`` option, the valid ones, and for Ray's what to use here instead."""
+    options = ray_options.accept(kind, options, valid)
     unknown = sorted(set(options) - set(valid))
     if unknown:
-        hints = "; ".join(f"{name} is Ray's: here, {ray_only[name]}" for name in unknown if name in ray_only)
+        hints = ray_options.hints(unknown)
         raise TypeError(f"unknown {kind} option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: the "
                         f"options are {', '.join(sorted(valid))}" + (f" ({hints})" if hints else ""))
+    return options
+
+
+def check_arguments(target: Any, call: str, args: tuple, kwargs: dict[str, Any]) -> None:
+    """Raise TypeError, as a local call would, if ``args`` and ``kwargs`` do not fit ``target``'s
+    signature (a class's: its constructor's): at the call, not on a node later."""
+    try:
+        signature = _cached_signature(target)
+    except TypeError:  # an unhashable callable
+        signature = _signature(target)
+    if signature is None:  # a builtin or an extension type: the node says
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{call}: {exc}") from None
+
+
+def _signature(target: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(target)
+    except (TypeError, ValueError):
+        return None
+
+
+_cached_signature = functools.lru_cache(maxsize=1024)(_signature)  # a remote function's calls check it each
 
 
 def _public_methods(cls: type) -> list[str]:
@@ -122,14 +145,18 @@ class ActorClass(Generic[T]):
     def options(self, **kwargs: Any) -> ActorClass[T]:
         """A copy with other ``ActorOptions`` (``node=``, ``nondeterministic=``, ``checkpoint_every=``,
         ``name=``, ``get_if_exists=``, ``max_in_flight=``, ``standby=``)."""
-        check_options(kwargs)
-        copy = ActorClass(self._cls, replace(self._options, **kwargs))
+        copy = ActorClass(self._cls, replace(self._options, **actor_options(kwargs)))
         copy._blob = self._blob
         return copy
 
     def remote(self, *args: Any, **kwargs: Any) -> ActorHandle:
-        """Create the actor (its constructor runs on its node) and return its handle at once."""
-        rt = context.current()
+        """Create the actor (its constructor runs on its node) and return its handle at once.
+
+        Raises:
+            TypeError: the arguments do not fit the constructor's signature (nothing is sent).
+        """
+        check_arguments(self._cls, f"{self.__name__}.remote()", args, kwargs)
+        rt = context.current_or_start()
         name, class_name = self._options.name, self._cls.__qualname__
         if self._options.get_if_exists:
             if context.current_sender.get(None) is not None:

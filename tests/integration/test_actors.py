@@ -314,12 +314,14 @@ def test_remote_takes_actor_options_and_an_unknown_option_lists_the_real_ones(cl
     pids = {n["node"]: n["pid"] for n in actorrt.nodes()}
     assert actorrt.get(Placed.remote().where.remote(), timeout=30) == pids[1]
     assert actorrt.get(Placed.options(node=0).remote().where.remote(), timeout=30) == pids[0]
-    with pytest.raises(TypeError, match="unknown actor option num_cpus: the options are checkpoint_every, "
+    with pytest.raises(TypeError, match="unknown actor option max_concurrency: the options are checkpoint_every, "
                                         "get_if_exists, max_in_flight, name, node, nondeterministic, standby "
-                                        "\\(num_cpus is Ray's: here, see node=\\)"):
-        Counter.options(num_cpus=1)
-    with pytest.raises(TypeError, match="unknown actor options bogus, num_gpus"):
+                                        "\\(max_concurrency is Ray's: here, an actor runs one call at a time"):
+        Counter.options(max_concurrency=4)
+    with pytest.raises(TypeError, match="unknown actor option bogus: the options"):
         actorrt.remote(num_gpus=1, bogus=2)
+    ray_annotated = Placed.options(num_cpus=2, max_restarts=-1, lifetime="detached")  # meant here, or ignored
+    assert actorrt.get(ray_annotated.options(node=1).remote().where.remote(), timeout=30) == pids[1]
     with pytest.raises(TypeError, match="unknown remote-function option checkpoint_every"):
         actorrt.remote(checkpoint_every=3)(lambda: 1)
 

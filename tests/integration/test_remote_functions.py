@@ -98,7 +98,7 @@ def test_errors_are_the_remote_type_and_misuse_says_what_to_do(cluster):
                                                 "remote function calls only remote functions"):
         actorrt.get(calls_an_actor.remote(summer), timeout=30)
     with pytest.raises(TypeError, match="unknown remote-function option num_returns: the options are node "
-                                        "\\(num_returns is Ray's: here, return a tuple\\)"):
+                                        "\\(num_returns is Ray's: here, return a tuple, and get it whole\\)"):
         square.options(num_returns=2)
     with pytest.raises(actorrt.ClusterError, match="node 7 is not a live node"):
         square.options(node=7).remote(1)
