@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import logging
 import os
 import shutil
 import signal
@@ -34,6 +35,9 @@ from actorrt.net.tls import TlsFiles
 from actorrt.util import signals, tracebacks
 
 _lock = threading.Lock()
+log = logging.getLogger(__name__)
+# The node processes of an embedded cluster, unless init() is told otherwise.
+DEFAULT_NUM_NODES = 2
 _PACKAGE_DIR = str(Path(__file__).resolve().parent) + os.sep
 # Errors leave init() and the functions of ``actorrt.api`` as if raised where the user called them
 # (see util/tracebacks).
@@ -44,7 +48,7 @@ public = functools.partial(tracebacks.at_call_site, ActorRTError)
 def init(
     address: str | None = None,
     *,
-    num_nodes: int = 2,
+    num_nodes: int = DEFAULT_NUM_NODES,
     store_shards: int = 2,
     store_replicas: int = 0,
     token: str | None = None,
@@ -183,4 +187,16 @@ def current_driver() -> Driver:
     return rt
 
 
+def _start_by_default() -> None:
+    """``init()`` with its defaults, for a ``.remote()`` or a ``put()`` made before any (as Ray does)."""
+    log.warning("actorrt.init() was not called: starting an embedded cluster with its defaults (%d nodes; call "
+                "actorrt.init(...) first to choose, or address=... to join one)", DEFAULT_NUM_NODES)
+    try:
+        init()
+    except ActorRTError:
+        if not context.is_initialized():  # (else another thread started it meanwhile)
+            raise
+
+
+context.set_default_start(_start_by_default)
 atexit.register(shutdown)

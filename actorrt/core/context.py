@@ -71,6 +71,23 @@ def current() -> Runtime:
     return _current
 
 
+# Starts a runtime with ``init()``'s defaults (``lifecycle`` sets it): Ray programs rely on the
+# first ``.remote()`` doing so.
+_start_default: Callable[[], None] | None = None
+
+
+def set_default_start(start: Callable[[], None]) -> None:
+    global _start_default
+    _start_default = start
+
+
+def current_or_start() -> Runtime:
+    """The runtime; in a process that has none, one ``init()`` starts with its defaults first."""
+    if _current is None and _start_default is not None:
+        _start_default()
+    return current()
+
+
 def is_initialized() -> bool:
     return _current is not None
 
