@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 from collections.abc import Generator
 from typing import Any
 
@@ -45,6 +47,19 @@ class ObjectRef:
     def __await__(self) -> Generator[Any, None, Any]:
         self._retrieved = True
         return context.current().worker.get_async(self).__await__()
+
+    def as_future(self) -> asyncio.Future:
+        """The value as a future of the running event loop (for ``asyncio.wait`` and the like)."""
+        return asyncio.ensure_future(self._value())
+
+    async def _value(self) -> Any:
+        return await self
+
+    def future(self) -> concurrent.futures.Future:
+        """The value as a ``concurrent.futures.Future``, for threads (``as_completed``, callbacks)."""
+        self._retrieved = True
+        worker = context.current().worker
+        return asyncio.run_coroutine_threadsafe(worker.get_async(self), worker.loop)
 
     def __del__(self) -> None:
         if self._owned or self._polled:
