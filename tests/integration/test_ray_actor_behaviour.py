@@ -5,6 +5,8 @@ Python computation of the same answer."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import sys
 import time
 from dataclasses import dataclass
@@ -108,6 +110,11 @@ class Failing:
 
 
 @actorrt.remote
+def plus(a, b=0):
+    return a + b
+
+
+@actorrt.remote
 class Slow:
     def sleep(self, s):
         time.sleep(s)
@@ -145,6 +152,32 @@ def test_actors_made_inside_actors_and_handles_passed_around(cluster):
     users = [User.remote() for _ in range(3)]
     assert sorted(actorrt.get([u.use.remote(appender, i) for i, u in enumerate(users)], timeout=30)) == [1, 2, 3]
     assert sorted(actorrt.get(appender.items.remote(), timeout=30)) == [0, 1, 2]
+
+
+def test_arguments_that_do_not_fit_the_constructor_or_the_function_raise_at_the_call(cluster):
+    with pytest.raises(TypeError, match="Failing.remote\\(\\): missing a required argument: 'fail'"):
+        Failing.remote()
+    with pytest.raises(TypeError, match="Failing.remote\\(\\): got an unexpected keyword argument 'fial'"):
+        Failing.remote(True, fial=True)
+    with pytest.raises(TypeError, match="plus.remote\\(\\): too many positional arguments"):
+        plus.remote(1, 2, 3)
+    assert actorrt.get(plus.remote(1, b=2), timeout=30) == 3
+
+
+def test_a_ref_as_an_asyncio_future_and_as_a_concurrent_future(cluster):
+    slow = Slow.remote()
+
+    async def first_done():
+        never = asyncio.ensure_future(asyncio.sleep(30))
+        done, pending = await asyncio.wait([slow.sleep.remote(0.05).as_future(), never],
+                                           return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        return [task.result() for task in done]
+
+    assert asyncio.run(first_done()) == [0.05]
+    futures = [slow.sleep.remote(s).future() for s in (0.02, 0.01)]
+    assert sorted(f.result(timeout=30) for f in concurrent.futures.as_completed(futures, timeout=30)) == [0.01, 0.02]
 
 
 def test_a_constructor_error_kills_the_actor_and_says_why(cluster):

@@ -329,6 +329,37 @@ def test_a_constructor_error_is_told_once_and_results_dropped_by_design_are_no_f
     assert "pending at exit: []" in ran.stdout and "Task was destroyed" not in ran.stderr
 
 
+def test_a_ray_program_runs_as_written_its_first_remote_starting_the_cluster(tmp_path):
+    """No init(): the first .remote() starts an embedded cluster, once; Ray's resource options are
+    ignored with one warning each, and what holds here (max_restarts, lifetime) is accepted."""
+    script = write(tmp_path / "ray_style.py", """
+        import actorrt
+
+
+        @actorrt.remote(num_cpus=1, max_restarts=-1)
+        class Counter:
+            def __init__(self):
+                self.n = 0
+
+            def add(self, k):
+                self.n += k
+                return self.n
+
+
+        @actorrt.remote(num_cpus=1)
+        def square(x):
+            return x * x
+
+
+        counters = [Counter.options(lifetime="detached", num_cpus=2).remote() for _ in range(2)]
+        print("sum", sum(actorrt.get([c.add.remote(5) for c in counters] + [square.remote(3)])), flush=True)
+    """)
+    ran = run_script(script)
+    assert ran.returncode == 0 and "sum 19" in ran.stdout, ran.stdout + ran.stderr
+    assert ran.stderr.count("actorrt.init() was not called: starting an embedded cluster") == 1, ran.stderr
+    assert ran.stderr.count("num_cpus=") == 1, ran.stderr  # one warning, whatever the number of uses
+
+
 def test_an_attached_cluster_that_cannot_import_a_module_says_so_and_runtime_env_sends_it(
         cli_cluster: Cluster, tmp_path: Path):  # noqa: F811 - the fixture
     c = cli_cluster
