@@ -23,7 +23,7 @@ from actorrt.cluster.daemon import daemon_setup, node_environment
 from actorrt.cluster.head_client import HeadClient
 from actorrt.cluster.node_recovery import NodeRecoveries
 from actorrt.cluster.node_service import NodeServicer
-from actorrt.core import context
+from actorrt.core import context, values
 from actorrt.core.actor_host import ActorHost
 from actorrt.core.task_spec import SenderContext
 from actorrt.core.worker import Worker
@@ -57,7 +57,7 @@ class NodeProcess:
         self.recoveries = NodeRecoveries(self.worker, self.servicer, token, self._background.spawn)
 
     def get(self, refs, timeout=None):
-        raise ActorRTError("actorrt.get() cannot block inside an actor; use `await ref` in an async method")
+        return values.get(self.worker, refs, timeout)  # from a method's own thread (core/blocking_calls.py)
 
     def head_reachable(self) -> None:
         pass  # names are taken in the background here
@@ -81,8 +81,7 @@ class NodeProcess:
         raise ActorRTError("an actor cannot wait for the head to look a name up; pass the actor's handle to it")
 
     def wait(self, refs, num_returns=1, timeout=None):
-        raise ActorRTError("actorrt.wait() cannot block inside an actor; use `asyncio.wait` on awaited refs in an "
-                           "async method")
+        return values.wait(self.worker, refs, num_returns, timeout)
 
     async def run(self) -> None:
         server, address = await start_server(

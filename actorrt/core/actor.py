@@ -15,12 +15,13 @@ import inspect
 import logging
 import os
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from actorrt.core import context
 from actorrt.core.arguments import ArgumentError, MissingArgumentError, resolve_args
 from actorrt.core.awaits import Awaits
+from actorrt.core.blocking_calls import may_block
 from actorrt.core.checkpointer import Checkpointer
 from actorrt.core.ledger import SenderLedger
 from actorrt.core.serialization import error_from_exception, missing_module, object_value, runtime_error
@@ -80,6 +81,10 @@ class ActorServices(Protocol):
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task: ...
 
+    async def off_loop(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` in a thread for methods that block, in the caller's context."""
+        ...
+
 
 class ActorInstance:
     def __init__(self, services: ActorServices, actor_id: bytes, creation: pb.ActorCreation) -> None:
@@ -92,6 +97,7 @@ class ActorInstance:
         self.context = SenderContext(actor_id)
         self.mailbox: asyncio.Queue[pb.TaskSpec] = asyncio.Queue()
         self.cls: type | None = None  # loaded by the constructor task
+        self._blocking: dict[str, bool] = {}  # its methods that may block in get: they run in a thread
         self.instance: Any = None
         self.death: pb.RemoteError | None = None
         self.executed = 0
@@ -266,7 +272,11 @@ class ActorInstance:
                     pb.CANCELLED, f"task {spec.method} of actor {self.who} was cancelled before it started",
                     self.actor_id))
             args, kwargs = await resolve_args(self.services.fetches, self.services.awaits, self.context, spec, resolved)
-            result = self._call(spec, args, kwargs)
+            if self._blocks(spec):  # it may wait in get(): off the loop, which serves the node meanwhile
+                context.running_task.get().loop = asyncio.get_running_loop()
+                result = await self.services.off_loop(self._call, spec, args, kwargs)
+            else:
+                result = self._call(spec, args, kwargs)
             if inspect.isawaitable(result):
                 result = await result
             return object_value(object_id, result) if keep else pb.ObjectValue(
@@ -309,11 +319,7 @@ class ActorInstance:
 
     def _call(self, spec: pb.TaskSpec, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if spec.method == "__init__":
-            try:
-                self.cls = pickling.loads(spec.actor_creation.class_blob)
-            except ModuleNotFoundError as exc:
-                raise missing_module(exc, f"class {self.class_name}") from None
-            self.instance = self.cls(*args, **kwargs)
+            self.instance = self._load_class(spec)(*args, **kwargs)
             return None
         if spec.method == CHECKPOINT_METHOD:
             return self.checkpointer.take(spec)
@@ -353,6 +359,25 @@ class ActorInstance:
         if timer_id in table.entries:
             self.timers.arm(timer_id)
         return self._method(entry.method)(*entry.args, **entry.kwargs)
+
+    def _blocks(self, spec: pb.TaskSpec) -> bool:
+        """Whether ``spec``'s method (a plain one, or the constructor) may block in
+        ``actorrt.get`` or ``wait`` (``core/blocking_calls.py``)."""
+        if spec.method == "__init__":
+            return may_block(self._load_class(spec), "__init__")
+        blocks = self._blocking.get(spec.method)
+        if blocks is None:
+            blocks = self._blocking[spec.method] = (not spec.method.startswith("_") and self.instance is not None
+                                                    and may_block(type(self.instance), spec.method))
+        return blocks
+
+    def _load_class(self, spec: pb.TaskSpec) -> type:
+        if self.cls is None:
+            try:
+                self.cls = pickling.loads(spec.actor_creation.class_blob)
+            except ModuleNotFoundError as exc:
+                raise missing_module(exc, f"class {self.class_name}") from None
+        return self.cls
 
     def _method(self, name: str) -> Any:
         method = getattr(self.instance, name, None) if not name.startswith("_") else None

@@ -2,7 +2,8 @@
 
 A call keeps no state, so it needs no mailbox and no order: it starts on arrival (once its ref
 arguments are resolved) and runs concurrently with the actors and other calls. A plain function
-runs inline on the loop, like an actor method; an async one interleaves at its awaits. A call
+runs inline on the loop, like an actor method (in a thread if it may block in ``actorrt.get``:
+``blocking_calls.py``); an async one interleaves at its awaits. A call
 that comes again (its caller replays, or re-sends it after the node it went to died) gets its
 kept result, joins the run under way, or runs again: nothing of a call is rebuilt from the store.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import inspect
 import logging
 import os
@@ -22,6 +24,7 @@ from typing import Any
 from actorrt.core import context
 from actorrt.core.actor import ActorServices
 from actorrt.core.arguments import ArgumentError, resolve_args
+from actorrt.core.blocking_calls import function_may_block
 from actorrt.core.serialization import error_from_exception, missing_module, object_value, runtime_error
 from actorrt.core.task_spec import SenderContext
 from actorrt.exceptions import task_failure
@@ -119,7 +122,10 @@ class FunctionCalls:
                 await lease.held()
             fn = self._function(spec.function, spec.method)
             call.started = True
-            result = fn(*args, **kwargs)
+            if function_may_block(fn):  # off the loop, which serves the node meanwhile
+                result = await self.services.off_loop(functools.partial(fn, *args, **kwargs))
+            else:
+                result = fn(*args, **kwargs)
             if inspect.isawaitable(result):
                 result = await result
             return object_value(object_id, result)

@@ -81,8 +81,10 @@ def _as_refs(what: str, refs: Any, one_allowed: bool = False) -> list[ObjectRef]
 
 def _blocking(worker: Worker, what: str) -> None:
     if worker.on_loop_thread():
-        raise ActorRTError(f"actorrt.{what}() would block the event loop; use `await ref` (or asyncio.wait) in "
-                           f"async methods")
+        raise ActorRTError(f"actorrt.{what}() would block the event loop of every actor here: in an async def "
+                           f"method, `await ref` (or asyncio.wait); a plain method may call {what}() where its "
+                           f"code shows the call (directly, or in a function of its module or a method of its "
+                           f"class, which runs it in a thread of its own), not through a function passed to it")
 
 
 # Values a wait found ready, or a get that timed out left on their way, at most (the oldest go).

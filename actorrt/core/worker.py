@@ -11,10 +11,12 @@ what it keeps for replays in ``retention``, and what fault tolerance does at eac
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import threading
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
@@ -73,6 +75,8 @@ NOTICE_DELAY_S = 0.01
 # A commit mark, to every process, waits at most this long: holders of the channel's lineage
 # forward it with every task they send until they hear (a stream write costs ~120 µs of CPU).
 MARK_DELAY_S = 0.01
+# Methods blocked in get at once, per process, at most (more wait for a thread).
+METHOD_THREADS = 256
 
 
 class Worker:
@@ -103,6 +107,9 @@ class Worker:
         # once its actors have replayed (a replay submits again the tasks whose results it owned).
         self.recovered = asyncio.Event()
         self._background = BackgroundTasks("worker")
+        # Threads for the methods that may block in get (core/blocking_calls.py): one per such call
+        # under way, so that methods waiting on each other's actors never starve each other.
+        self._method_threads = ThreadPoolExecutor(METHOD_THREADS, thread_name_prefix="actorrt-method")
         self.awaits = Awaits(lambda: self.ft.on_record)
         self.fetches = Fetches(self.objects, self.membership, self.send, self.spawn,
                                lambda task_id: task_id in self.outbox.inflight, self.recovered, self.outbox.pin,
@@ -139,6 +146,10 @@ class Worker:
     def spawn(self, coro: Any) -> asyncio.Task:
         """Run ``coro`` in the background of this process (logged if it fails)."""
         return self._background.spawn(coro)
+
+    async def off_loop(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` in a method thread, in this task's context (its actor, its running task)."""
+        return await self.loop.run_in_executor(self._method_threads, contextvars.copy_context().run, fn, *args)
 
     def on_loop_thread(self) -> bool:
         return threading.get_ident() == self._loop_thread
@@ -379,6 +390,7 @@ class Worker:
 
     async def aclose(self) -> None:
         self._background.cancel_all()
+        self._method_threads.shutdown(wait=False, cancel_futures=True)
         if self.traffic is not None:
             await self.traffic.aclose()
         if self.ft is not None:

@@ -10,6 +10,7 @@ newest version never reached the store, so nobody depended on it) it records afr
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -40,6 +41,9 @@ class RunningTask:
     spec: pb.TaskSpec
     position: int = 0  # next entry of spec.application_log to hand back
     replayed: bool = False  # it ran before the failure: what it sends, its receivers may have
+    # The event loop the lineage stash lives on, for a task that runs in a thread of its own
+    # (a method that blocks in get): its new versions reach the stash through it, in order.
+    loop: asyncio.AbstractEventLoop | None = None
 
     def record(self, fn: Callable[[], T], on_new_version: Callable[[pb.TaskSpec], None]) -> T:
         """The logged value of this task's next event, or ``fn()``, logged through
@@ -56,6 +60,9 @@ class RunningTask:
                                  f"each of its later versions; record small values (a seed, a key, a "
                                  f"timestamp) and derive the data from them")
             self.spec = with_entry(self.spec, entry)
-            on_new_version(self.spec)
+            if self.loop is None:
+                on_new_version(self.spec)
+            else:
+                self.loop.call_soon_threadsafe(on_new_version, self.spec)
         self.position += 1
         return value

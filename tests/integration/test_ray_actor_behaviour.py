@@ -226,3 +226,83 @@ def test_timeouts_raise_and_the_actor_serves_on(cluster):
     with pytest.raises(actorrt.GetTimeoutError):
         actorrt.get(slow.sleep.remote(1.0), timeout=0.1)
     assert actorrt.get(slow.sleep.remote(0), timeout=30) == 0  # behind the one that timed out
+
+
+@actorrt.remote
+def doubled(x):
+    return 2 * x
+
+
+@actorrt.remote
+def doubled_twice(x):
+    return actorrt.get(doubled.remote(actorrt.get(doubled.remote(x))))  # a blocking get in a function
+
+
+def _read(store, key):
+    return actorrt.get(store.read.remote(key))  # reached through a helper of the module
+
+
+@actorrt.remote
+class KeyStore:
+    def __init__(self):
+        self.items = {}
+
+    def put(self, key, value):
+        self.items[key] = value
+        return len(self.items)
+
+    def read(self, key):
+        return self.items.get(key)
+
+
+@actorrt.remote
+class Client:
+    def __init__(self, store, first):
+        self.store = store
+        self.size = actorrt.get(store.put.remote("first", first))  # a blocking get in a constructor
+        self.seen = []
+
+    def put_and_read(self, key, value):
+        size = actorrt.get(self.store.put.remote(key, value))  # Ray's pattern: get in a plain method
+        self.seen.append((key, _read(self.store, key), size))
+        return size
+
+    def gather(self, keys):
+        ready, _ = actorrt.wait([self.store.read.remote(k) for k in keys], num_returns=len(keys), timeout=30)
+        return sorted(actorrt.get(ready))
+
+    def seen_so_far(self):
+        return self.seen
+
+
+def test_a_plain_method_a_constructor_and_a_function_block_in_get_while_the_node_serves_on(cluster):
+    store = KeyStore.options(node=0).remote()
+    client = Client.options(node=0).remote(store, 10)  # beside its store: the node serves both
+    sizes = [actorrt.get(client.put_and_read.remote(f"k{i}", i), timeout=30) for i in range(5)]
+    assert sizes == [2, 3, 4, 5, 6]
+    assert actorrt.get(client.seen_so_far.remote(), timeout=30) == [(f"k{i}", i, i + 2) for i in range(5)]
+    assert actorrt.get(client.gather.remote(["k1", "k3"]), timeout=30) == [1, 3]
+    assert actorrt.get(doubled_twice.remote(5), timeout=30) == 20
+
+
+@actorrt.remote
+class Cyclic:
+    def __init__(self):
+        self.other = None
+
+    def pair(self, other):
+        self.other = other
+
+    def ask(self):
+        return actorrt.get(self.other.ask_back.remote())
+
+    def ask_back(self):
+        return actorrt.get(self.other.ask.remote())
+
+
+def test_two_methods_blocked_in_get_on_each_other_end_in_a_deadlock_error(cluster):
+    a, b = Cyclic.remote(), Cyclic.remote()
+    actorrt.get([a.pair.remote(b), b.pair.remote(a)], timeout=30)
+    with pytest.raises(actorrt.DeadlockError, match="a cycle of awaits"):
+        actorrt.get(a.ask.remote(), timeout=60)
+    assert actorrt.get(a.pair.remote(b), timeout=30) is None  # both serve on

@@ -347,3 +347,44 @@ def test_a_cancelled_task_never_runs_not_even_in_a_replay(cluster_with):
         assert actorrt.get(tally.add.remote(10), timeout=60) == 11
         with pytest.raises(TypeError, match="cancel\\(\\) takes the ObjectRef of a task"):
             actorrt.cancel(tally)
+
+
+@actorrt.remote
+class Ledger:
+    def __init__(self):
+        self.entries = []
+
+    def append(self, entry):
+        self.entries.append(entry)
+        return len(self.entries)
+
+
+@actorrt.remote
+class Teller:
+    """Blocks in get inside a plain method (it runs in a thread of its own): its state depends on
+    what the ledger answered."""
+
+    def __init__(self, ledger):
+        self.ledger = ledger
+        self.receipts = []
+
+    def deposit(self, amount):
+        position = actorrt.get(self.ledger.append.remote(amount))
+        self.receipts.append((amount, position))
+        return position
+
+    def state(self):
+        return self.receipts
+
+
+def test_a_method_that_blocks_in_get_is_replayed_exactly_after_its_node_dies(cluster_with):
+    with cluster_with(num_nodes=2, store_shards=1):
+        ledger = Ledger.options(node=0).remote()
+        teller = Teller.options(node=1, checkpoint_every=7).remote(ledger)
+        first = [teller.deposit.remote(a) for a in range(30)]
+        assert actorrt.get(first[-1], timeout=60) == 30
+        actorrt.kill_node(1)
+        rest = [teller.deposit.remote(a) for a in range(30, 60)]
+        assert actorrt.get(first + rest, timeout=90) == list(range(1, 61))  # each deposit once, in order
+        assert actorrt.get(teller.state.remote(), timeout=60) == [(a, a + 1) for a in range(60)]
+        assert actorrt.get(ledger.append.remote("end"), timeout=60) == 61  # the ledger saw no deposit twice
