@@ -46,6 +46,10 @@ class ActorOptions:
             the tasks since that checkpoint are replayed, and nothing waits for the node's restart.
             It costs a copy of the state in the standby's memory, and a read of each checkpoint
             there; pair it with ``checkpoint_every``. Needs a cluster that logs lineage.
+        max_concurrency: calls of the actor's ``async def`` methods that may run at once (1: one
+            call at a time). They interleave at their awaits, and each step's place in the actor's
+            order is recorded, so a replay after a failure goes through the same steps. Other
+            tasks of the actor (a plain method, a checkpoint) run alone.
     """
 
     node: int | None = None
@@ -55,6 +59,7 @@ class ActorOptions:
     get_if_exists: bool = False
     max_in_flight: int | None = None
     standby: int = 0
+    max_concurrency: int = 1
 
     def __post_init__(self) -> None:
         check_node(self.node)
@@ -74,6 +79,9 @@ class ActorOptions:
             raise ValueError(f"max_in_flight must be an int >= 1 or None, not {self.max_in_flight!r}")
         if isinstance(self.standby, bool) or self.standby not in (0, 1):
             raise ValueError(f"standby must be 0 or 1 (standbys per actor), not {self.standby!r}")
+        if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int) \
+                or self.max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be an int >= 1, not {self.max_concurrency!r}")
 
 
 def check_node(node: Any) -> None:
@@ -173,6 +181,7 @@ class ActorClass(Generic[T]):
             nondeterministic=self._options.nondeterministic,
             checkpoint_every=self._options.checkpoint_every or 0,
             standby=self._options.standby,
+            max_concurrency=self._options.max_concurrency,
         )
 
         def take_name(actor_id: bytes, slot: int) -> None:

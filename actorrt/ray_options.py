@@ -8,7 +8,7 @@
   ignored, with one warning per option and process. Placement here is ``node=``, and a node runs
   any number of actors.
 - What would change a result if it were ignored is refused, saying what to do here (``num_returns``,
-  ``max_concurrency``, ``retry_exceptions``, ...).
+  ``concurrency_groups``, ``retry_exceptions``, ...). (``max_concurrency`` is an option here.)
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ _IGNORED = ("num_cpus", "num_gpus", "memory", "resources", "accelerator_type", "
 # Refused, with what to do here instead.
 _REFUSED = {
     "num_returns": "return a tuple, and get it whole",
-    "max_concurrency": "an actor runs one call at a time (async methods too); several actors run at once",
-    "concurrency_groups": "an actor runs one call at a time; several actors run at once",
+    "concurrency_groups": "one group per actor: max_concurrency= bounds its async methods' calls",
     "max_pending_calls": "see max_in_flight= (a caller waits for room instead of raising)",
     "retry_exceptions": "catch the exception in the function and call it again there",
     "runtime_env": "pass runtime_env= to actorrt.init()",

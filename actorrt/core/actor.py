@@ -16,6 +16,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from actorrt.core import context
@@ -23,6 +24,7 @@ from actorrt.core.arguments import ArgumentError, MissingArgumentError, resolve_
 from actorrt.core.awaits import Awaits
 from actorrt.core.blocking_calls import may_block
 from actorrt.core.checkpointer import Checkpointer
+from actorrt.core.concurrent_calls import ConcurrentCall, run_concurrently
 from actorrt.core.ledger import SenderLedger
 from actorrt.core.serialization import error_from_exception, missing_module, object_value, runtime_error
 from actorrt.core.submitter import Submitter
@@ -86,6 +88,16 @@ class ActorServices(Protocol):
         ...
 
 
+@dataclass
+class Started:
+    """A task given its place in the actor's order, about to run."""
+
+    spec: pb.TaskSpec
+    replayed: bool  # it runs as recorded: its order is in the store
+    replay_done: bool  # the replay's last task
+    keep: bool  # its result may be asked for again: kept in the ledger
+
+
 class ActorInstance:
     def __init__(self, services: ActorServices, actor_id: bytes, creation: pb.ActorCreation) -> None:
         self.services = services
@@ -112,7 +124,8 @@ class ActorInstance:
         self.results_unasked: set[bytes] = set()  # of those, tasks whose results nobody can ask for again
         self._prefetched = 0  # how many of them had their arguments asked for
         self.replaying = b""  # the recorded task running again now, if one is
-        self.running = b""  # the task running now, if one is
+        self.running = b""  # the task running now, if one is (of several at once: the one whose step runs)
+        self.calls_running: set[bytes] = set()  # with max_concurrency: the calls under way
         self.replayed = asyncio.Event()  # set once every recorded task ran again
         self.cancelled: set[bytes] = set()  # tasks actorrt.cancel() reached before they started
         self.timers = ActorTimers(self.timer_table, self._send_firing)
@@ -183,58 +196,81 @@ class ActorInstance:
                                                                        error=self.death))
 
     async def _run(self) -> None:
-        ft = self.services.ft
+        if self.creation.max_concurrency > 1:
+            await run_concurrently(self, self.creation.max_concurrency)
         while True:
             spec = await self.mailbox.get()
-            if self.ledger.is_resent(spec):
-                self.services.fetches.drop_unused(spec)
-                self.services.send_result(spec.owner_address, self.ledger.answer(spec))
+            if not await self.ready(spec):
                 continue
-            if ft.over_limit:  # back-pressure: the tasks this one submits would grow the stash
-                await ft.wait_below_limit()
-            if not self.services.lease.valid():  # a node that hung may have been replaced meanwhile
-                await self.services.lease.held()
-            if spec.task_id in self.replay:
-                self.replay.discard(spec.task_id)  # runs as recorded: its order is in the store
-                replay_done = not self.replay
-                self.replaying = spec.task_id
-                self._prefetch_replay(len(self.replay_order) - len(self.replay))
-            else:
-                replay_done = False
-                self.replaying = b""
-                record_order = self.nondeterministic or spec.sender != self.last_sender
-                spec = await ft.on_assign(spec, self.last_executed, record_order)  # AssignTask
-            if spec.method == "__init__":
-                await ft.register_actor(self.services.slot, self.actor_id)  # a restarted slot finds it
-                self.services.keep_standby(self)
-            self.last_executed, self.last_sender = spec.task_id, spec.sender
-            self.ledger.ran(spec)
-            self.running = spec.task_id
-            keep = spec.task_id not in self.results_unasked
-            value = await self._execute(spec, keep)
-            ft.on_executed(spec, self.replaying == spec.task_id)
+            started = await self.start(spec)
+            self.running = started.spec.task_id
+            value = await self.execute(started)
             self.running = b""
-            self.executed += 1
-            self.checkpointer.since += 1
-            if keep:
-                self.ledger.keep(spec, value)
-            if self.checkpointer.due(spec):
-                await self.services.lease.held()
-                await self.checkpointer.take_or_log()
-            # A replayed task's owner has its result already, or re-sends the task, which is then
-            # answered from the ledger: sending it again would only load the streams.
-            if self.replaying != spec.task_id:
-                self.services.send_result(spec.owner_address, value, spec)
-            if replay_done:
-                self.replayed.set()
-                self.timers.resume()
+            await self.finish(started, value)
             if not self.mailbox.empty() and (not self.replaying or self.executed % REPLAY_YIELD_EVERY == 0):
                 await asyncio.sleep(0)  # fairness: a backlog here must not starve the node's other actors
 
-    def _cancelled_before_start(self, spec: pb.TaskSpec) -> bool:
+    async def ready(self, spec: pb.TaskSpec) -> bool:
+        """Whether to run ``spec`` (a re-sent task is answered from the ledger instead), once the
+        stash has room and the node holds its lease."""
+        if self.ledger.is_resent(spec):
+            self.services.fetches.drop_unused(spec)
+            self.services.send_result(spec.owner_address, self.ledger.answer(spec))
+            return False
+        if self.services.ft.over_limit:  # back-pressure: the tasks this one submits would grow the stash
+            await self.services.ft.wait_below_limit()
+        if not self.services.lease.valid():  # a node that hung may have been replaced meanwhile
+            await self.services.lease.held()
+        return True
+
+    async def start(self, spec: pb.TaskSpec) -> Started:
+        """``spec``'s place in the actor's order: the replay's, or recorded now (AssignTask)."""
+        ft = self.services.ft
+        replayed = spec.task_id in self.replay
+        if replayed:
+            self.replay.discard(spec.task_id)  # runs as recorded: its order is in the store
+            replay_done = not self.replay
+            self.replaying = spec.task_id
+            self._prefetch_replay(len(self.replay_order) - len(self.replay))
+        else:
+            replay_done = False
+            self.replaying = b""
+            record_order = self.nondeterministic or spec.sender != self.last_sender
+            spec = await ft.on_assign(spec, self.last_executed, record_order)  # AssignTask
+        if spec.method == "__init__":
+            await ft.register_actor(self.services.slot, self.actor_id)  # a restarted slot finds it
+            self.services.keep_standby(self)
+        self.last_executed, self.last_sender = spec.task_id, spec.sender
+        self.ledger.ran(spec)
+        return Started(spec, replayed, replay_done, keep=spec.task_id not in self.results_unasked)
+
+    async def finish(self, started: Started, value: pb.ObjectValue, checkpoint: bool = True) -> None:
+        """``started`` ran to ``value``: kept, checkpointed after if due (and ``checkpoint``), and
+        sent to its owner."""
+        spec = started.spec
+        self.services.ft.on_executed(spec, started.replayed)
+        self.executed += 1
+        self.checkpointer.since += 1
+        if started.keep:
+            self.ledger.keep(spec, value)
+        if checkpoint and self.checkpointer.due(spec):
+            await self.checkpoint_now()
+        # A replayed task's owner has its result already, or re-sends the task, which is then
+        # answered from the ledger: sending it again would only load the streams.
+        if not started.replayed:
+            self.services.send_result(spec.owner_address, value, spec)
+        if started.replay_done:
+            self.replayed.set()
+            self.timers.resume()
+
+    async def checkpoint_now(self) -> None:
+        await self.services.lease.held()
+        await self.checkpointer.take_or_log()
+
+    def _cancelled_before_start(self, spec: pb.TaskSpec, replayed: bool) -> bool:
         """Whether ``spec`` was cancelled: decided when it comes up, and then recorded in its log
         (a new version, like ``actorrt.record``), so that a replay decides the same."""
-        if spec.application_log or self.replaying == spec.task_id:  # a replay decides as the past did
+        if spec.application_log or replayed:  # a replay decides as the past did
             return bool(spec.application_log) and spec.application_log[0] == _CANCELLED_ENTRY
         if spec.task_id not in self.cancelled:
             return False
@@ -253,26 +289,41 @@ class ActorInstance:
                     self.services.fetches.prefetch(arg.ref, (spec.receiver, spec.sender, spec.task_counter))
             self._prefetched += 1
 
-    async def _execute(self, spec: pb.TaskSpec, keep: bool = True) -> pb.ObjectValue:
+    async def execute(self, started: Started, call: ConcurrentCall | None = None) -> pb.ObjectValue:
+        """Run ``started``; its result. ``call``: one of several running at once."""
+        return await self._execute(started.spec, started.keep, call)
+
+    def stop_diverged(self, message: str) -> None:
+        """Stop the actor: its replay did not do what the run before the failure did."""
+        self.die(pb.ACTOR_DIED, f"actor {self.who} was stopped: {message}")
+        log.error("%s", self.death.message)
+        self.tell_stopped(self.death.message)
+
+    async def _execute(self, spec: pb.TaskSpec, keep: bool = True, call: ConcurrentCall | None = None,
+                       ) -> pb.ObjectValue:
         """Run ``spec``; its result (not serialized unless ``keep``: a replayed task whose result
-        nobody can ask for again)."""
+        nobody can ask for again). ``call``: one of several running at once (``max_concurrency``)."""
         object_id = ids.object_id(spec.task_id)
         if self.death is not None:
             self.services.fetches.drop_unused(spec)
             return pb.ObjectValue(object_id=object_id, error=self.death)
         resolved: list[bytes] = []
-        token = context.current_sender.set(self.context)
-        log_token = context.running_task.set(RunningTask(spec, replayed=self.replaying == spec.task_id))
-        self.context.current_task = spec.task_id
-        self.context.running = f"{self.who}.{spec.method}"
+        replayed = call.replayed if call is not None else self.replaying == spec.task_id
+        sender = call.sender if call is not None else self.context
+        token = context.current_sender.set(sender)
+        log_token = context.running_task.set(RunningTask(spec, replayed=replayed))
+        sender.current_task = spec.task_id
+        sender.running = f"{self.who}.{spec.method}"
         try:
-            if self._cancelled_before_start(spec):
+            if self._cancelled_before_start(spec, replayed):
                 self.services.fetches.drop_unused(spec)
                 return pb.ObjectValue(object_id=object_id, error=runtime_error(
                     pb.CANCELLED, f"task {spec.method} of actor {self.who} was cancelled before it started",
                     self.actor_id))
-            args, kwargs = await resolve_args(self.services.fetches, self.services.awaits, self.context, spec, resolved)
-            if self._blocks(spec):  # it may wait in get(): off the loop, which serves the node meanwhile
+            args, kwargs = await resolve_args(self.services.fetches, self.services.awaits, sender, spec, resolved)
+            if call is not None:  # its steps take their turns in the actor's recorded order
+                result = await call.run(lambda: self._call(spec, args, kwargs))
+            elif self._blocks(spec):  # it may wait in get(): off the loop, which serves the node meanwhile
                 context.running_task.get().loop = asyncio.get_running_loop()
                 result = await self.services.off_loop(self._call, spec, args, kwargs)
             else:
@@ -282,7 +333,7 @@ class ActorInstance:
             return object_value(object_id, result) if keep else pb.ObjectValue(
                 object_id=object_id)
         except MissingArgumentError as exc:
-            if self.replaying == spec.task_id:
+            if replayed:
                 # It ran with this argument before the failure: running it without would diverge.
                 self.die(pb.ACTOR_DIED, f"actor {self.who} was stopped: the replay of its task #{spec.task_counter} "
                                         f"from {ids.short(spec.sender)} ({spec.method}) needs object "

@@ -11,6 +11,7 @@ import asyncio
 import logging
 
 from actorrt.core.actor import ActorInstance, ActorServices
+from actorrt.core.concurrent_calls import steps
 from actorrt.core.function_calls import FunctionCalls
 from actorrt.core.ledger import results_unasked
 from actorrt.core.serialization import runtime_error
@@ -64,6 +65,8 @@ class ActorHost:
             except Exception as exc:  # noqa: BLE001 - a user restore() or an unpicklable state
                 actor.die(pb.ACTOR_DIED, f"actor {actor.who} could not restore its checkpoint: {exc!r}")
         actor.replay_order = order
+        if actor.creation.max_concurrency > 1:  # live steps come after the steps the replay recorded
+            steps(actor).replaying(order)
         actor.results_unasked = results_unasked(order)
         for spec in order:
             actor.replay.add(spec.task_id)
@@ -166,7 +169,8 @@ class ActorHost:
         actor = self.actors.get(producer)
         waiting = [*(actor.waiting() if actor is not None else ()), *self._early.get(producer, ()),
                    *(self._held or ())]
-        return (actor is not None and actor.running == task_id) or any(s.task_id == task_id for s in waiting)
+        running = actor is not None and (actor.running == task_id or task_id in actor.calls_running)
+        return running or any(s.task_id == task_id for s in waiting)
 
     def cancel(self, notice: node_pb2.Cancel) -> None:
         """Do not start the task if it has not started (``actorrt.cancel``); a task that ran (or is

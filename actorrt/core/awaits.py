@@ -81,7 +81,8 @@ class Awaits:
         """The awaits pending for ``REPORT_AFTER_S`` or more."""
         return [head_pb2.Await(waiter=p.waiter.sender_id, task_id=p.task_id, object_id=p.ref.object_id,
                                producer=p.ref.producer, waited_s=now - p.since, waiter_name=p.waiter.running)
-                for p in self._pending.values() if now - p.since >= REPORT_AFTER_S]
+                for p in self._pending.values() if now - p.since >= REPORT_AFTER_S
+                and not getattr(p.waiter, "has_free_slot", bool)()]  # a concurrent actor serves on meanwhile
 
     def deadlocked(self, deadlock: head_pb2.Deadlock) -> None:
         """The head suspects these awaits wait for each other (confirm the tasks they await that

@@ -51,7 +51,7 @@ class Checkpointer:
         self._unwritten = 0  # checkpoints snapshotted and not yet durable
         self.announced: node_pb2.Checkpointed | None = None  # the newest durable one, as told to every process
 
-    def due(self, spec: pb.TaskSpec) -> bool:
+    def due(self, spec: pb.TaskSpec | None = None) -> bool:
         """Whether to checkpoint after ``spec`` ran: every ``checkpoint_every`` tasks, or when an
         extra asks (a memory-pressure checkpoint). Never under global rollback, whose checkpoints
         are global: an actor's own one would tell its senders it covers calls that the global
@@ -59,8 +59,8 @@ class Checkpointer:
         replay: it redoes a past the store holds already, and a checkpoint of a large state would
         hold the recovery up (the first task after the replay takes the one due)."""
         actor = self._actor
-        if (actor.death is not None or spec.method == CHECKPOINT_METHOD or actor.services.ft.rolls_back
-                or actor.replaying):
+        if (actor.death is not None or (spec is not None and spec.method == CHECKPOINT_METHOD)
+                or actor.services.ft.rolls_back or actor.replaying):
             return False
         every = actor.creation.checkpoint_every
         if every and self.since >= every:

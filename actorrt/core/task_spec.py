@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +64,32 @@ class SenderContext:
     def next_actor_id(self) -> bytes:
         self.actors_created += 1
         return ids.actor_id(self.sender_id, self.actors_created)
+
+
+class CallSender:
+    """One of a concurrent actor's calls, as a sender: the actor's counters, extras and lock, and
+    its own running task (the parent of what it submits, what its awaits are reported for)."""
+
+    _OWN = frozenset({"current_task", "running", "has_free_slot"})
+
+    def __init__(self, actor: SenderContext, current_task: bytes, running: str,
+                 has_free_slot: Callable[[], bool]) -> None:
+        object.__setattr__(self, "_actor", actor)
+        object.__setattr__(self, "current_task", current_task)
+        object.__setattr__(self, "running", running)
+        object.__setattr__(self, "has_free_slot", has_free_slot)  # its awaits block nobody while true
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._actor, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._OWN:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._actor, name, value)
+
+    next_counter = SenderContext.next_counter
+    next_actor_id = SenderContext.next_actor_id
 
 
 def sender_replayed(spec: pb.TaskSpec, lineage_logged: bool) -> bool:

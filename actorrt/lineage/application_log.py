@@ -45,9 +45,11 @@ class RunningTask:
     # (a method that blocks in get): its new versions reach the stash through it, in order.
     loop: asyncio.AbstractEventLoop | None = None
 
-    def record(self, fn: Callable[[], T], on_new_version: Callable[[pb.TaskSpec], None]) -> T:
+    def record(self, fn: Callable[[], T], on_new_version: Callable[[pb.TaskSpec], None],
+               depends_on: bytes = b"") -> T:
         """The logged value of this task's next event, or ``fn()``, logged through
-        ``on_new_version`` (the lineage stash) before it is returned."""
+        ``on_new_version`` (the lineage stash) before it is returned; ``depends_on``: a task
+        whose lineage must be kept with this version (the event followed it)."""
         if self.position < len(self.spec.application_log):
             value = pickling.loads(self.spec.application_log[self.position])
         else:
@@ -60,6 +62,8 @@ class RunningTask:
                                  f"each of its later versions; record small values (a seed, a key, a "
                                  f"timestamp) and derive the data from them")
             self.spec = with_entry(self.spec, entry)
+            if depends_on and depends_on != self.spec.task_id and depends_on not in self.spec.dependencies:
+                self.spec.dependencies.append(depends_on)
             if self.loop is None:
                 on_new_version(self.spec)
             else:

@@ -137,7 +137,7 @@ class Arg(_message.Message):
     def __init__(self, keyword: _Optional[str] = ..., value: _Optional[_Union[SerializedObject, _Mapping]] = ..., ref: _Optional[_Union[ObjectRefProto, _Mapping]] = ...) -> None: ...
 
 class ActorCreation(_message.Message):
-    __slots__ = ("class_blob", "class_name", "methods", "nondeterministic", "slot", "checkpoint_every", "standby")
+    __slots__ = ("class_blob", "class_name", "methods", "nondeterministic", "slot", "checkpoint_every", "standby", "max_concurrency")
     CLASS_BLOB_FIELD_NUMBER: _ClassVar[int]
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
     METHODS_FIELD_NUMBER: _ClassVar[int]
@@ -145,6 +145,7 @@ class ActorCreation(_message.Message):
     SLOT_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_EVERY_FIELD_NUMBER: _ClassVar[int]
     STANDBY_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     class_blob: bytes
     class_name: str
     methods: _containers.RepeatedScalarFieldContainer[str]
@@ -152,7 +153,8 @@ class ActorCreation(_message.Message):
     slot: int
     checkpoint_every: int
     standby: int
-    def __init__(self, class_blob: _Optional[bytes] = ..., class_name: _Optional[str] = ..., methods: _Optional[_Iterable[str]] = ..., nondeterministic: _Optional[bool] = ..., slot: _Optional[int] = ..., checkpoint_every: _Optional[int] = ..., standby: _Optional[int] = ...) -> None: ...
+    max_concurrency: int
+    def __init__(self, class_blob: _Optional[bytes] = ..., class_name: _Optional[str] = ..., methods: _Optional[_Iterable[str]] = ..., nondeterministic: _Optional[bool] = ..., slot: _Optional[int] = ..., checkpoint_every: _Optional[int] = ..., standby: _Optional[int] = ..., max_concurrency: _Optional[int] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
     __slots__ = ("task_id", "version", "receiver", "sender", "task_counter", "application_log", "parent_id", "predecessor_id", "argument_ids", "dependencies", "method", "args", "owner_address", "actor_creation", "function", "answered_upto")

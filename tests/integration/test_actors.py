@@ -314,10 +314,10 @@ def test_remote_takes_actor_options_and_an_unknown_option_lists_the_real_ones(cl
     pids = {n["node"]: n["pid"] for n in actorrt.nodes()}
     assert actorrt.get(Placed.remote().where.remote(), timeout=30) == pids[1]
     assert actorrt.get(Placed.options(node=0).remote().where.remote(), timeout=30) == pids[0]
-    with pytest.raises(TypeError, match="unknown actor option max_concurrency: the options are checkpoint_every, "
-                                        "get_if_exists, max_in_flight, name, node, nondeterministic, standby "
-                                        "\\(max_concurrency is Ray's: here, an actor runs one call at a time"):
-        Counter.options(max_concurrency=4)
+    with pytest.raises(TypeError, match="unknown actor option concurrency_groups: the options are checkpoint_every, "
+                                        "get_if_exists, max_concurrency, max_in_flight, name, node, nondeterministic, "
+                                        "standby \\(concurrency_groups is Ray's: here, one group per actor"):
+        Counter.options(concurrency_groups={"io": 2})
     with pytest.raises(TypeError, match="unknown actor option bogus: the options"):
         actorrt.remote(num_gpus=1, bogus=2)
     ray_annotated = Placed.options(num_cpus=2, max_restarts=-1, lifetime="detached")  # meant here, or ignored

@@ -27,7 +27,7 @@ def test_what_holds_here_is_accepted_and_resources_are_ignored_with_one_warning(
 
 
 @pytest.mark.parametrize(("options", "error", "says"), [
-    ({"max_concurrency": 4}, TypeError, "max_concurrency is Ray's: here, an actor runs one call at a time"),
+    ({"concurrency_groups": {"io": 2}}, TypeError, "concurrency_groups is Ray's: here, one group per actor"),
     ({"namespace": "x"}, TypeError, "names are cluster-wide"),
     ({"lifetime": "non_detached"}, ValueError, "lives until it is killed or the cluster stops"),
     ({"max_restarts": -5}, ValueError, "recovery is automatic and exact"),
