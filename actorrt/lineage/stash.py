@@ -4,7 +4,7 @@ A synchronous, in-memory structure with no I/O, so its rules are tested without 
 
 - ``add`` keeps the newest version of a task (Definition 4.1); the caller flushes what it returns.
 - ``ack`` records that the store holds a version; ``TryEvict`` then drops a task once it (or a newer
-  version) is committed and none of its dependencies is still stashed, cascading to dependents.
+  version) is committed and no stashed ancestor of it is uncommitted, cascading to dependents.
 - ``committed_upto`` records a channel's commit watermark (announced by the receiver): every task
   of that sender to that receiver up to a counter is committed at its final version.
 - ``lineage_for`` is ``GetUncommittedLineage`` for one destination: the stashed ancestors of a task
@@ -184,7 +184,7 @@ class Stash:
             entry = todo.pop()
             tid = entry.task_id
             if (entries.get(tid) is not entry or entry.committed < entry.version
-                    or any(d in entries for d in entry.deps)):
+                    or self._uncommitted_ancestor(entry)):
                 continue
             del entries[tid]
             evicted.append(tid)
@@ -202,6 +202,26 @@ class Stash:
                     todo.append(waiting)
         self.evicted += len(evicted)
         return evicted
+
+    def _uncommitted_ancestor(self, entry: _Entry) -> bool:
+        """Whether a stashed ancestor of ``entry`` is uncommitted: then the walk from its
+        dependents must pass through it. Ancestors that are all committed go, cycles among them
+        too (a concurrent actor's steps depend on each other's tasks, both ways)."""
+        entries = self._entries
+        todo = [d for d in entry.deps if d in entries]
+        seen: set[bytes] = set()
+        while todo:
+            tid = todo.pop()
+            if tid in seen:
+                continue
+            seen.add(tid)
+            ancestor = entries.get(tid)
+            if ancestor is None:
+                continue
+            if ancestor.committed < ancestor.version:
+                return True
+            todo.extend(d for d in ancestor.deps if d in entries)
+        return False
 
     # ---- lineage --------------------------------------------------------------------------------
 
