@@ -46,15 +46,16 @@ class RunningTask:
     loop: asyncio.AbstractEventLoop | None = None
 
     def record(self, fn: Callable[[], T], on_new_version: Callable[[pb.TaskSpec], None],
-               depends_on: bytes = b"") -> T:
+               depends_on: bytes = b"", encode: Callable[[T], bytes] = pickling.dumps) -> T:
         """The logged value of this task's next event, or ``fn()``, logged through
         ``on_new_version`` (the lineage stash) before it is returned; ``depends_on``: a task
-        whose lineage must be kept with this version (the event followed it)."""
+        whose lineage must be kept with this version (the event followed it); ``encode``: how
+        the value is written (cloudpickle, unless it is plain data)."""
         if self.position < len(self.spec.application_log):
             value = pickling.loads(self.spec.application_log[self.position])
         else:
             value = fn()
-            entry = pickling.dumps(value)
+            entry = encode(value)
             logged = sum(map(len, self.spec.application_log)) + len(entry)
             if logged > MAX_RECORD_BYTES:
                 raise ValueError(f"actorrt.record() would log {logged} bytes for this task, over the limit of "
