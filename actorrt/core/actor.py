@@ -214,14 +214,18 @@ class ActorInstance:
         """Whether to run ``spec`` (a re-sent task is answered from the ledger instead), once the
         stash has room and the node holds its lease."""
         if self.ledger.is_resent(spec):
-            self.services.fetches.drop_unused(spec)
-            self.services.send_result(spec.owner_address, self.ledger.answer(spec))
+            self.answer_resent(spec)
             return False
         if self.services.ft.over_limit:  # back-pressure: the tasks this one submits would grow the stash
             await self.services.ft.wait_below_limit()
         if not self.services.lease.valid():  # a node that hung may have been replaced meanwhile
             await self.services.lease.held()
         return True
+
+    def answer_resent(self, spec: pb.TaskSpec) -> None:
+        """``spec`` ran here before: its kept result, or why there is none."""
+        self.services.fetches.drop_unused(spec)
+        self.services.send_result(spec.owner_address, self.ledger.answer(spec))
 
     async def start(self, spec: pb.TaskSpec) -> Started:
         """``spec``'s place in the actor's order: the replay's, or recorded now (AssignTask)."""
@@ -244,11 +248,14 @@ class ActorInstance:
         self.ledger.ran(spec)
         return Started(spec, replayed, replay_done, keep=spec.task_id not in self.results_unasked)
 
-    async def finish(self, started: Started, value: pb.ObjectValue, checkpoint: bool = True) -> None:
-        """``started`` ran to ``value``: kept, checkpointed after if due (and ``checkpoint``), and
-        sent to its owner."""
+    async def finish(self, started: Started, value: pb.ObjectValue, checkpoint: bool = True,
+                     executed: bool = True, replay_done: bool = True) -> None:
+        """``started`` ran to ``value``: told to the lineage (unless ``executed`` is False: the
+        caller tells it), kept, checkpointed after if due (and ``checkpoint``), sent to its owner,
+        and the replay over if it was its last task (and ``replay_done``)."""
         spec = started.spec
-        self.services.ft.on_executed(spec, started.replayed)
+        if executed:
+            self.services.ft.on_executed(spec, started.replayed)
         self.executed += 1
         self.checkpointer.since += 1
         if started.keep:
@@ -259,7 +266,7 @@ class ActorInstance:
         # answered from the ledger: sending it again would only load the streams.
         if not started.replayed:
             self.services.send_result(spec.owner_address, value, spec)
-        if started.replay_done:
+        if started.replay_done and replay_done:
             self.replayed.set()
             self.timers.resume()
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from actorrt.core import context
 from actorrt.core.actor import ActorInstance, ActorServices
-from actorrt.core.concurrent_calls import steps
+from actorrt.core.concurrent_calls import actor_steps
 from actorrt.core.function_calls import FunctionCalls
 from actorrt.core.ledger import results_unasked
 from actorrt.core.serialization import runtime_error
@@ -66,7 +67,7 @@ class ActorHost:
                 actor.die(pb.ACTOR_DIED, f"actor {actor.who} could not restore its checkpoint: {exc!r}")
         actor.replay_order = order
         if actor.creation.max_concurrency > 1:  # live steps come after the steps the replay recorded
-            steps(actor).replaying(order)
+            actor_steps(actor).replaying(order)
         actor.results_unasked = results_unasked(order)
         for spec in order:
             actor.replay.add(spec.task_id)
@@ -95,7 +96,9 @@ class ActorHost:
         """A task of ``sender`` awaited a result its receiver no longer keeps: if it is a replayed
         task, it cannot do what it did before the failure."""
         actor = self.actors.get(sender.sender_id)
-        if actor is not None and actor.replaying and actor.replaying == sender.current_task:
+        running = context.running_task.get(None)
+        if actor is not None and running is not None and running.replayed \
+                and running.spec.task_id == sender.current_task:
             self._stop_replay(actor, error)
 
     @staticmethod

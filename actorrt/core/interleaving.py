@@ -64,8 +64,9 @@ class Interleaving:
         self._recorded_last = -1  # the last number the queued replay recorded: live steps come after
         self._turns: dict[int, asyncio.Future] = {}  # a recorded number -> the call waiting for it
         self._live: list[asyncio.Future] = []  # calls past their logs, waiting for the replay's steps
+        self._failed: BaseException | None = None  # the actor stopped: every turn raises it
 
-    def __getstate__(self) -> dict[str, int]:
+    def __getstate__(self) -> dict[str, int]:  # (the step sequence goes on in a restored actor)
         return {"next": self.next}  # taken while no call runs: nobody waits
 
     def __setstate__(self, state: dict[str, int]) -> None:
@@ -87,6 +88,8 @@ class Interleaving:
     async def turn(self, on_record: Callable[[pb.TaskSpec], None] | None) -> None:
         """Return when the running call may take its next step, its number recorded (live,
         through ``on_record``; None where nothing is logged) or reached (replayed)."""
+        if self._failed is not None:
+            raise self._failed
         if on_record is None:
             self.next += 1
             return
@@ -109,7 +112,9 @@ class Interleaving:
         self._wake()
 
     def fail(self, error: BaseException) -> None:
-        """The actor stopped (a replay diverged): calls waiting for their turn raise ``error``."""
+        """The actor stopped (a replay diverged): calls waiting for their turn raise ``error``,
+        and so does every later turn."""
+        self._failed = error
         waiting, self._turns, live, self._live = list(self._turns.values()), {}, self._live, []
         for future in [*waiting, *live]:
             if not future.done():
@@ -168,4 +173,19 @@ async def drive(coro: Coroutine[Any, Any, Any], turn: Callable[[], Coroutine[Any
         except asyncio.CancelledError as cancelled:  # this task was cancelled (a timeout in the call)
             if yielded is None or not yielded.cancel():
                 thrown = cancelled  # else the future it awaits is cancelled: its await raises there
-        await turn()
+        cancelled_meanwhile = await take_turn(turn)
+        if cancelled_meanwhile is not None and thrown is None:
+            thrown = cancelled_meanwhile
+
+
+async def take_turn(turn: Callable[[], Coroutine[Any, Any, None]]) -> asyncio.CancelledError | None:
+    """``turn()``, taken even if this task is cancelled while it waits (the actor's sequence
+    must not lose the step); the cancellation, if one came, to throw into the call at its step."""
+    waiting = asyncio.ensure_future(turn())
+    cancelled = None
+    while True:
+        try:
+            await asyncio.shield(waiting)
+            return cancelled
+        except asyncio.CancelledError as exc:
+            cancelled = exc

@@ -33,7 +33,8 @@ class _Entry:
     """A stashed spec and what the stash reads of it, read once: every protobuf field read
     allocates, and walks and evictions read the same fields again and again."""
 
-    __slots__ = ("spec", "task_id", "version", "deps", "channel", "counter", "committed", "forwards", "sent_to")
+    __slots__ = ("spec", "task_id", "version", "deps", "channel", "counter", "committed", "forwards", "sent_to",
+                 "blocked_by")
 
     def __init__(self, spec: pb.TaskSpec) -> None:
         self.task_id: bytes = spec.task_id
@@ -42,6 +43,7 @@ class _Entry:
         self.committed = -1  # highest version the store acknowledged
         self.forwards = 0  # how many times this task was forwarded as lineage
         self.sent_to: dict[str, int] = {}  # destination -> version sent there
+        self.blocked_by = b""  # an uncommitted ancestor found last time (checked again first)
         self.take(spec)
 
     def take(self, spec: pb.TaskSpec) -> None:
@@ -206,9 +208,20 @@ class Stash:
     def _uncommitted_ancestor(self, entry: _Entry) -> bool:
         """Whether a stashed ancestor of ``entry`` is uncommitted: then the walk from its
         dependents must pass through it. Ancestors that are all committed go, cycles among them
-        too (a concurrent actor's steps depend on each other's tasks, both ways)."""
+        too (a concurrent actor's steps depend on each other's tasks, both ways).
+
+        The uncommitted ancestor found is remembered by every task on the path to it, and looked
+        at first next time: a chain behind one uncommitted task costs one step per try, not its
+        length (its commit frees the path through the usual cascade to dependents)."""
         entries = self._entries
+        if not any(d in entries for d in entry.deps):
+            return False
+        if self._still_blocks(entry.blocked_by):
+            return True
+        parent: dict[bytes, bytes] = {}
         todo = [d for d in entry.deps if d in entries]
+        for d in todo:
+            parent.setdefault(d, entry.task_id)
         seen: set[bytes] = set()
         while todo:
             tid = todo.pop()
@@ -218,10 +231,24 @@ class Stash:
             ancestor = entries.get(tid)
             if ancestor is None:
                 continue
-            if ancestor.committed < ancestor.version:
+            blocker = tid if ancestor.committed < ancestor.version else (
+                ancestor.blocked_by if self._still_blocks(ancestor.blocked_by) else b"")
+            if blocker:
+                node = tid
+                while node != entry.task_id:  # the path from ``entry`` to it
+                    entries[node].blocked_by = blocker
+                    node = parent[node]
+                entry.blocked_by = blocker
                 return True
-            todo.extend(d for d in ancestor.deps if d in entries)
+            for d in ancestor.deps:
+                if d in entries and d not in seen:
+                    parent.setdefault(d, tid)
+                    todo.append(d)
         return False
+
+    def _still_blocks(self, tid: bytes) -> bool:
+        blocker = self._entries.get(tid) if tid else None
+        return blocker is not None and blocker.committed < blocker.version
 
     # ---- lineage --------------------------------------------------------------------------------
 

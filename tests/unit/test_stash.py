@@ -37,6 +37,30 @@ def test_ack_of_an_older_version_does_not_commit():
     assert len(s) == 0
 
 
+def test_tasks_that_depend_on_each_other_go_once_every_ancestor_is_committed():
+    # A concurrent actor's steps: each call's later version depends on the other call's task.
+    s = Stash()
+    s.add(spec("root"))
+    s.add(spec("a", ["root", "b"]))
+    s.add(spec("b", ["a"]))
+    assert s.ack(b"a", 0) == [] and s.ack(b"b", 0) == []  # committed, but behind the uncommitted root
+    assert sorted(s.ack(b"root", 0)) == [b"a", b"b", b"root"]  # the cycle goes with it
+    s.add(spec("c", ["d"]))
+    s.add(spec("d", ["c"]))
+    s.ack(b"c", 0)
+    assert sorted(s.ack(b"d", 0)) == [b"c", b"d"]
+
+
+def test_a_long_chain_behind_one_uncommitted_task_is_kept_then_goes_at_its_commit():
+    s = Stash()
+    s.add(spec("t0"))
+    for i in range(1, 3000):
+        s.add(spec(f"t{i}", [f"t{i - 1}"]))
+    for i in range(2999, 0, -1):  # every ack finds the uncommitted root it remembered, not the chain
+        assert s.ack(f"t{i}".encode(), 0) == []
+    assert len(s.ack(b"t0", 0)) == 3000 and len(s) == 0
+
+
 def test_committed_task_waits_for_its_uncommitted_dependency_then_cascades():
     s = Stash()
     s.add(spec("a"))
