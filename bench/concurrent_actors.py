@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from ray_peer import DEFAULT_RAY_PYTHON, ray_figures
 from run_meta import run_meta
 
 RESULTS = Path(__file__).parent / "results"
@@ -101,23 +101,6 @@ def run_ray(calls: int, steps: int, repeat: int) -> dict[str, Any]:
         ray.shutdown()
 
 
-def ray_results(calls: int, steps: int, repeat: int, ray_python: str) -> dict[str, Any] | None:
-    """Ray's figures: in this Python if it has Ray, else in ``ray_python``; None if neither has it."""
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        return run_ray(calls, steps, repeat)
-    if not ray_python or not Path(ray_python).exists():
-        return None
-    done = subprocess.run([ray_python, __file__, "--ray-only", "--calls", str(calls), "--steps", str(steps),
-                           "--repeat", str(repeat)], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise click.ClickException(f"the Ray run failed: {done.stderr[-2000:]}")
-    return json.loads(done.stdout.splitlines()[-1])
-
-
 def _plot(result: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -166,7 +149,7 @@ def _table(result: dict[str, Any]) -> None:
 @click.option("--steps", default=10, show_default=True, help="Awaits per call.")
 @click.option("--repeat", default=5, show_default=True, help="Rounds per system (the median is reported).")
 @click.option("--ray/--no-ray", "with_ray", default=True, show_default=True, help="Run Ray too, if installed.")
-@click.option("--ray-python", default=str(Path(__file__).parents[1] / ".venv-ray" / "bin" / "python"),
+@click.option("--ray-python", default=DEFAULT_RAY_PYTHON,
               show_default=True, help="A Python with Ray, run as a subprocess when this one has none.")
 @click.option("--ray-only", is_flag=True, hidden=True, help="Print Ray's figures as JSON (the subprocess).")
 @click.option("--quick", is_flag=True, help="100 calls, 3 rounds.")
@@ -178,7 +161,9 @@ def main(calls: int, steps: int, repeat: int, with_ray: bool, ray_python: str, r
     stamp, result = run_meta(calls=calls, steps=steps, repeat=repeat, concurrency=CONCURRENCY)
     for mode in MODES:
         result[f"actorrt {mode}"] = run_actorrt(mode, calls, steps, repeat)
-    ray = ray_results(calls, steps, repeat, ray_python) if with_ray else None
+    ray = ray_figures(lambda: run_ray(calls, steps, repeat), __file__,
+                      ["--calls", str(calls), "--steps", str(steps), "--repeat", str(repeat)], ray_python) \
+        if with_ray else None
     if ray is not None:
         result["ray"] = ray
     RESULTS.mkdir(exist_ok=True)

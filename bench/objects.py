@@ -49,6 +49,7 @@ from typing import Any
 
 import click
 import numpy as np
+from ray_peer import DEFAULT_RAY_PYTHON, ray_figures
 from run_meta import commit
 from tls_env import tls_environment
 
@@ -182,20 +183,11 @@ def run_ray(sizes: list[int], repeat: int, warmup: int) -> dict[str, dict[int, T
 def ray_results(sizes: list[int], repeat: int, warmup: int, ray_python: str) -> dict[str, dict[int, Times]] | None:
     """Ray's figures: in this process if it has Ray, else in ``ray_python`` (a subprocess); None
     if neither has it."""
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        return run_ray(sizes, repeat, warmup)
-    if not ray_python or not Path(ray_python).exists():
-        return None
-    done = subprocess.run([ray_python, __file__, "--ray-only", "--sizes", ",".join(map(str, sizes)),
-                           "--repeat", str(repeat), "--warmup", str(warmup)], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise click.ClickException(f"the Ray run failed: {done.stderr[-2000:]}")
-    figures = json.loads(done.stdout.splitlines()[-1])
-    return {path: {int(s): t for s, t in by_size.items()} for path, by_size in figures.items()}
+    figures = ray_figures(lambda: run_ray(sizes, repeat, warmup), __file__,
+                          ["--sizes", ",".join(map(str, sizes)), "--repeat", str(repeat), "--warmup", str(warmup)],
+                          ray_python)
+    return None if figures is None else {path: {int(s): t for s, t in by_size.items()}
+                                         for path, by_size in figures.items()}
 
 
 def _gbps(size_mb: int, seconds: float) -> float:
@@ -277,7 +269,7 @@ def _table(result: dict[str, Any]) -> None:
 @click.option("--warmup", default=5, show_default=True, help="Untimed calls of each size before them.")
 @click.option("--modes", default=",".join(MODES), show_default=True, help="actorrt's ft modes, comma-separated.")
 @click.option("--ray/--no-ray", "with_ray", default=True, show_default=True, help="Run Ray too, if installed.")
-@click.option("--ray-python", default=str(Path(__file__).parents[1] / ".venv-ray" / "bin" / "python"),
+@click.option("--ray-python", default=DEFAULT_RAY_PYTHON,
               show_default=True, help="A Python with Ray, run as a subprocess when this one has none.")
 @click.option("--ray-only", is_flag=True, hidden=True, help="Print Ray's figures as JSON (the subprocess).")
 @click.option("--quick", is_flag=True, help="1, 10 and 100 MB, 3 warm-up and 3 timed calls.")
