@@ -112,7 +112,7 @@ def _run_wordcount(seed: int, chaos) -> None:
     assert all(r["detection_ms"] >= 0 and r["replay_ms"] > 0 for r in recoveries), recoveries
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [2])  # more seeds: python scripts/chaos_soak.py
 def test_wordcount_survives_kills_at_random_times(cluster_with, seed):
     rng = random.Random(seed)
 

@@ -20,7 +20,7 @@ _spec.loader.exec_module(chaos_soak)
 cloudpickle.register_pickle_by_value(chaos_soak)  # node processes cannot import it by name
 
 
-@pytest.mark.parametrize("seed", [11, 12, 13])
+@pytest.mark.parametrize("seed", [11])  # more seeds: python scripts/chaos_soak.py
 def test_the_pipeline_loses_and_duplicates_nothing_under_random_faults(cluster_with, tmp_path, seed):
     with cluster_with(num_nodes=chaos_soak.NUM_NODES, store_shards=2, heartbeat_timeout=chaos_soak.HEARTBEAT_TIMEOUT_S):
         outcome = chaos_soak.run_round(seed, seconds=3.0, wait_s=90.0, directory=tmp_path)

@@ -42,14 +42,13 @@ class Back:
         return await gate.wait.remote("back")
 
 
-def test_concurrent_calls_wait_on_each_other_and_call_back_into_the_actor(cluster_with):
-    with cluster_with(num_nodes=2, store_shards=1):
-        gate = Gate.options(max_concurrency=4).remote()
-        waiting = [gate.wait.remote(i) for i in range(3)]
-        gate.open.remote()
-        assert actorrt.get(waiting, timeout=30) == [0, 1, 2]
-        assert actorrt.get(gate.call_me.remote(gate, 2), timeout=30) == 0
-        assert actorrt.get(gate.via.remote(Back.remote(), gate), timeout=30) == "back"
+def test_concurrent_calls_wait_on_each_other_and_call_back_into_the_actor(cluster):
+    gate = Gate.options(max_concurrency=4).remote()
+    waiting = [gate.wait.remote(i) for i in range(3)]
+    gate.open.remote()
+    assert actorrt.get(waiting, timeout=30) == [0, 1, 2]
+    assert actorrt.get(gate.call_me.remote(gate, 2), timeout=30) == 0
+    assert actorrt.get(gate.via.remote(Back.remote(), gate), timeout=30) == "back"
     with pytest.raises(ValueError, match="max_concurrency must be an int >= 1"):
         Gate.options(max_concurrency=0)
 
@@ -71,21 +70,20 @@ class Journal:
         return list(self.entries)
 
 
-def test_interleaved_calls_replayed_after_a_kill_rebuild_exactly_the_lost_state(cluster_with):
-    with cluster_with(num_nodes=2, store_shards=1):
-        journal = Journal.options(node=1, max_concurrency=4, checkpoint_every=15).remote()
-        actorrt.get([journal.write.remote(i) for i in range(40)], timeout=60)
-        before = actorrt.get(journal.read.remote(), timeout=60)
-        assert sorted(e[:2] for e in before) == [(i, k) for i in range(40) for k in range(3)]
-        assert [e[0] for e in before] != sorted(e[0] for e in before)  # the calls did interleave
-        actorrt.kill_node(1)
-        assert actorrt.get(journal.read.remote(), timeout=60) == before  # the same steps, in the same order
-        more = [journal.write.remote(i) for i in range(40, 60)]
-        actorrt.kill_node(1)  # while calls run
-        actorrt.get(more, timeout=60)
-        after = actorrt.get(journal.read.remote(), timeout=60)
-        assert after[:len(before)] == before
-        assert sorted(e[:2] for e in after) == [(i, k) for i in range(60) for k in range(3)]  # each step once
+def test_interleaved_calls_replayed_after_a_kill_rebuild_exactly_the_lost_state(cluster):
+    journal = Journal.options(node=1, max_concurrency=4, checkpoint_every=15).remote()
+    actorrt.get([journal.write.remote(i) for i in range(40)], timeout=60)
+    before = actorrt.get(journal.read.remote(), timeout=60)
+    assert sorted(e[:2] for e in before) == [(i, k) for i in range(40) for k in range(3)]
+    assert [e[0] for e in before] != sorted(e[0] for e in before)  # the calls did interleave
+    actorrt.kill_node(1)
+    assert actorrt.get(journal.read.remote(), timeout=60) == before  # the same steps, in the same order
+    more = [journal.write.remote(i) for i in range(40, 60)]
+    actorrt.kill_node(1)  # while calls run
+    actorrt.get(more, timeout=60)
+    after = actorrt.get(journal.read.remote(), timeout=60)
+    assert after[:len(before)] == before
+    assert sorted(e[:2] for e in after) == [(i, k) for i in range(60) for k in range(3)]  # each step once
 
 
 @actorrt.remote
@@ -124,20 +122,19 @@ class Trainer:
         return steps
 
 
-def test_a_parameter_server_with_four_workers_pushing_and_pulling_survives_a_kill(cluster_with):
-    with cluster_with(num_nodes=2, store_shards=1):
-        server = ParameterServer.options(node=1, max_concurrency=8, checkpoint_every=20).remote()
-        trainers = [Trainer.options(node=0).remote(server, w) for w in range(4)]
-        first = [t.train.remote(15) for t in trainers]
-        assert actorrt.get(first, timeout=60) == [15] * 4
-        weights, applied = actorrt.get(server.state.remote(), timeout=60)
-        actorrt.kill_node(1)
-        assert actorrt.get(server.state.remote(), timeout=60) == (weights, applied)  # replayed exactly
-        second = [t.train.remote(15) for t in trainers]
-        actorrt.kill_node(1)  # in the middle of the pushes
-        assert actorrt.get(second, timeout=90) == [15] * 4
-        _, applied = actorrt.get(server.state.remote(), timeout=60)
-        assert sorted(applied) == sorted([(w, s) for w in range(4) for s in range(15)] * 2)  # each push once
+def test_a_parameter_server_with_four_workers_pushing_and_pulling_survives_a_kill(cluster):
+    server = ParameterServer.options(node=1, max_concurrency=8, checkpoint_every=20).remote()
+    trainers = [Trainer.options(node=0).remote(server, w) for w in range(4)]
+    first = [t.train.remote(15) for t in trainers]
+    assert actorrt.get(first, timeout=60) == [15] * 4
+    weights, applied = actorrt.get(server.state.remote(), timeout=60)
+    actorrt.kill_node(1)
+    assert actorrt.get(server.state.remote(), timeout=60) == (weights, applied)  # replayed exactly
+    second = [t.train.remote(15) for t in trainers]
+    actorrt.kill_node(1)  # in the middle of the pushes
+    assert actorrt.get(second, timeout=90) == [15] * 4
+    _, applied = actorrt.get(server.state.remote(), timeout=60)
+    assert sorted(applied) == sorted([(w, s) for w in range(4) for s in range(15)] * 2)  # each push once
 
 
 @actorrt.remote
@@ -157,14 +154,13 @@ class Moody:
         return self.steps
 
 
-def test_a_replay_that_diverges_stops_the_actor_loudly(cluster_with, tmp_path):
+def test_a_replay_that_diverges_stops_the_actor_loudly(cluster, tmp_path):
     mood = tmp_path / "mood"
     mood.write_text("3")
-    with cluster_with(num_nodes=2, store_shards=1):
-        moody = Moody.options(node=1, max_concurrency=2).remote(str(mood))
-        actorrt.get([moody.work.remote() for _ in range(2)], timeout=60)
-        assert actorrt.get(moody.count.remote(), timeout=60) == 6
-        mood.write_text("1")  # what it read before the failure is not what its replay reads
-        actorrt.kill_node(1)
-        with pytest.raises(actorrt.ActorDiedError, match="did not record"):
-            actorrt.get(moody.count.remote(), timeout=60)
+    moody = Moody.options(node=1, max_concurrency=2).remote(str(mood))
+    actorrt.get([moody.work.remote() for _ in range(2)], timeout=60)
+    assert actorrt.get(moody.count.remote(), timeout=60) == 6
+    mood.write_text("1")  # what it read before the failure is not what its replay reads
+    actorrt.kill_node(1)
+    with pytest.raises(actorrt.ActorDiedError, match="did not record"):
+        actorrt.get(moody.count.remote(), timeout=60)

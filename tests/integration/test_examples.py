@@ -24,15 +24,13 @@ def test_quickstart(tmp_path):
     assert "a.add(5)            -> 15" in out and "a still answers" in out and out.rstrip().endswith("done")
 
 
-@pytest.mark.parametrize("kill", [False, True])
-def test_allreduce_is_bit_identical_to_numpy(tmp_path, kill):
-    out = run_example(tmp_path, "allreduce.py", "--iterations", "4", "--size", "20000",
-                      *(["--kill"] if kill else []))
+def test_allreduce_is_bit_identical_to_numpy_through_a_kill(tmp_path):
+    out = run_example(tmp_path, "allreduce.py", "--iterations", "4", "--size", "20000", "--kill")
     assert "bit-identical to plain numpy: True" in out
-    assert ("node 1 recovered:" in out) == kill
+    assert "node 1 recovered:" in out
 
 
-@pytest.mark.parametrize("model,ft", [("logreg", "lineage_stash"), ("mlp", "lineage_stash"), ("mlp", "checkpoint")])
+@pytest.mark.parametrize("model,ft", [("mlp", "lineage_stash"), ("mlp", "checkpoint")])
 def test_sgd_killed_mid_run_converges_to_the_single_process_weights(tmp_path, model, ft):
     out = run_example(tmp_path, "sgd.py", "--model", model, "--iterations", "30", "--checkpoint-every", "10",
                       "--kill", "--ft", ft)
@@ -53,8 +51,7 @@ def test_bridge_wordcount_with_a_kill_equals_spark(tmp_path):
     assert "killed node" in out and "equals Spark's own groupBy().count(): True" in out
 
 
-@pytest.mark.parametrize("kill", [False, True])
-def test_streaming_wordcount_adds_up_to_the_plain_count(tmp_path, kill):
-    out = run_example(tmp_path, "streaming_wordcount.py", "--lines", "2000", *(["--kill"] if kill else []))
+def test_streaming_wordcount_adds_up_to_the_plain_count_through_a_kill(tmp_path):
+    out = run_example(tmp_path, "streaming_wordcount.py", "--lines", "2000", "--kill")
     assert "window counts add up to a plain-Python count: True" in out
-    assert ("node 1 recovered:" in out) == kill
+    assert "node 1 recovered:" in out

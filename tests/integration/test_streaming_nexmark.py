@@ -18,7 +18,9 @@ EVENTS = list(nexmark.events(20_000, seed=5, rate=RATE))  # 20 s of event time
 BIDS = [e for e in EVENTS if isinstance(e, Bid)]
 
 
-@pytest.mark.parametrize("name", oracles.QUERIES)
+# The stateful ones (a join, sliding windows, a window join): every query meets its oracle without a
+# kill in tests/unit/test_nexmark_queries.py, and bench/nexmark.py runs Q3 and Q8 around a kill.
+@pytest.mark.parametrize("name", ["q3", "q5", "q8"])
 def test_a_nexmark_query_survives_a_kill_with_the_oracles_answer(name, cluster_with, tmp_path):
     with cluster_with(num_nodes=2, store_shards=1):
         flow = Dataflow(f"nexmark-{name}", batch_size=200)
