@@ -115,9 +115,12 @@ def test_checkpoints_every_n_tasks_bound_the_store_and_the_replay(cluster_with):
         assert actorrt.get(bounded.state.remote(), timeout=60) == expected
 
         # The collector runs in the background after each checkpoint; the store then holds at
-        # most the two last intervals of the checkpointed actor, and everything of the other.
-        eventually(lambda: _records_sent_to(unbounded.actor_id), lambda held: held == n + 2, 10)
-        eventually(lambda: _records_sent_to(bounded.actor_id), lambda held: held <= 2 * every + 2, 10)
+        # most the two last intervals of the checkpointed actor, and everything of the other. A
+        # copy the driver's flush writes after an interval's collection passed goes at the next
+        # one: the actor is idle now, so an interval's worth of those may stay (a loaded 2-core
+        # machine sees a few; the collection also trails the checkpoints by seconds there).
+        eventually(lambda: _records_sent_to(unbounded.actor_id), lambda held: held == n + 2, 30)
+        eventually(lambda: _records_sent_to(bounded.actor_id), lambda held: held <= 3 * every + 2, 30)
 
         actorrt.kill_node(1)
         assert actorrt.get(bounded.state.remote(), timeout=60) == expected
