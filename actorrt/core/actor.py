@@ -204,7 +204,7 @@ class ActorInstance:
                 continue
             started = await self.start(spec)
             self.running = started.spec.task_id
-            value = await self.execute(started)
+            value = await self._execute(started.spec, started.keep)  # (no extra coroutine on the hot path)
             self.running = b""
             await self.finish(started, value)
             if not self.mailbox.empty() and (not self.replaying or self.executed % REPLAY_YIELD_EVERY == 0):
