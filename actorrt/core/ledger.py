@@ -12,7 +12,7 @@ import logging
 from collections import OrderedDict
 
 from actorrt.core.serialization import runtime_error
-from actorrt.core.task_spec import call_digest, sender_replayed
+from actorrt.core.task_spec import call_digest, sender_replayed, sent_by_function
 from actorrt.lineage import ids
 from actorrt.objects.shared import SharedObjects
 from actorrt.objects.store import shared_part, wire_size
@@ -30,6 +30,11 @@ RESULTS_KEPT_PER_PROCESS = 16
 RESULT_BYTES_KEPT_PER_PROCESS = 256 * 1024
 # Digests of the calls run per sender (8 bytes each), to tell a faithful re-send from a diverged one.
 CALLS_KEPT_PER_SENDER = 1024
+# A remote function's call that is run again asks its receivers for the results it had, under the
+# same counters; it never checkpoints, so its receivers keep what they ran from the last this many
+# such calls (all of each one's results, while they all fit in 64 MB).
+FUNCTION_SENDERS_KEPT = 1024
+FUNCTION_RESULT_BYTES_KEPT = 64 * 1024 * 1024
 # A replay serializes and keeps the results of a process's last this many replayed tasks: a driver
 # re-sends only the tasks it has no result for, the newest ones (a margin over what is kept).
 REPLAYED_RESULTS_KEPT_PER_PROCESS = 4 * RESULTS_KEPT_PER_PROCESS
@@ -60,6 +65,8 @@ class SenderLedger:
         self.results: dict[bytes, OrderedDict[int, tuple[pb.ObjectValue, int]]] = {}
         self._kept_bytes: dict[bytes, int] = {}  # per sender, of ``results``
         self._calls: dict[bytes, OrderedDict[int, bytes]] = {}  # per sender: counter -> call_digest
+        self._function_senders: OrderedDict[bytes, None] = OrderedDict()  # least recently run from first
+        self._function_bytes = 0  # of their results
 
     def is_resent(self, spec: pb.TaskSpec) -> bool:
         return spec.task_counter <= self.last_counter.get(spec.sender, 0)
@@ -85,10 +92,28 @@ class SenderLedger:
         size = wire_size(value)
         kept[spec.task_counter] = (value, size)
         self._kept_bytes[spec.sender] = self._kept_bytes.get(spec.sender, 0) + size - replaced_size
-        if not sender_replayed(spec, self._senders_replay):
+        if sent_by_function(spec):
+            self._function_bytes += size - replaced_size
+            self._bound_function_senders(spec.sender)
+        elif not sender_replayed(spec, self._senders_replay):
             sender = spec.sender
             while len(kept) > RESULTS_KEPT_PER_PROCESS and self._kept_bytes[sender] > RESULT_BYTES_KEPT_PER_PROCESS:
                 self._drop_oldest(sender, kept)
+
+    def _bound_function_senders(self, sender: bytes) -> None:
+        """Keep the results and digests of the last ``FUNCTION_SENDERS_KEPT`` function calls that
+        called this actor; older ones go whole (their counters stay: a late re-send is still told
+        from a new call)."""
+        self._function_senders[sender] = None
+        self._function_senders.move_to_end(sender)
+        while len(self._function_senders) > 1 and (len(self._function_senders) > FUNCTION_SENDERS_KEPT
+                                                   or self._function_bytes > FUNCTION_RESULT_BYTES_KEPT):
+            oldest = next(iter(self._function_senders))
+            self.drop_results(oldest, self.last_counter.get(oldest, 0))
+            del self._function_senders[oldest]
+            self._calls.pop(oldest, None)
+            self.results.pop(oldest, None)
+            self._kept_bytes.pop(oldest, None)
 
     def _held(self, value: pb.ObjectValue) -> pb.ObjectValue:
         shared = shared_part(value)
@@ -120,6 +145,8 @@ class SenderLedger:
         dropped, dropped_size = kept.popitem(last=False)[1]
         self._let_go(dropped)
         self._kept_bytes[sender] -= dropped_size
+        if sender in self._function_senders:
+            self._function_bytes -= dropped_size
 
     def answer(self, spec: pb.TaskSpec) -> pb.ObjectValue:
         """The answer to a re-sent ``spec``: its kept result; an error if the call differs from
@@ -130,7 +157,8 @@ class SenderLedger:
             msg = (f"the replay of {ids.short(spec.sender)} diverged: its task #{spec.task_counter} to "
                    f"{self._who} came again as {spec.method}() with other arguments than the call that ran. It "
                    f"depends on something its lineage does not record: read clocks, random draws and outside data "
-                   f"through actorrt.record() (or more than max_forwards processes failed at once)")
+                   f"through actorrt.record() (or more than max_forwards processes failed at once; a remote "
+                   f"function that calls actors is run again after a failure, and must make the same calls)")
             log.error("%s", msg)
             return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.REPLAY_DIVERGED, msg, self._actor_id))
         value, _ = self.results.get(spec.sender, {}).get(spec.task_counter, (None, 0))
@@ -138,7 +166,8 @@ class SenderLedger:
             msg = (f"{self._who} ran task #{spec.task_counter} from {ids.short(spec.sender)} but no longer keeps "
                    f"its result: the sender's checkpoint covered it, or the sender is a driver (of whose results "
                    f"it keeps the last {RESULTS_KEPT_PER_PROCESS}, more while they fit in "
-                   f"{RESULT_BYTES_KEPT_PER_PROCESS} bytes)")
+                   f"{RESULT_BYTES_KEPT_PER_PROCESS} bytes), or a remote function's call older than the last "
+                   f"{FUNCTION_SENDERS_KEPT} that called it)")
             value = pb.ObjectValue(object_id=object_id, error=runtime_error(pb.RESULT_NOT_KEPT, msg))
         return value
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from actorrt.exceptions import ClusterError
 from actorrt.rpc import head_pb2
 
 
@@ -89,6 +90,15 @@ class Membership:
                 break
             info = self._nodes.get(info.heir)
         return info
+
+    def slot_by_hash(self, key: bytes) -> int:
+        """A slot chosen by ``key`` alone among every slot this view names, dead ones included
+        (their actors are served by a restart or an heir): the same slot for the same key in any
+        process, while no node joins the cluster."""
+        slots = sorted(self._nodes)
+        if not slots:
+            raise ClusterError("no node in the cluster view to place the actor on")
+        return slots[int.from_bytes(key[:8], "big") % len(slots)]
 
     def accepts(self, slot: int) -> bool:
         """Whether tasks for ``slot`` have somewhere to go: a live node serves it, or the head is

@@ -56,7 +56,6 @@ class Submitter:
         the ref to its result. ``bounded``: the call counts in its channel's window until answered
         (the caller waited for room first: ``wait_for_room``)."""
         ctx = self.sender()
-        _no_actor_calls_in_functions(ctx, f"calls actor method {method}()")
         encoded = encode_args(args, kwargs, self._inline_max_bytes(), to_shared=not _replaying())
         self._wait_for_stash_room()
         with ctx.lock:
@@ -124,11 +123,10 @@ class Submitter:
         restarted one rebuilds the actor. ``before_send(actor id, slot)`` runs before the creation
         task is sent; if it raises, nothing is sent."""
         ctx = self.sender()
-        _no_actor_calls_in_functions(ctx, f"creates an actor of class {creation.class_name}")
         encoded = encode_args(args, kwargs, self._inline_max_bytes())
         with ctx.lock:
             actor_id = ctx.next_actor_id()
-            slot = self._place(node, ctx.actors_created)
+            slot = self._place(node, actor_id, ctx)
             creation.slot = slot
             before_send(actor_id, slot)
             ref = self._submit(build_task(ctx, actor_id, "__init__", encoded.args, encoded.refs, self.address,
@@ -159,15 +157,20 @@ class Submitter:
                     f"reachable? Nothing was submitted; call again once it is (or raise stash_limit)")
             time.sleep(0.002)
 
-    def _place(self, node: int | None, counter: int) -> int:
+    def _place(self, node: int | None, actor_id: bytes, ctx: SenderContext) -> int:
         """The slot for a new actor: ``node``, or the next live one. Inside an actor task the
         choice is logged in the task's application log, so a replay places the actor where the
         lost run did, whichever nodes are alive then (its tasks follow the slot to whoever serves
-        it). A slot restarting, or inherited by a live node, is served; a dead one alone is not."""
-        if node is None:
-            return context.record(lambda: self.next_live_slot(counter, "place the actor on"), self.ft.on_record)
-        return self._live(node)
+        it). A slot restarting, or inherited by a live node, is served; a dead one alone is not.
 
+        A remote function logs nothing (it is run again, not replayed): it places by the actor's
+        ID, which a re-run derives again, so the re-run's creation reaches the same actor."""
+        if node is not None:
+            return self._live(node)
+        if ctx.function:
+            return self._live(self._membership.slot_by_hash(actor_id))
+        return context.record(lambda: self.next_live_slot(ctx.actors_created, "place the actor on"),
+                              self.ft.on_record)
 
     def _place_call(self, node: int | None, counter: int) -> int:
         """The slot for a function call: ``node``, or the live nodes in turn."""
@@ -185,13 +188,6 @@ class Submitter:
         if not alive:
             raise ClusterError(f"no live node to {what}")
         return alive[counter % len(alive)].slot
-
-
-def _no_actor_calls_in_functions(ctx: SenderContext, what: str) -> None:
-    if ctx.function:
-        raise ActorRTError(f"remote function {ctx.function} {what}: a remote function calls only remote "
-                           f"functions. It is run again wherever a failure cuts it short, and an actor would "
-                           f"apply each run's call; make it an actor method, or call the actor from the caller")
 
 
 def _replaying() -> bool:

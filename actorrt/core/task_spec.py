@@ -45,7 +45,7 @@ class SenderContext:
     counters: dict[bytes, int] = field(default_factory=dict)
     actors_created: int = 0
     current_task: bytes = b""  # the parent of tasks submitted now
-    function: str = ""  # the remote function whose call this sender is (it calls functions only)
+    function: str = ""  # the remote function whose call this sender is (run again, not replayed)
     running: str = ""  # what runs now, for messages: "Class(id).method", "remote function f"
     # What libraries on top of the runtime keep per actor, by name: checkpointed with it
     # (cloudpickled) and restored before its replay. A value may have, for the checkpointer:
@@ -96,6 +96,12 @@ def sender_replayed(spec: pb.TaskSpec, lineage_logged: bool) -> bool:
     """Whether ``spec``'s sender may be replayed, and await its results again: an actor's task
     (not a driver's, nor a node process's outside any task), where lineage is logged."""
     return bool(spec.parent_id) and lineage_logged
+
+
+def sent_by_function(spec: pb.TaskSpec) -> bool:
+    """Whether ``spec`` comes from a call of a remote function: run again after a failure, never
+    replayed or checkpointed, so what its receivers keep for it is bounded otherwise."""
+    return bool(spec.parent_id) and spec.sender == ids.function_call(spec.parent_id)
 
 
 def call_digest(spec: pb.TaskSpec) -> bytes:

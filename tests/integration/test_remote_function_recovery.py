@@ -9,7 +9,8 @@ import time
 import cloudpickle
 
 import actorrt
-from tests.integration.test_remote_functions import Summer, add_squares, slow
+from tests.integration.test_remote_functions import Queue, Summer, add_squares, slow
+from tests.support.waiting import eventually
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -23,6 +24,34 @@ def test_a_call_whose_node_dies_runs_again_and_gives_the_same_value(fresh_cluste
     value, pid = actorrt.get(running, timeout=60)
     assert value == 5 and pid != victim
     assert actorrt.get(nested, timeout=60) == sum(x * x for x in (1, 2, 3))
+
+
+@actorrt.remote
+def enqueue_slowly(queue, key, n):
+    helper = Summer.remote()  # created by the call: a re-run reaches the same one
+    total = actorrt.get(helper.add.remote(n), timeout=60)
+    for item in range(n):
+        actorrt.get(queue.enqueue.remote(key, item), timeout=60)
+        time.sleep(0.05)
+    return total, helper
+
+
+def test_a_call_that_calls_actors_is_run_again_and_each_of_its_calls_applies_once(fresh_cluster):
+    queue = Queue.options(node=0).remote()
+    running = [enqueue_slowly.options(node=1).remote(queue, key, 30) for key in range(3)]
+    begun = eventually(lambda: len(actorrt.get(queue.read.remote(), timeout=30)), lambda n: n >= 6,
+                       what="the calls under way")
+    assert begun < 90
+    actorrt.kill_node(1)
+    results = actorrt.get(running, timeout=90)
+    assert [total for total, _ in results] == [30 * 30] * 3
+    items = actorrt.get(queue.read.remote(), timeout=30)
+    for key in range(3):  # the re-run's calls the first run made were answered, not applied again
+        assert [item for k, item in items if k == key] == list(range(30))
+    for _, helper in results:  # the actor each call created: its one add, once
+        assert actorrt.get(helper.add.remote(1), timeout=30) == 30 * 30 + 1
+    summers = [a for n in actorrt.stats()["nodes"] for a in n["actors"] if a["class"] == "Summer"]
+    assert sorted(a["actor_id"] for a in summers) == sorted(h.actor_id.hex() for _, h in results)
 
 
 def test_an_actor_that_calls_functions_is_replayed_exactly_after_its_node_dies(fresh_cluster):

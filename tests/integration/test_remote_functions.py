@@ -53,8 +53,18 @@ def records():
 
 
 @actorrt.remote
-def calls_an_actor(handle):
-    return handle.add.remote(1)
+def enqueue_all(queue, key, n):
+    last = None
+    for item in range(n):
+        last = queue.enqueue.remote(key, item)
+    return actorrt.get(last, timeout=30)  # a blocking get: the call runs off the node's loop
+
+
+@actorrt.remote
+def summer_of(*xs):
+    summer = Summer.remote()  # placed by its ID: a re-run of this call reaches the same actor
+    actorrt.get([summer.add.remote(x) for x in xs], timeout=30)
+    return summer
 
 
 @actorrt.remote
@@ -68,6 +78,19 @@ class Summer:
 
     def pid(self):
         return os.getpid()
+
+
+@actorrt.remote
+class Queue:
+    def __init__(self):
+        self.items = []
+
+    def enqueue(self, key, item):
+        self.items.append((key, item))
+        return len(self.items)
+
+    def read(self):
+        return self.items
 
 
 def test_calls_spread_over_the_nodes_and_return_what_plain_python_does(cluster):
@@ -93,10 +116,6 @@ def test_errors_are_the_remote_type_and_misuse_says_what_to_do(cluster):
         square(2)
     with pytest.raises(actorrt.TaskError, match="record\\(\\) in remote function records"):
         actorrt.get(records.remote(), timeout=30)
-    summer = Summer.remote()
-    with pytest.raises(actorrt.TaskError, match="remote function calls_an_actor calls actor method add\\(\\): a "
-                                                "remote function calls only remote functions"):
-        actorrt.get(calls_an_actor.remote(summer), timeout=30)
     with pytest.raises(TypeError, match="unknown remote-function option num_returns: the options are node "
                                         "\\(num_returns is Ray's: here, return a tuple, and get it whole\\)"):
         square.options(num_returns=2)
@@ -104,6 +123,21 @@ def test_errors_are_the_remote_type_and_misuse_says_what_to_do(cluster):
         square.options(node=7).remote(1)
     with pytest.raises(TypeError, match="takes a class or a function, not a int"):
         actorrt.remote(5)
+
+
+def test_calls_call_actors_through_handles_they_are_passed_and_create_actors(cluster):
+    queue = Queue.remote()
+    forks = [enqueue_all.remote(queue, key, 10) for key in range(6)]
+    for item in range(10):  # the driver's own calls, beside the functions'
+        mine = queue.enqueue.remote(6, item)
+    actorrt.get([*forks, mine], timeout=60)
+    items = actorrt.get(queue.read.remote(), timeout=30)
+    assert len(items) == 70
+    for key in range(7):  # each sender's calls run once each, in its order
+        assert [item for k, item in items if k == key] == list(range(10))
+    summers = actorrt.get([summer_of.remote(*range(i)) for i in range(1, 5)], timeout=60)
+    assert actorrt.get([s.add.remote(0) for s in summers], timeout=30) == [
+        sum(x * x for x in range(i)) for i in range(1, 5)]
 
 
 def test_a_call_is_cancelled_while_it_waits_for_its_arguments(cluster):

@@ -4,6 +4,7 @@ ledger keeps none of those for re-sends."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from actorrt.core import ledger as ledger_module
 from actorrt.core.answered_calls import AnsweredCalls
 from actorrt.core.ledger import RESULTS_KEPT_PER_PROCESS, SenderLedger
 from actorrt.lineage import ids
@@ -65,3 +66,26 @@ def test_an_actor_sender_that_is_replayed_keeps_every_result_whatever_it_says():
         ledger.ran(spec)
         ledger.keep(spec, _value(counter))
     assert list(ledger.results[DRIVER]) == [1, 2, 3, 4, 5]  # its replay may await any again
+
+
+def test_a_function_calls_results_are_all_kept_for_its_re_run_and_the_oldest_calls_go_whole(monkeypatch):
+    monkeypatch.setattr(ledger_module, "FUNCTION_SENDERS_KEPT", 3)
+    ledger = SenderLedger(ACTOR, "A", senders_replay=True)
+    calls = [ids.task_id(ids.FUNCTIONS, DRIVER, n) for n in range(1, 5)]  # four calls of a remote function
+
+    def spec(call: bytes, counter: int) -> pb.TaskSpec:
+        sender = ids.function_call(call)  # what a call's sends carry: a re-run sends the same
+        return pb.TaskSpec(task_id=ids.task_id(ACTOR, sender, counter), receiver=ACTOR, sender=sender,
+                           task_counter=counter, parent_id=call)
+
+    for call in calls:
+        for counter in range(1, 41):  # more than a driver's last results
+            ledger.ran(spec(call, counter))
+            ledger.keep(spec(call, counter), _value(counter, 100_000))
+    first, *rest = calls
+    for call in rest:
+        assert list(ledger.results[ids.function_call(call)]) == list(range(1, 41))
+        assert ledger.answer(spec(call, 1)).value.data == bytes(100_000)
+    assert ledger.is_resent(spec(first, 7))  # a late re-send of the oldest is still not run again
+    assert ledger.answer(spec(first, 7)).error.kind == pb.RESULT_NOT_KEPT
+    assert ledger.kept_bytes() == 3 * 40 * ledger.results[ids.function_call(calls[1])][1][1]
