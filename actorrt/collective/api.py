@@ -20,16 +20,28 @@ from actorrt.core import context
 from actorrt.exceptions import ActorRTError, ReplayDivergedError
 from actorrt.handles import ActorHandle
 
+# How long a member's call waits for the other members by default, before the call is aborted on
+# every member (``create_collective_group(call_timeout=)``; None waits for ever).
+DEFAULT_CALL_TIMEOUT_S = 300.0
 # A member checkpoints after its task once the results kept for its replay since its last
 # checkpoint pass this fraction of ``pinned_budget_bytes`` (what a process keeps for replays).
 KEEP_FRACTION = 4
 
 
 def create_collective_group(actors: Sequence[ActorHandle], group_name: str = "default", *,
-                            timeout: float | None = None) -> None:
+                            timeout: float | None = None,
+                            call_timeout: float | None = DEFAULT_CALL_TIMEOUT_S) -> None:
     """Make ``actors`` a collective group named ``group_name``, ranked in list order; returns once
-    every member has joined. Each member's joining is a task of it (logged like any other), so a
-    replayed member joins again and a checkpoint keeps its membership."""
+    every member has joined (or raises after ``timeout`` seconds). Each member's joining is a task
+    of it (logged like any other), so a replayed member joins again and a checkpoint keeps its
+    membership.
+
+    ``call_timeout``: how long a member's call waits for the others by default (a call's own
+    ``timeout=`` overrides it; None waits for ever). A call that some member has not made by then
+    is aborted: it raises ``CollectiveError`` naming those members in every member (in one that
+    calls it later, at once), and the group's next call is in step for all."""
+    if call_timeout is not None and not call_timeout > 0:
+        raise ValueError(f"call_timeout must be a positive number of seconds or None, not {call_timeout!r}")
     actors = list(actors)
     if not actors:
         raise ValueError("a collective group needs at least one actor")
@@ -42,38 +54,45 @@ def create_collective_group(actors: Sequence[ActorHandle], group_name: str = "de
     if not isinstance(group_name, str) or not group_name:
         raise ValueError(f"group_name must be a non-empty str, not {group_name!r}")
     gid, slots = group_id(group_name, members), [a.slot for a in actors]
-    api.get([a.__actorrt_call__.remote(_join, group_name, gid, rank, members, slots)
+    api.get([a.__actorrt_call__.remote(_join, group_name, gid, rank, members, slots, call_timeout)
              for rank, a in enumerate(actors)], timeout=timeout)
 
 
-def _join(_instance: Any, name: str, gid: bytes, rank: int, members: list[bytes], slots: list[int]) -> None:
+def _join(_instance: Any, name: str, gid: bytes, rank: int, members: list[bytes], slots: list[int],
+          call_timeout: float | None) -> None:
     extras = context.current_sender.get().extras
     joined = extras.get(EXTRAS_PREFIX + name)
     if joined is not None and joined.gid != gid:
         raise ValueError(f"this actor is in another collective group named {name!r} already (of other members)")
     if joined is None:
-        extras[EXTRAS_PREFIX + name] = GroupMember(name, gid, rank, members, slots)
+        extras[EXTRAS_PREFIX + name] = GroupMember(name, gid, rank, members, slots, call_timeout)
     service(context.current().worker)  # listening from now on: other members may call first
 
 
-async def allreduce(array: Any, group_name: str = "default", op: str = "sum") -> np.ndarray:
+async def allreduce(array: Any, group_name: str = "default", op: str = "sum", *,
+                    timeout: float | None = None) -> np.ndarray:
     """The elementwise ``op`` (sum, prod, min, max, mean) of every member's ``array``, in rank
     order (the same bits in every run, and after any failure). ``array`` is left as it is; the
-    result is a read-only array in shared memory (``.copy()`` it to write to it)."""
-    return await _call(group_name, Op("allreduce", reduce=reduce_op(op)), array, "allreduce")
+    result is a read-only array in shared memory (``.copy()`` it to write to it).
+
+    Every call waits for the others up to ``timeout`` seconds (the group's ``call_timeout`` if
+    None), then raises ``CollectiveError`` in every member (see ``create_collective_group``)."""
+    return await _call(group_name, Op("allreduce", reduce=reduce_op(op)), array, "allreduce", timeout)
 
 
-async def reduce_scatter(array: Any, group_name: str = "default", op: str = "sum") -> np.ndarray:
+async def reduce_scatter(array: Any, group_name: str = "default", op: str = "sum", *,
+                         timeout: float | None = None) -> np.ndarray:
     """This member's part of ``allreduce(array)``: rank r gets ``np.array_split(result, size)[r]``."""
-    return await _call(group_name, Op("reduce_scatter", reduce=reduce_op(op)), array, "reduce_scatter")
+    return await _call(group_name, Op("reduce_scatter", reduce=reduce_op(op)), array, "reduce_scatter", timeout)
 
 
-async def allgather(array: Any, group_name: str = "default") -> list[np.ndarray]:
+async def allgather(array: Any, group_name: str = "default", *, timeout: float | None = None) -> list[np.ndarray]:
     """Every member's ``array`` (of one shape and dtype), in rank order."""
-    return await _call(group_name, Op("allgather"), array, "allgather")
+    return await _call(group_name, Op("allgather"), array, "allgather", timeout)
 
 
-async def broadcast(array: Any, src_rank: int = 0, group_name: str = "default") -> np.ndarray:
+async def broadcast(array: Any, src_rank: int = 0, group_name: str = "default", *,
+                    timeout: float | None = None) -> np.ndarray:
     """Member ``src_rank``'s ``array``, in every member (the others may pass None)."""
     member = _member(group_name, "broadcast")
     if not isinstance(src_rank, int) or not 0 <= src_rank < member.size:
@@ -81,12 +100,12 @@ async def broadcast(array: Any, src_rank: int = 0, group_name: str = "default") 
     if member.rank == src_rank and array is None:
         raise ValueError(f"rank {src_rank} is the source of the broadcast: it passes the array")
     return await _call(group_name, Op("broadcast", src_rank=src_rank), array if member.rank == src_rank else None,
-                       "broadcast")
+                       "broadcast", timeout)
 
 
-async def barrier(group_name: str = "default") -> None:
+async def barrier(group_name: str = "default", *, timeout: float | None = None) -> None:
     """Return once every member has called it."""
-    await _call(group_name, Op("barrier"), None, "barrier")
+    await _call(group_name, Op("barrier"), None, "barrier", timeout)
 
 
 def get_rank(group_name: str = "default") -> int:
@@ -119,8 +138,10 @@ def _member(group_name: str, what: str) -> GroupMember:
     return member
 
 
-async def _call(group_name: str, op: Op, array: Any, what: str) -> Any:
+async def _call(group_name: str, op: Op, array: Any, what: str, timeout: float | None) -> Any:
     member = _member(group_name, what)
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
     if member.in_call:
         raise RuntimeError(f"rank {member.rank} of collective group {group_name!r} called {what} while its "
                            f"{member.in_call} is under way: a member makes one collective call at a time, and "
@@ -130,7 +151,7 @@ async def _call(group_name: str, op: Op, array: Any, what: str) -> Any:
     seq = member.calls
     member.in_call = f"{what} (call #{seq})"
     try:
-        value = await service(rt.worker).call(member, op, arr)
+        value = await service(rt.worker).call(member, op, arr, timeout if timeout is not None else member.call_timeout)
     finally:
         member.in_call = ""
         member.calls = seq + 1

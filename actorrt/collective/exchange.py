@@ -17,6 +17,11 @@ little more than a barrier:
 - A process that completed the call answers a late contribution with the result itself
   (``complete``); one whose members went past it and no longer hold the result says it is
   ``missing``, and a call that nobody can finish any more fails with an error naming it.
+- A member that waited longer than its timeout asks rank 0's process to abort the call. That
+  process *decides*: it aborts only while it lacks some member's contribution, and once it had
+  them all it never does. Its ``done`` for rank 0 says so (for a barrier, which writes nothing, it
+  sends one), and no process completes a call before it is *decided*: an aborted call fails on
+  every member, a decided one completes on every member.
 
 Every process decides the same: the same contributions, the same order of ranks.
 """
@@ -47,6 +52,7 @@ class Exchange:
     error: str = ""  # why the call failed, the same in every process
     lent: list[pb.SharedObject] = field(default_factory=list)  # leases that came with messages: given back at the end
     told: set[str] = field(default_factory=set)  # addresses this process sent its members' part to
+    decided: bool = False  # rank 0's process had every contribution: the call is never aborted
 
     @property
     def finished(self) -> bool:
@@ -117,6 +123,12 @@ class Exchange:
         """``rank`` wrote its part into ``result`` (which may be the leader's segment before this
         process hears of it: streams from different processes are not ordered)."""
         self.done[rank] = key_of(result)
+        if rank == 0:  # written once rank 0's process had every contribution
+            self.decided = True
+
+    def lacks(self) -> list[int]:
+        """The ranks whose contributions are not here."""
+        return [r for r in range(self.size) if r not in self.contributions]
 
     def mismatch(self) -> str:
         """Why the members' calls do not fit together (once all contributed), or ""."""
@@ -145,7 +157,7 @@ class Exchange:
 
     def complete(self) -> bool:
         op = self.op()
-        if op is None or len(self.contributions) < self.size:
+        if op is None or len(self.contributions) < self.size or not self.decided:
             return False
         if not op.has_result:
             return True  # a barrier: everyone came

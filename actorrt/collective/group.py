@@ -32,6 +32,7 @@ class GroupMember:
     rank: int
     members: list[bytes]  # actor IDs, in rank order
     slots: list[int]  # the node slot each was placed on (the view says who serves it now)
+    call_timeout: float | None = None  # the group's default: how long a call waits for the others
     calls: int = 0  # collective calls this member made in the group: the next call's seq
     in_call: str = ""  # the call under way, if one is (a member makes one at a time)
     unchecked_bytes: int = 0  # of the results kept for this member's replay since its last checkpoint

@@ -66,17 +66,21 @@ class KeptResults:
         out.value.shared.CopyFrom(lent)
         return out
 
-    def prefetch_if_replaying(self, member: GroupMember) -> None:
+    def prefetch_if_replaying(self, member: GroupMember) -> bool:
         """A replayed member asks the others, once, for every result they keep from its next call
-        on: its calls then take them from here, without a round trip each."""
+        on: its calls then take them from here, without a round trip each. Returns whether the
+        running task is a replay."""
         task = context.running_task.get(None)
-        if task is None or not task.replayed or (member.gid, member.rank) in self._prefetched:
-            return
+        if task is None or not task.replayed:
+            return False
+        if (member.gid, member.rank) in self._prefetched:
+            return True
         self._prefetched.add((member.gid, member.rank))
         ask = cpb.CollectiveMessage(group_id=member.gid, seq=member.calls, rank=member.rank, replaying=True)
         for address in addresses(self.worker, member):
             if address != self.worker.address:
                 self.worker.channels.send(address, CHANNEL, ask.SerializeToString())
+        return True
 
     def send_kept(self, peer: str, gid: bytes, start: int) -> None:
         """Every result of the group this process keeps from call ``start`` on (up to the calls its

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import pickle
-from collections import Counter
+from collections import Counter, OrderedDict
 from typing import Any
 
 import numpy as np
@@ -38,11 +38,13 @@ from actorrt.rpc import collective_pb2 as cpb
 from actorrt.rpc import common_pb2 as pb
 
 log = logging.getLogger(__name__)
+# Aborted calls remembered per process, for members that make them late (or again, replayed).
+ABORTS_KEPT = 4096
 
 
 class CollectiveError(RuntimeError):
-    """A collective call that cannot complete: the members' calls do not fit together, or a
-    member is lost for good."""
+    """A collective call that cannot complete: the members' calls do not fit together, a member
+    is lost for good, or some member did not call it within the timeout."""
 
 
 class CollectiveService:
@@ -53,6 +55,7 @@ class CollectiveService:
         self.exchanges: dict[tuple[bytes, int], Exchange] = {}
         self._finished: dict[tuple[bytes, int], asyncio.Future] = {}
         self._pulling: set[tuple[bytes, int]] = set()  # results of another host's processes being copied here
+        self.aborted: OrderedDict[tuple[bytes, int], cpb.Aborted] = OrderedDict()
         self._alive = members.alive_addresses(worker)
         self.counts: Counter[str] = Counter()  # "computed", "fetched", "pulled_bytes": what tests and stats read
         self.parts = PartWriter(worker, self.inputs, self.counts)
@@ -63,11 +66,16 @@ class CollectiveService:
 
     # ---- a member's call --------------------------------------------------------------------
 
-    async def call(self, member: GroupMember, op: Op, array: np.ndarray | None) -> Any:
-        """Run call ``member.calls`` of the group for this member; what it returns to it."""
+    async def call(self, member: GroupMember, op: Op, array: np.ndarray | None, timeout: float | None) -> Any:
+        """Run call ``member.calls`` of the group for this member; what it returns to it. Past
+        ``timeout`` seconds (not in a replay, which has the first run's outcomes), it asks rank 0's
+        process to abort the call, and goes on asking while it waits."""
         seq = member.calls
         self._went_past(member)
-        self.kept.prefetch_if_replaying(member)
+        replaying = self.kept.prefetch_if_replaying(member)
+        aborted = self.aborted.get((member.gid, seq))
+        if aborted is not None:
+            raise CollectiveError(aborted.reason)
         held = self.worker.objects.held(result_id(member.gid, seq))
         if held is not None and held.WhichOneof("kind") == "value":  # another member here finished it
             return self._returned(member, op, self._arrays_of(held))
@@ -87,7 +95,14 @@ class CollectiveService:
             self._tell(ex, address)
         self._progress(ex)
         try:
-            arrays = await finished
+            while timeout is not None and not replaying:
+                try:
+                    arrays = await asyncio.wait_for(asyncio.shield(finished), timeout)
+                    break
+                except TimeoutError:
+                    self._ask_abort(member, seq, timeout)
+            else:
+                arrays = await finished
         finally:
             self.parts.arrays.pop((member.gid, seq, member.rank), None)
         return self._returned(member, op, arrays)
@@ -116,6 +131,8 @@ class CollectiveService:
     def _progress(self, ex: Exchange) -> None:
         if ex.finished:
             return
+        if 0 in ex.local and not ex.lacks() and not ex.decided:
+            self._decided(ex)
         why = ex.mismatch()
         if why:
             self._fail(ex, ValueError(why))
@@ -134,6 +151,68 @@ class CollectiveService:
                 self.worker.spawn(self._write_part(ex, rank, result))
         if ex.complete():
             self._complete(ex)
+
+    def _decided(self, ex: Exchange) -> None:
+        """This process serves rank 0 and has every contribution: the call will not be aborted.
+        A barrier writes no part, so its ``done`` for rank 0 is sent now to say so."""
+        ex.decided = True
+        if ex.op().has_result:
+            return
+        done = cpb.CollectiveMessage(group_id=ex.gid, seq=ex.seq, rank=0, done=cpb.Done())
+        for address in set(ex.sources.values()) - {self.worker.address}:
+            self.worker.channels.send(address, members.CHANNEL, done.SerializeToString())
+
+    def _ask_abort(self, member: GroupMember, seq: int, timeout: float) -> None:
+        """Ask the process serving rank 0 to abort call ``seq``: it decides (this one, if it is)."""
+        request = cpb.CollectiveMessage(group_id=member.gid, seq=seq, rank=member.rank,
+                                        abort=cpb.AbortRequest(size=member.size, timeout_s=timeout))
+        info = self.worker.membership.serving(member.slots[0])
+        if info is None or info.address == self.worker.address:
+            self._on_abort_request(self.worker.address, request)
+        elif info.address:  # else it restarts: asked again after the next timeout
+            self.worker.channels.send(info.address, members.CHANNEL, request.SerializeToString())
+
+    def _on_abort_request(self, peer: str, message: cpb.CollectiveMessage) -> None:
+        key = (message.group_id, message.seq)
+        if key in self.aborted:  # decided already: the asker missed it (its process restarted)
+            self._send_aborted(peer, key)
+            return
+        ex = self.exchanges.get(key)
+        member = members.any_member(self.worker, message.group_id)
+        if ex is None or ex.finished or ex.decided or not ex.lacks() or member is None:
+            return  # it completes (or has): the asker hears so as every member does
+        missing = ex.lacks()
+        op = ex.op()
+        self.aborted[key] = aborted = cpb.Aborted(missing=missing, reason=(
+            f"collective call #{ex.seq} ({op}) of group {member.name!r} timed out after "
+            f"{message.abort.timeout_s:g} s: rank(s) {missing} did not call it. It fails on every member, also on "
+            f"those that call it late; the group's next call is #{ex.seq + 1}"))
+        self._forget_old_aborts()
+        for address in {*members.addresses(self.worker, member), *ex.sources.values(), peer}:
+            self._send_aborted(address, key)
+        self._abort(ex, aborted)
+
+    def _send_aborted(self, address: str, key: tuple[bytes, int]) -> None:
+        if address == self.worker.address:
+            return
+        message = cpb.CollectiveMessage(group_id=key[0], seq=key[1], aborted=self.aborted[key])
+        self.worker.channels.send(address, members.CHANNEL, message.SerializeToString())
+
+    def _on_aborted(self, message: cpb.CollectiveMessage) -> None:
+        key = (message.group_id, message.seq)
+        self.aborted[key] = message.aborted
+        self._forget_old_aborts()
+        ex = self.exchanges.get(key)
+        if ex is not None and not ex.finished:
+            self._abort(ex, message.aborted)
+
+    def _abort(self, ex: Exchange, aborted: cpb.Aborted) -> None:
+        log.warning("%s", aborted.reason)
+        self._fail(ex, CollectiveError(aborted.reason))
+
+    def _forget_old_aborts(self) -> None:
+        while len(self.aborted) > ABORTS_KEPT:
+            self.aborted.popitem(last=False)
 
     def _lead_late(self, ex: Exchange) -> None:
         """Every member came and none gave this host's result segment (a view out of date placed
@@ -280,12 +359,21 @@ class CollectiveService:
             self._progress(ex)
         elif kind == "replaying":
             self.kept.send_kept(peer, message.group_id, message.seq)
+            for key in [k for k in self.aborted if k[0] == message.group_id and k[1] >= message.seq]:
+                self._send_aborted(peer, key)
+        elif kind == "abort":
+            self._on_abort_request(peer, message)
+        elif kind == "aborted":
+            self._on_aborted(message)
 
     def _on_contribution(self, peer: str, message: cpb.CollectiveMessage, ex: Exchange | None) -> None:
         c = message.contribution
         lent = c.HasField("result") and self.worker.shared.lent_with(c.result)
         if ex is None:
-            if self.kept.answer_late(peer, message):
+            key = (message.group_id, message.seq)
+            if key in self.aborted or self.kept.answer_late(peer, message):
+                if key in self.aborted:
+                    self._send_aborted(peer, key)
                 if lent:
                     self.worker.shared.received(c.result)
                 return

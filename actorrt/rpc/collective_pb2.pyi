@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CollectiveMessage(_message.Message):
-    __slots__ = ("group_id", "seq", "rank", "contribution", "done", "complete", "missing", "replaying")
+    __slots__ = ("group_id", "seq", "rank", "contribution", "done", "complete", "missing", "replaying", "abort", "aborted")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
@@ -17,6 +17,8 @@ class CollectiveMessage(_message.Message):
     COMPLETE_FIELD_NUMBER: _ClassVar[int]
     MISSING_FIELD_NUMBER: _ClassVar[int]
     REPLAYING_FIELD_NUMBER: _ClassVar[int]
+    ABORT_FIELD_NUMBER: _ClassVar[int]
+    ABORTED_FIELD_NUMBER: _ClassVar[int]
     group_id: bytes
     seq: int
     rank: int
@@ -25,7 +27,25 @@ class CollectiveMessage(_message.Message):
     complete: _common_pb2.ObjectValue
     missing: bool
     replaying: bool
-    def __init__(self, group_id: _Optional[bytes] = ..., seq: _Optional[int] = ..., rank: _Optional[int] = ..., contribution: _Optional[_Union[Contribution, _Mapping]] = ..., done: _Optional[_Union[Done, _Mapping]] = ..., complete: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., missing: _Optional[bool] = ..., replaying: _Optional[bool] = ...) -> None: ...
+    abort: AbortRequest
+    aborted: Aborted
+    def __init__(self, group_id: _Optional[bytes] = ..., seq: _Optional[int] = ..., rank: _Optional[int] = ..., contribution: _Optional[_Union[Contribution, _Mapping]] = ..., done: _Optional[_Union[Done, _Mapping]] = ..., complete: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., missing: _Optional[bool] = ..., replaying: _Optional[bool] = ..., abort: _Optional[_Union[AbortRequest, _Mapping]] = ..., aborted: _Optional[_Union[Aborted, _Mapping]] = ...) -> None: ...
+
+class AbortRequest(_message.Message):
+    __slots__ = ("size", "timeout_s")
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    size: int
+    timeout_s: float
+    def __init__(self, size: _Optional[int] = ..., timeout_s: _Optional[float] = ...) -> None: ...
+
+class Aborted(_message.Message):
+    __slots__ = ("missing", "reason")
+    MISSING_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    missing: _containers.RepeatedScalarFieldContainer[int]
+    reason: str
+    def __init__(self, missing: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class Contribution(_message.Message):
     __slots__ = ("op", "dtype", "shape", "input", "result", "size", "host")

@@ -63,8 +63,11 @@ class Member:
         return await asyncio.gather(collective.allreduce(np.ones(3), group_name=group),
                                     collective.allreduce(np.ones(3), group_name=group))
 
-    async def in_group(self, name: str):
-        return await collective.allreduce(np.ones(3), group_name=name)
+    async def in_group(self, name: str, timeout: float | None = None):
+        return await collective.allreduce(np.ones(3), group_name=name, timeout=timeout)
+
+    def ping(self):
+        return self.rank
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +162,23 @@ def test_groups_are_separate_and_a_group_of_one_returns_its_input(cluster):
     collective.create_collective_group([a, b], group_name="pair")
     assert actorrt.get(a.in_group.remote("alone")).tolist() == [1.0, 1.0, 1.0]
     assert [o.tolist() for o in actorrt.get([a.in_group.remote("pair"), b.in_group.remote("pair")])] == [[2.0] * 3] * 2
+
+
+def test_a_call_a_member_does_not_make_fails_on_every_member_and_the_group_stays_in_step(cluster):
+    group = [Member.options(node=rank % 2).remote(rank) for rank in range(MEMBERS)]
+    collective.create_collective_group(group, group_name="late", call_timeout=0.5)
+    for absent, call in ((3, 0), (0, 2)):  # rank 0's process decides, also while rank 0 is the one absent
+        callers = [m for r, m in enumerate(group) if r != absent]
+        refs = [m.in_group.remote("late") for m in callers]
+        said = (rf"collective call #{call} \(allreduce:sum\) of group 'late' timed out after 0.5 s: "
+                rf"rank\(s\) \[{absent}\] did not call it")
+        for ref in refs:
+            with pytest.raises(collective.CollectiveError, match=said):
+                actorrt.get(ref, timeout=30)
+        assert actorrt.get([m.ping.remote() for m in group], timeout=30) == list(range(MEMBERS))  # not stuck
+        with pytest.raises(collective.CollectiveError, match=said):  # the absent member's call of it: at once
+            actorrt.get(group[absent].in_group.remote("late", timeout=60), timeout=30)
+        outs = actorrt.get([m.in_group.remote("late") for m in group], timeout=30)  # the next call: in step
+        assert [o.tolist() for o in outs] == [[float(MEMBERS)] * 3] * MEMBERS
+    with pytest.raises(ValueError, match="call_timeout must be a positive number"):
+        collective.create_collective_group(group, group_name="never", call_timeout=0)

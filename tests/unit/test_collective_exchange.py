@@ -125,7 +125,26 @@ def test_broadcast_members_may_pass_other_shapes_and_a_barrier_needs_no_segment(
     barrier = Exchange(b"g", 1, SIZE)
     for rank in range(SIZE):
         barrier.contribute(rank, cpb.Contribution(op="barrier", size=SIZE), "x")
+    assert not barrier.complete()  # until rank 0's process says it had every member (and will not abort)
+    barrier.on_done(0, pb.SharedObject())
     assert barrier.complete()
+
+
+def test_a_host_without_rank_0_completes_only_once_rank_0s_process_had_every_contribution():
+    ex = Exchange(b"g", 1, SIZE, host="B")  # led by rank 1, on host B with rank 2; rank 0 is on host A
+    for rank in range(SIZE):
+        c = contribution(result=segment(20, 1) if rank == 1 else None)
+        c.host = "A" if rank == 0 else "B"
+        ex.contribute(rank, c, f"node-{rank}")
+    assert ex.lacks() == []
+    ex.on_done(1, segment(20, 1))
+    ex.on_done(2, segment(20, 1))
+    assert not ex.complete() and not ex.decided  # rank 0's process might still abort it
+    ex.on_done(0, segment(10, 5))  # rank 0 wrote its part into host A's segment: it had them all
+    assert ex.decided and ex.complete()
+    late = Exchange(b"g", 2, SIZE)
+    late.contribute(1, contribution(), "node-1")
+    assert late.lacks() == [0, 2]
 
 
 def test_a_call_nobody_can_finish_is_said_so_once_every_member_answered():
