@@ -126,13 +126,15 @@ def cancel(ref: ObjectRef) -> None:
 
 
 def kill(actor: ActorHandle) -> None:
-    """Stop ``actor``: once the tasks already queued for it have run, every later call raises
-    ``ActorDiedError`` saying it was killed. Returns at once.
+    """Stop ``actor`` now: the ``async def`` method it awaits is interrupted (``CancelledError``
+    at its await), the tasks queued for it are skipped, and each of those, like every later call,
+    raises ``ActorDiedError`` saying it was killed. Returns at once.
 
-    Unlike Ray's ``kill``, it does not interrupt the running task or drop the queued ones: the kill
-    is a task in the actor's lineage like any other, so a replay after a failure stops the actor at
-    the same point, and it stays stopped. A killed actor checkpoints no more, so what its senders
-    keep for its replays since its last checkpoint stays. Its name is free again at once.
+    A plain method cannot be interrupted: it runs to its end first (so does a call of an actor
+    with ``max_concurrency``). The kill is a task in the actor's lineage like any other, and where
+    it interrupted the method is recorded: a replay after a failure stops the actor at the same
+    point, and it stays stopped. A killed actor checkpoints no more, so what its senders keep for
+    its replays since its last checkpoint stays. Its name is free again at once.
 
     Raises:
         TypeError: ``actor`` is not an actor handle.
@@ -140,7 +142,8 @@ def kill(actor: ActorHandle) -> None:
     if not isinstance(actor, ActorHandle):
         raise TypeError(f"kill() takes an actor handle, not {type(actor).__name__}")
     rt = context.current()
-    rt.worker.submitter.submit_task(actor.actor_id, actor.slot, KILL_METHOD, (), {})
+    killed = rt.worker.submitter.submit_task(actor.actor_id, actor.slot, KILL_METHOD, (), {})
+    rt.worker.call_soon(rt.worker.cancel, killed.object_id, True)  # after the kill, on the same stream
     rt.free_actor_names(actor.actor_id)
 
 

@@ -86,6 +86,7 @@ def kill(name: str, address: str | None, token: str | None, session_dir: Path | 
     driver.start(0, 10.0)
     try:
         done = driver.worker.submitter.submit_task(found.actor_id, found.slot, KILL_METHOD, (), {})
+        driver.worker.call_soon(driver.worker.cancel, done.object_id, True)  # interrupts what runs ahead of it
         driver.free_actor_names(found.actor_id)
         try:
             driver.get(done, timeout)
@@ -94,7 +95,7 @@ def kill(name: str, address: str | None, token: str | None, session_dir: Path | 
         except GetTimeoutError:
             raise ClusterError(
                 f"{found.class_name} {name!r} ({found.actor_id.hex()[:12]}) on node {found.slot} has not run the "
-                f"kill within {timeout:g} s (it runs the tasks queued before it first, or its node is down): it "
+                f"kill within {timeout:g} s (a plain method it runs is not interrupted, or its node is down): it "
                 "stops when it does; its name is free already") from None
     finally:
         driver.shutdown()

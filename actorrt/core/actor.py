@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from actorrt.core import context
+from actorrt.core import context, interruptions
 from actorrt.core.arguments import ArgumentError, MissingArgumentError, resolve_args
 from actorrt.core.awaits import Awaits
 from actorrt.core.blocking_calls import may_block
@@ -128,6 +128,8 @@ class ActorInstance:
         self.calls_running: set[bytes] = set()  # with max_concurrency: the calls under way
         self.replayed = asyncio.Event()  # set once every recorded task ran again
         self.cancelled: set[bytes] = set()  # tasks actorrt.cancel() reached before they started
+        self.killed_queued: set[bytes] = set()  # tasks queued ahead of a kill, which skips them
+        self.awaiting: RunningTask | None = None  # the live method whose coroutine runs now, which a kill interrupts
         self.timers = ActorTimers(self.timer_table, self._send_firing)
         self._runner = asyncio.ensure_future(self._run())
         self._runner.add_done_callback(self._runner_ended)
@@ -274,16 +276,57 @@ class ActorInstance:
         await self.services.lease.held()
         await self.checkpointer.take_or_log()
 
-    def _cancelled_before_start(self, spec: pb.TaskSpec, replayed: bool) -> bool:
-        """Whether ``spec`` was cancelled: decided when it comes up, and then recorded in its log
-        (a new version, like ``actorrt.record``), so that a replay decides the same."""
+    def _skipped(self, spec: pb.TaskSpec, replayed: bool) -> pb.RemoteError | None:
+        """Why ``spec`` does not run, if it was cancelled or queued ahead of a kill: decided when
+        it comes up, and then recorded in its log (a new version, like ``actorrt.record``), so
+        that a replay decides the same."""
+        cancelled = runtime_error(pb.CANCELLED, f"task {spec.method} of actor {self.who} was cancelled before it "
+                                                f"started", self.actor_id)
         if spec.application_log or replayed:  # a replay decides as the past did
-            return bool(spec.application_log) and spec.application_log[0] == _CANCELLED_ENTRY
-        if spec.task_id not in self.cancelled:
-            return False
-        self.cancelled.discard(spec.task_id)
-        context.record(lambda: _CANCELLED, self.services.ft.on_record)
-        return True
+            first = spec.application_log[0] if spec.application_log else b""
+            if first == _CANCELLED_ENTRY:
+                return cancelled
+            return interruptions.killed_error(self.who, self.actor_id, False) \
+                if first == interruptions.KILLED_ENTRY else None
+        for why, marked, error in ((_CANCELLED, self.cancelled, cancelled),
+                                   (interruptions.KILLED, self.killed_queued, None)):
+            if spec.task_id in marked:
+                marked.discard(spec.task_id)
+                context.record(lambda why=why: why, self.services.ft.on_record)
+                return error or interruptions.killed_error(self.who, self.actor_id, False)
+        return None
+
+    def kill_notice(self, kill_task: bytes) -> None:
+        """``actorrt.kill`` sent ``kill_task``: the tasks queued ahead of it are skipped, and the
+        method awaited now is interrupted (``interruptions.py``)."""
+        queued = [spec.task_id for spec in self.waiting()]
+        if self.death is not None or kill_task not in queued:
+            return  # it ran already (or is not here yet)
+        self.killed_queued.update(queued[:queued.index(kill_task)])
+        task = self.awaiting
+        if task is not None and not task.replayed and not task.interrupted:
+            interruptions.interrupt(task, self._runner, self.services.ft.on_record)
+
+    async def _await_method(self, awaitable: Any) -> Any:
+        """Await a method's coroutine, which a kill may interrupt (or interrupted, before a failure)."""
+        task = context.running_task.get()
+        if task.replayed:
+            task.interrupt_after = interruptions.recorded_interruption(task.spec)
+            if task.interrupt_after is not None and task.sent >= task.interrupt_after:
+                interruptions.cancel_at_next_await(task)
+        self.awaiting = task
+        try:
+            value = await awaitable
+        except BaseException:
+            if not task.interrupted:
+                raise
+            value = None
+        finally:
+            self.awaiting = None
+        if task.interrupted:
+            asyncio.current_task().uncancel()
+            raise interruptions.Interrupted
+        return value
 
     def _prefetch_replay(self, position: int) -> None:
         """Ask for the arguments of the next recorded tasks now, so that a replay does not wait
@@ -322,11 +365,10 @@ class ActorInstance:
         sender.current_task = spec.task_id
         sender.running = f"{self.who}.{spec.method}"
         try:
-            if self._cancelled_before_start(spec, replayed):
+            skipped = self._skipped(spec, replayed)
+            if skipped is not None:
                 self.services.fetches.drop_unused(spec)
-                return pb.ObjectValue(object_id=object_id, error=runtime_error(
-                    pb.CANCELLED, f"task {spec.method} of actor {self.who} was cancelled before it started",
-                    self.actor_id))
+                return pb.ObjectValue(object_id=object_id, error=skipped)
             args, kwargs = await resolve_args(self.services.fetches, self.services.awaits, sender, spec, resolved)
             if call is not None:  # its steps take their turns in the actor's recorded order
                 result = await call.run(lambda: self._call(spec, args, kwargs))
@@ -335,6 +377,8 @@ class ActorInstance:
                 result = await self.services.off_loop(self._call, spec, args, kwargs)
             else:
                 result = self._call(spec, args, kwargs)
+                if inspect.isawaitable(result):
+                    result = await self._await_method(result)
             if inspect.isawaitable(result):
                 result = await result
             return object_value(object_id, result) if keep else pb.ObjectValue(
@@ -351,6 +395,8 @@ class ActorInstance:
             return pb.ObjectValue(object_id=object_id, error=exc.error)
         except ArgumentError as exc:
             return pb.ObjectValue(object_id=object_id, error=exc.error)
+        except interruptions.Interrupted:
+            return pb.ObjectValue(object_id=object_id, error=interruptions.killed_error(self.who, self.actor_id, True))
         except asyncio.CancelledError as exc:
             if asyncio.current_task().cancelling():
                 raise  # the actor itself is being stopped

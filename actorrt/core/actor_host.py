@@ -177,12 +177,17 @@ class ActorHost:
 
     def cancel(self, notice: node_pb2.Cancel) -> None:
         """Do not start the task if it has not started (``actorrt.cancel``); a task that ran (or is
-        running: its sender's tasks run in counter order) is left alone."""
+        running: its sender's tasks run in counter order) is left alone. A kill's notice
+        (``interrupt``) interrupts what runs ahead of it instead."""
         if notice.receiver == ids.FUNCTIONS:
             self.functions.cancel(notice)
             return
         actor = self.actors.get(notice.receiver)
-        if actor is not None and actor.ledger.last_counter.get(notice.sender, 0) < notice.task_counter:
+        if actor is None or actor.ledger.last_counter.get(notice.sender, 0) >= notice.task_counter:
+            return
+        if notice.interrupt:
+            actor.kill_notice(notice.task_id)
+        else:
             actor.cancelled.add(notice.task_id)
 
     def sender_checkpointed(self, sender: bytes, sent: dict[bytes, int]) -> None:

@@ -253,14 +253,15 @@ class Outbox:
         """An actor call from an actor this process hosts (what its checkpoints are about)."""
         return not spec.function and self._w.host is not None and spec.sender in self._w.host.actors
 
-    def cancel(self, object_id: bytes) -> None:
-        """Ask the receiver of the task that makes ``object_id`` not to start it."""
+    def cancel(self, object_id: bytes, interrupt: bool = False) -> None:
+        """Ask the receiver of the task that makes ``object_id`` not to start it; ``interrupt``:
+        the task is a kill, which interrupts what runs and is queued ahead of it instead."""
         task = self.inflight.get(ids.producer_task(object_id))
         if task is None or not task.address:
             return  # answered already, or not sent yet (it goes when its slot comes back)
         spec = task.spec
         notice = node_pb2.Cancel(task_id=spec.task_id, receiver=spec.receiver, sender=spec.sender,
-                                 task_counter=spec.task_counter)
+                                 task_counter=spec.task_counter, interrupt=interrupt)
         if task.address == self._w.address:
             self._w.host.cancel(notice)
         else:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from actorrt.core import context
+from actorrt.core import context, interruptions
 from actorrt.core.call_windows import CallWindows
 from actorrt.core.membership import Membership
 from actorrt.core.object_ref import ObjectRef
@@ -113,7 +113,10 @@ class Submitter:
     def _send(self, spec: pb.TaskSpec, slot: int, encoded: EncodedArgs) -> None:
         large = attach_large_args(spec, encoded.large, self.address)
         self.built += 1
-        self._hand_off(spec, slot, encoded.refs, large, not _replaying())
+        task = context.running_task.get(None)
+        if task is not None:
+            interruptions.sent_one(task)
+        self._hand_off(spec, slot, encoded.refs, large, task is None or not task.replayed)
 
     def create_actor(self, creation: pb.ActorCreation, args: Sequence[Any], kwargs: dict[str, Any],
                      node: int | None, before_send: Callable[[bytes, int], None] = lambda actor_id, slot: None,

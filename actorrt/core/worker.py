@@ -209,8 +209,8 @@ class Worker:
     def send_again(self, pending: checkpoint_pb2.PendingTask) -> None:
         self.outbox.send_again(pending)
 
-    def cancel(self, object_id: bytes) -> None:
-        self.outbox.cancel(object_id)
+    def cancel(self, object_id: bytes, interrupt: bool = False) -> None:
+        self.outbox.cancel(object_id, interrupt)
 
     def pending_results(self) -> int:
         return len(self.outbox.inflight)

@@ -44,6 +44,9 @@ class RunningTask:
     # The event loop the lineage stash lives on, for a task that runs in a thread of its own
     # (a method that blocks in get): its new versions reach the stash through it, in order.
     loop: asyncio.AbstractEventLoop | None = None
+    sent: int = 0  # tasks it sent so far
+    interrupt_after: int | None = None  # a replay of a task a kill interrupted: cancelled once it sent as many
+    interrupted: bool = False
 
     def record(self, fn: Callable[[], T], on_new_version: Callable[[pb.TaskSpec], None],
                depends_on: bytes = b"", encode: Callable[[T], bytes] = pickling.dumps) -> T:

@@ -96,16 +96,18 @@ class ChannelMessage(_message.Message):
     def __init__(self, name: _Optional[str] = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class Cancel(_message.Message):
-    __slots__ = ("task_id", "receiver", "sender", "task_counter")
+    __slots__ = ("task_id", "receiver", "sender", "task_counter", "interrupt")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     RECEIVER_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
     TASK_COUNTER_FIELD_NUMBER: _ClassVar[int]
+    INTERRUPT_FIELD_NUMBER: _ClassVar[int]
     task_id: bytes
     receiver: bytes
     sender: bytes
     task_counter: int
-    def __init__(self, task_id: _Optional[bytes] = ..., receiver: _Optional[bytes] = ..., sender: _Optional[bytes] = ..., task_counter: _Optional[int] = ...) -> None: ...
+    interrupt: bool
+    def __init__(self, task_id: _Optional[bytes] = ..., receiver: _Optional[bytes] = ..., sender: _Optional[bytes] = ..., task_counter: _Optional[int] = ..., interrupt: _Optional[bool] = ...) -> None: ...
 
 class Committed(_message.Message):
     __slots__ = ("task_ids", "versions", "receivers", "senders", "counters")

@@ -303,20 +303,46 @@ def test_a_value_put_inside_an_actor_is_made_again_by_its_replay(cluster_with):
         assert actorrt.get(maker.make.remote(), timeout=30)[0] != inner[-1]  # a new put, a new ID
 
 
-def test_a_killed_actor_stays_killed_through_a_replay(cluster_with):
+@actorrt.remote
+class Worker:
+    def __init__(self, tally):
+        self.tally = tally
+
+    async def work(self, n):
+        for _ in range(n):
+            await self.tally.add.remote(1)  # what others see of its progress
+            await asyncio.sleep(0.02)
+        return n
+
+
+def test_a_kill_interrupts_the_awaited_method_and_a_replay_stops_it_at_the_same_point(cluster_with):
     with cluster_with(num_nodes=2, store_shards=1):
-        counter = Maker.options(node=1).remote()
-        before = [counter.make.remote() for _ in range(3)]
-        actorrt.kill(counter)  # after the three calls queued before it
-        after = counter.make.remote()
-        assert all(isinstance(actorrt.get(r, timeout=30)[0], actorrt.ObjectRef) for r in before)  # they ran
+        tally = Tally.options(node=0).remote()
+        worker = Worker.options(node=1).remote(tally)
+        running = worker.work.remote(100_000)
+        queued = [worker.work.remote(1) for _ in range(3)]
+        eventually(lambda: actorrt.get(tally.add.remote(0), timeout=30), lambda total: total >= 5,
+                   what="the method under way")
+        actorrt.kill(worker)
+        with pytest.raises(actorrt.ActorDiedError, match="was killed with actorrt.kill\\(\\) while it ran"):
+            actorrt.get(running, timeout=30)
+        for ref in queued:
+            with pytest.raises(actorrt.ActorDiedError, match="was killed with actorrt.kill\\(\\) before it ran"):
+                actorrt.get(ref, timeout=30)
         with pytest.raises(actorrt.ActorDiedError, match="was killed with actorrt.kill"):
-            actorrt.get(after, timeout=30)
-        actorrt.kill_node(1)  # its replay runs the kill again: the actor does not come back
+            actorrt.get(worker.work.remote(1), timeout=30)
+        added = actorrt.get(tally.add.remote(0), timeout=30)
+        time.sleep(0.3)
+        assert actorrt.get(tally.add.remote(0), timeout=30) == added  # it stopped
+        actorrt.kill_node(1)  # its replay runs the method again, up to where the kill interrupted it
         with pytest.raises(actorrt.ActorDiedError, match="was killed with actorrt.kill"):
-            actorrt.get(counter.make.remote(), timeout=60)
+            actorrt.get(worker.work.remote(1), timeout=60)
+        recovery = next(n for n in actorrt.stats()["nodes"] if n["node"] == 1)["recoveries"]
+        assert recovery and recovery[-1]["actors"] == 1
+        time.sleep(0.3)
+        assert actorrt.get(tally.add.remote(0), timeout=30) == added  # no add sent again, none more
         with pytest.raises(TypeError, match="kill\\(\\) takes an actor handle"):
-            actorrt.kill("counter")
+            actorrt.kill("worker")
 
 
 @actorrt.remote
