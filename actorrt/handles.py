@@ -50,6 +50,11 @@ class ActorOptions:
             call at a time). They interleave at their awaits, and each step's place in the actor's
             order is recorded, so a replay after a failure goes through the same steps. Other
             tasks of the actor (a plain method, a checkpoint) run alone.
+        lifetime: None (or ``"non_detached"``): an actor a driver creates is released (killed after the calls queued for
+            it) once that driver's handle to it is gone, if no copy of the handle was ever made
+            (pickled: passed to a task, an actor or ``put``). ``"detached"``: it lives until it is
+            killed or the cluster stops, as every named actor and every actor an actor creates
+            does. An actor outlives the driver that created it either way.
     """
 
     node: int | None = None
@@ -60,6 +65,7 @@ class ActorOptions:
     max_in_flight: int | None = None
     standby: int = 0
     max_concurrency: int = 1
+    lifetime: str | None = None
 
     def __post_init__(self) -> None:
         check_node(self.node)
@@ -82,6 +88,9 @@ class ActorOptions:
         if isinstance(self.max_concurrency, bool) or not isinstance(self.max_concurrency, int) \
                 or self.max_concurrency < 1:
             raise ValueError(f"max_concurrency must be an int >= 1, not {self.max_concurrency!r}")
+        if self.lifetime not in (None, "non_detached", "detached"):
+            raise ValueError(f'lifetime must be None or "non_detached" (released once its handle is gone), or '
+                             f'"detached", not {self.lifetime!r}')
 
 
 def check_node(node: Any) -> None:
@@ -206,6 +215,8 @@ class ActorClass(Generic[T]):
                                                                        take_name)
         except _Exists as exists:
             return exists.handle
+        if name is None and self._options.lifetime != "detached" and context.current_sender.get(None) is None:
+            rt.worker.releasable[actor_id] = slot  # here, before any copy of the handle can be made
         rt.worker.call_soon(rt.worker.unretrieved.created, actor_id, created.object_id)
         return ActorHandle(actor_id, class_name, tuple(self._methods), slot, self._options.max_in_flight, created)
 
@@ -283,6 +294,8 @@ class ActorHandle:
         return ActorMethod(self, name)
 
     def __reduce__(self) -> tuple:
+        if self._created is not None:  # a copy may be anywhere now: the actor is not released with this handle
+            context.keep_actor(self.actor_id)
         return (ActorHandle, (self.actor_id, self.class_name, self.methods, self.slot, self.max_in_flight))
 
     def __eq__(self, other: object) -> bool:

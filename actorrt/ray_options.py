@@ -2,8 +2,7 @@
 
 - Meant here too, and accepted: ``max_restarts``, ``max_task_retries`` and ``max_retries`` (recovery
   is automatic and exact: an actor is rebuilt however often its node fails, and each call takes
-  effect once, so any bound is met), ``lifetime="detached"`` (an actor outlives its driver here:
-  it lives until it is killed or the cluster stops).
+  effect once, so any bound is met). (``lifetime`` is an actor option here.)
 - Resources and scheduling (``num_cpus``, ``num_gpus``, ``memory``, ``resources``, ...): accepted and
   ignored, with one warning per option and process. Placement here is ``node=``, and a node runs
   any number of actors.
@@ -24,7 +23,6 @@ _MEANT = {
     "max_restarts": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= -1,
     "max_task_retries": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= -1,
     "max_retries": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= -1,
-    "lifetime": lambda v: v in (None, "detached"),
 }
 _IGNORED = ("num_cpus", "num_gpus", "memory", "resources", "accelerator_type", "scheduling_strategy",
             "placement_group", "placement_group_bundle_index", "label_selector", "_metadata")
@@ -46,7 +44,7 @@ def accept(kind: str, options: dict[str, Any], own: Iterable[str]) -> dict[str, 
 
     Raises:
         ValueError: an accepted Ray option with a value that means something else here
-            (``lifetime="non_detached"``, ``max_restarts=-5``).
+            (``max_restarts=-5``).
     """
     own = set(own)
     kept = {}
@@ -55,9 +53,7 @@ def accept(kind: str, options: dict[str, Any], own: Iterable[str]) -> dict[str, 
             kept[name] = value
         elif name in _MEANT:
             if not _MEANT[name](value):
-                raise ValueError(f"{name}={value!r}: here " + (
-                    'an actor lives until it is killed or the cluster stops (lifetime="detached", or none)'
-                    if name == "lifetime" else "recovery is automatic and exact; give an int >= -1, or none"))
+                raise ValueError(f"{name}={value!r}: here recovery is automatic and exact; give an int >= -1, or none")
         elif name in _IGNORED:
             if name not in _warned:
                 _warned.add(name)

@@ -436,6 +436,7 @@ class ActorInstance:
             return self._fire(*args)
         if spec.method == KILL_METHOD:  # a logged task like any other: a replay kills it again here
             self.die(pb.ACTOR_DIED, f"actor {self.who} was killed with actorrt.kill()")
+            self.instance = None  # its state goes now (a released actor's memory, say)
             return None
         return self._method(spec.method)(*args, **kwargs)
 

@@ -99,6 +99,12 @@ def release(object_id: bytes, retrieved: bool, owned: bool) -> None:
         _current.worker.release(object_id, retrieved, owned)
 
 
+def keep_actor(actor_id: bytes) -> None:
+    """A copy of the creator's handle of ``actor_id`` was made: it is not released with that handle."""
+    if _current is not None:
+        _current.worker.releasable.pop(actor_id, None)
+
+
 def current_task_id() -> bytes:
     """The ID of the task running now in this actor (empty outside tasks)."""
     ctx = current_sender.get(None)

@@ -61,6 +61,10 @@ class ObjectRef:
         worker = context.current().worker
         return asyncio.run_coroutine_threadsafe(worker.get_async(self), worker.loop)
 
+    def mark_retrieved(self) -> None:
+        """Whatever its value, nobody need hear of it when the ref goes (the runtime's own calls)."""
+        self._retrieved = True
+
     def __del__(self) -> None:
         if self._owned or self._polled:
             context.release(self.object_id, self._retrieved, self._owned)

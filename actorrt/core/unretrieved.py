@@ -44,8 +44,9 @@ class UnretrievedErrors:
         if error.kind == pb.ACTOR_DIED and error.actor_id in self._actors:
             self._deaths_seen.add(error.actor_id)
 
-    def dropped(self, object_id: bytes, value: pb.ObjectValue | None) -> None:
-        """The last ref to ``object_id`` went without a get; ``value``: what is held for it, if anything."""
+    def dropped(self, object_id: bytes, value: pb.ObjectValue | None) -> bytes | None:
+        """The last ref to ``object_id`` went without a get; ``value``: what is held for it, if
+        anything. Returns the actor it created, if it was a creation's (its handle went)."""
         actor_id = self._creations.pop(object_id, None)
         seen = False
         if actor_id is not None:
@@ -54,6 +55,7 @@ class UnretrievedErrors:
             self._deaths_seen.discard(actor_id)
         if value is not None and value.WhichOneof("kind") == "error" and not seen:
             self.tell(value.error)
+        return actor_id
 
     def tell(self, error: pb.RemoteError) -> None:
         """Log ``error``, a failure nobody will see otherwise, unless it is none."""

@@ -33,6 +33,7 @@ from actorrt.core.ran_before import RanBefore
 from actorrt.core.serialization import runtime_error
 from actorrt.core.standbys import Standbys
 from actorrt.core.submitter import Submitter
+from actorrt.core.task_spec import KILL_METHOD
 from actorrt.core.unretrieved import UnretrievedErrors
 from actorrt.lineage import ids
 from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
@@ -89,6 +90,9 @@ class Worker:
         self.address = ""
         self.slot = -1  # the node slot this process serves (-1: a driver)
         self.unretrieved = UnretrievedErrors()  # failures nobody asked for: told once, when their refs go
+        # Actors this driver created whose handle was never pickled (by id, to their slot): released
+        # when that handle goes. Changed from callers' threads (a dict's single operations are atomic).
+        self.releasable: dict[bytes, int] = {}
         self.epoch = 0  # and which incarnation of it this process is
         self.lease = Lease()  # a node acts only under it (see actorrt.util.lease); a driver's never ends
         self.objects = ObjectStore()
@@ -363,8 +367,20 @@ class Worker:
             poll.cancel()
         if not owned:
             return
-        self.unretrieved.dropped(object_id, None if retrieved else self.objects.held(object_id))
+        created = self.unretrieved.dropped(object_id, None if retrieved else self.objects.held(object_id))
         self.retention.unreferenced(object_id)
+        if created is not None:
+            self._release_actor(created)
+
+    def _release_actor(self, actor_id: bytes) -> None:
+        """The handle of an actor this driver created went, and no copy of it was ever made: it is
+        killed after the calls queued for it (not interrupting them), unless the driver is
+        going away (actors outlive their drivers)."""
+        slot = self.releasable.pop(actor_id, None)
+        if slot is None or self.unretrieved.closing or self.cluster_lost:
+            return
+        killed = self.submitter.submit_task(actor_id, slot, KILL_METHOD, (), {})
+        killed.mark_retrieved()  # its answer (the actor had died already, say) is nobody's failure
 
     async def get_async(self, ref: ObjectRef) -> Any:
         """``await ref`` from any event loop."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
 import sys
 import time
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ import cloudpickle
 import pytest
 
 import actorrt
+from tests.support.waiting import eventually
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # node processes cannot import this module
 
@@ -306,3 +308,30 @@ def test_two_methods_blocked_in_get_on_each_other_end_in_a_deadlock_error(cluste
     with pytest.raises(actorrt.DeadlockError, match="a cycle of awaits"):
         actorrt.get(a.ask.remote(), timeout=60)
     assert actorrt.get(a.pair.remote(b), timeout=30) is None  # both serve on
+
+
+def _dead(actor_id: bytes) -> bool | None:
+    """Whether the actor is dead, as its node says (None: no node hosts it)."""
+    found = [a for n in actorrt.stats()["nodes"] for a in n["actors"] if a["actor_id"] == actor_id.hex()]
+    return found[0]["dead"] if found else None
+
+
+def test_an_actor_whose_handles_are_all_gone_is_released_after_its_queued_calls(cluster):
+    slow = Slow.remote()
+    queued = slow.sleep.remote(0.3)
+    released = slow.actor_id
+    del slow
+    gc.collect()
+    assert actorrt.get(queued, timeout=30) == 0.3  # what was queued still ran
+    eventually(lambda: _dead(released), what="the released actor's death")
+    passed, detached, named = Appender.remote(), Appender.options(lifetime="detached").remote(), \
+        Appender.options(name="kept-by-its-name").remote()
+    kept = [passed.actor_id, detached.actor_id, named.actor_id]
+    user = User.remote()
+    assert actorrt.get(user.use.remote(passed, 1), timeout=30) == 1  # a copy of the handle went to an actor
+    actorrt.get([detached.add.remote(1), named.add.remote(1)], timeout=30)
+    del passed, detached, named
+    gc.collect()
+    time.sleep(0.5)
+    assert [_dead(a) for a in kept] == [False] * 3
+    actorrt.kill(actorrt.get_actor("kept-by-its-name"))  # (frees the name for other tests)

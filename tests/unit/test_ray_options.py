@@ -29,7 +29,7 @@ def test_what_holds_here_is_accepted_and_resources_are_ignored_with_one_warning(
 @pytest.mark.parametrize(("options", "error", "says"), [
     ({"concurrency_groups": {"io": 2}}, TypeError, "concurrency_groups is Ray's: here, one group per actor"),
     ({"namespace": "x"}, TypeError, "names are cluster-wide"),
-    ({"lifetime": "non_detached"}, ValueError, "lives until it is killed or the cluster stops"),
+    ({"lifetime": "forever"}, ValueError, 'lifetime must be None or "non_detached"'),
     ({"max_restarts": -5}, ValueError, "recovery is automatic and exact"),
 ])
 def test_what_would_change_a_result_is_refused_saying_what_to_do_here(options, error, says):
