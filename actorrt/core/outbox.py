@@ -245,8 +245,8 @@ class Outbox:
             self.uncovered.setdefault(task.spec.receiver, {})[task.spec.task_id] = task
         elif not self._w.ft.logs_lineage or task.spec.function:  # no replay of the receiver needs them
             self.drop_large_args(task.large_args)
-        if value.object_id not in self._w.objects and value.WhichOneof("kind") == "error":
-            self._w.unretrieved.tell(value.error)  # its ref is gone already
+        if value.object_id not in self._w.objects:
+            self._w.unretrieved.arrived_late(value)  # its ref is gone already
         self._w.objects.put(value)
 
     def _sent_by_actor_here(self, spec: pb.TaskSpec) -> bool:

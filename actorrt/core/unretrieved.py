@@ -33,6 +33,7 @@ class UnretrievedErrors:
         self._actors: dict[bytes, bytes] = {}  # the reverse
         self._deaths_seen: set[bytes] = set()  # of those actors, the ones whose death a get raised or a report told
         self.closing = False  # the process is going away: nobody needs to hear of each failure
+        self._quiet: set[bytes] = set()  # results of the runtime's own calls, whatever they are
 
     def created(self, actor_id: bytes, object_id: bytes) -> None:
         """This process created ``actor_id``; the ref to ``object_id``, its creation's, is its handle's."""
@@ -56,6 +57,17 @@ class UnretrievedErrors:
         if value is not None and value.WhichOneof("kind") == "error" and not seen:
             self.tell(value.error)
         return actor_id
+
+    def quiet(self, object_id: bytes) -> None:
+        """Whatever comes for ``object_id`` (the runtime's own call's), nobody need hear of it."""
+        self._quiet.add(object_id)
+
+    def arrived_late(self, value: pb.ObjectValue) -> None:
+        """``value`` came after its ref went: told if it is a failure someone should hear of."""
+        if value.object_id in self._quiet:
+            self._quiet.discard(value.object_id)
+        elif value.WhichOneof("kind") == "error":
+            self.tell(value.error)
 
     def tell(self, error: pb.RemoteError) -> None:
         """Log ``error``, a failure nobody will see otherwise, unless it is none."""

@@ -381,6 +381,7 @@ class Worker:
             return
         killed = self.submitter.submit_task(actor_id, slot, KILL_METHOD, (), {})
         killed.mark_retrieved()  # its answer (the actor had died already, say) is nobody's failure
+        self.unretrieved.quiet(killed.object_id)  # (nor if it comes once this ref has gone)
 
     async def get_async(self, ref: ObjectRef) -> Any:
         """``await ref`` from any event loop."""

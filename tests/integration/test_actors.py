@@ -315,8 +315,8 @@ def test_remote_takes_actor_options_and_an_unknown_option_lists_the_real_ones(cl
     assert actorrt.get(Placed.remote().where.remote(), timeout=30) == pids[1]
     assert actorrt.get(Placed.options(node=0).remote().where.remote(), timeout=30) == pids[0]
     with pytest.raises(TypeError, match="unknown actor option concurrency_groups: the options are checkpoint_every, "
-                                        "get_if_exists, max_concurrency, max_in_flight, name, node, nondeterministic, "
-                                        "standby \\(concurrency_groups is Ray's: here, one group per actor"):
+                                        "get_if_exists, lifetime, max_concurrency, max_in_flight, name, node, "
+                                        "nondeterministic, standby \\(concurrency_groups is Ray's: here, one group"):
         Counter.options(concurrency_groups={"io": 2})
     with pytest.raises(TypeError, match="unknown actor option bogus: the options"):
         actorrt.remote(num_gpus=1, bogus=2)
