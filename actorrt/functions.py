@@ -4,9 +4,9 @@ A call is a task like an actor method's, with lineage like any task, but its rec
 state: any node can run it, and running it again gives the same result. So a call whose node
 fails is simply run again (on the slot's restarted node, or on another live node), and a caller
 that replays re-sends it under the same task ID. What the function does must follow from its
-arguments alone: it may call other remote functions (their calls get IDs derived from its own, so
-a re-run makes the same ones), but it records nothing with ``actorrt.record`` and calls no actor
-(an actor would apply the call of each run).
+arguments alone: it may call other remote functions and actors, and create actors (their calls
+get IDs derived from its own, so a re-run makes the same ones, which an actor answers from what
+it kept instead of applying them twice), but it records nothing with ``actorrt.record``.
 """
 
 from __future__ import annotations

@@ -53,8 +53,8 @@ class ActorOptions:
         lifetime: None (or ``"non_detached"``): an actor a driver creates is released (killed after the calls queued for
             it) once that driver's handle to it is gone, if no copy of the handle was ever made
             (pickled: passed to a task, an actor or ``put``). ``"detached"``: it lives until it is
-            killed or the cluster stops, as every named actor and every actor an actor creates
-            does. An actor outlives the driver that created it either way.
+            killed or the cluster stops, as every named actor and every actor an actor or a remote
+            function creates does. An actor outlives the driver that created it either way.
     """
 
     node: int | None = None
@@ -161,7 +161,8 @@ class ActorClass(Generic[T]):
 
     def options(self, **kwargs: Any) -> ActorClass[T]:
         """A copy with other ``ActorOptions`` (``node=``, ``nondeterministic=``, ``checkpoint_every=``,
-        ``name=``, ``get_if_exists=``, ``max_in_flight=``, ``standby=``)."""
+        ``name=``, ``get_if_exists=``, ``max_in_flight=``, ``standby=``, ``max_concurrency=``,
+        ``lifetime=``)."""
         copy = ActorClass(self._cls, replace(self._options, **actor_options(kwargs)))
         copy._blob = self._blob
         return copy

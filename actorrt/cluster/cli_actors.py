@@ -67,7 +67,7 @@ def list_actors(address: str | None, token: str | None, session_dir: Path | None
               help="The address this command listens on for the nodes' answers, as actorrt.init(host=): "
                    "this machine's address when the cluster runs on other machines.")
 @click.option("--timeout", default=60.0, show_default=True, type=click.FloatRange(min=0),
-              help="Seconds to wait for the actor to run the kill (after the tasks queued before it).")
+              help="Seconds to wait for the actor to run the kill (a plain method it runs ends first).")
 @tls_options
 def kill(name: str, address: str | None, token: str | None, session_dir: Path | None, host: str,
          timeout: float, tls: TlsFiles | None) -> None:

@@ -15,10 +15,11 @@ import numpy as np
 from actorrt import api
 from actorrt.collective.group import EXTRAS_PREFIX, GroupMember, group_id
 from actorrt.collective.ops import Op, check_array, reduce_op
-from actorrt.collective.service import service
+from actorrt.collective.service import CallAborted, service
 from actorrt.core import context
 from actorrt.exceptions import ActorRTError, ReplayDivergedError
 from actorrt.handles import ActorHandle
+from actorrt.util import pickling
 
 # How long a member's call waits for the other members by default, before the call is aborted on
 # every member (``create_collective_group(call_timeout=)``; None waits for ever).
@@ -149,9 +150,17 @@ async def _call(group_name: str, op: Op, array: Any, what: str, timeout: float |
     arr = check_array(array, op, f"collective.{what}") if array is not None else None
     rt = context.current()
     seq = member.calls
+    aborted_before = _logged_abort(member, seq)
     member.in_call = f"{what} (call #{seq})"
     try:
+        if aborted_before is not None:  # a replay: the call failed so before, and fails so again
+            raise CallAborted(aborted_before)
         value = await service(rt.worker).call(member, op, arr, timeout if timeout is not None else member.call_timeout)
+    except CallAborted as exc:
+        # Its outcome is an event of the member's task too: the processes that know of the abort
+        # may be gone by the time this member is replayed.
+        await _log_event(rt, (member.gid, seq, str(op), str(exc)))
+        raise
     finally:
         member.in_call = ""
         member.calls = seq + 1
@@ -159,13 +168,32 @@ async def _call(group_name: str, op: Op, array: Any, what: str, timeout: float |
         member.keep_limit = rt.worker.ft.options.pinned_budget_bytes // KEEP_FRACTION
     # The call is one event of the member's task, logged: a replay checks it makes the same call.
     event = (member.gid, seq, str(op))
-    task = context.running_task.get(None)
-    version = task.spec.version if task is not None else 0
-    logged = context.record(lambda: event, rt.worker.ft.on_record)
-    if task is not None and task.spec.version != version:  # logged now (not replayed): WriteFirst waits for it
-        await rt.worker.ft.recorded(task.spec)
+    logged = await _log_event(rt, event)
     if logged != event:
         raise ReplayDivergedError(f"the replay of rank {member.rank} of collective group {group_name!r} made "
                                   f"{op} as call #{seq}; before the failure that call was {logged[2]} (call "
                                   f"#{logged[1]})")
     return value
+
+
+async def _log_event(rt: Any, event: tuple) -> Any:
+    """``event`` logged in the running task's log (WriteFirst: once the store has it), or the
+    value logged in its place before a failure."""
+    task = context.running_task.get(None)
+    version = task.spec.version if task is not None else 0
+    logged = context.record(lambda: event, rt.worker.ft.on_record)
+    if task is not None and task.spec.version != version:  # logged now (not replayed)
+        await rt.worker.ft.recorded(task.spec)
+    return logged
+
+
+def _logged_abort(member: GroupMember, seq: int) -> str | None:
+    """In a replay, the reason call ``seq`` was aborted, if the member's log says it was."""
+    task = context.running_task.get(None)
+    entry = task.next_logged() if task is not None and task.replayed else None
+    if entry is None:
+        return None
+    logged = pickling.loads(entry)
+    if isinstance(logged, tuple) and len(logged) == 4 and logged[:2] == (member.gid, seq):
+        return logged[3]
+    return None

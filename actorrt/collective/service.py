@@ -36,6 +36,7 @@ from actorrt.core.worker import Worker
 from actorrt.objects.shared import key_of
 from actorrt.rpc import collective_pb2 as cpb
 from actorrt.rpc import common_pb2 as pb
+from actorrt.rpc import head_pb2
 
 log = logging.getLogger(__name__)
 # Aborted calls remembered per process, for members that make them late (or again, replayed).
@@ -45,6 +46,10 @@ ABORTS_KEPT = 4096
 class CollectiveError(RuntimeError):
     """A collective call that cannot complete: the members' calls do not fit together, a member
     is lost for good, or some member did not call it within the timeout."""
+
+
+class CallAborted(CollectiveError):  # noqa: N818 - a CollectiveError, named for what happened
+    """The call was aborted: some member had not made it within the timeout."""
 
 
 class CollectiveService:
@@ -75,7 +80,7 @@ class CollectiveService:
         replaying = self.kept.prefetch_if_replaying(member)
         aborted = self.aborted.get((member.gid, seq))
         if aborted is not None:
-            raise CollectiveError(aborted.reason)
+            raise CallAborted(aborted.reason)
         held = self.worker.objects.held(result_id(member.gid, seq))
         if held is not None and held.WhichOneof("kind") == "value":  # another member here finished it
             return self._returned(member, op, self._arrays_of(held))
@@ -102,7 +107,7 @@ class CollectiveService:
                 except TimeoutError:
                     self._ask_abort(member, seq, timeout)
             else:
-                arrays = await finished
+                arrays = await asyncio.shield(finished)  # shared by this process's members: one's cancel is not theirs
         finally:
             self.parts.arrays.pop((member.gid, seq, member.rank), None)
         return self._returned(member, op, arrays)
@@ -165,11 +170,13 @@ class CollectiveService:
     def _ask_abort(self, member: GroupMember, seq: int, timeout: float) -> None:
         """Ask the process serving rank 0 to abort call ``seq``: it decides (this one, if it is)."""
         request = cpb.CollectiveMessage(group_id=member.gid, seq=seq, rank=member.rank,
-                                        abort=cpb.AbortRequest(size=member.size, timeout_s=timeout))
+                                        abort=cpb.AbortRequest(timeout_s=timeout))
         info = self.worker.membership.serving(member.slots[0])
-        if info is None or info.address == self.worker.address:
+        if info is None or info.state != head_pb2.ALIVE or not info.address:
+            return  # rank 0's process restarts: asked again after the next timeout
+        if info.address == self.worker.address:
             self._on_abort_request(self.worker.address, request)
-        elif info.address:  # else it restarts: asked again after the next timeout
+        else:
             self.worker.channels.send(info.address, members.CHANNEL, request.SerializeToString())
 
     def _on_abort_request(self, peer: str, message: cpb.CollectiveMessage) -> None:
@@ -181,9 +188,11 @@ class CollectiveService:
         member = members.any_member(self.worker, message.group_id)
         if ex is None or ex.finished or ex.decided or not ex.lacks() or member is None:
             return  # it completes (or has): the asker hears so as every member does
+        if not self._may_abort(member):
+            return  # a member is being rebuilt: a recovery is no reason to abort (asked again later)
         missing = ex.lacks()
         op = ex.op()
-        self.aborted[key] = aborted = cpb.Aborted(missing=missing, reason=(
+        self.aborted[key] = aborted = cpb.Aborted(reason=(
             f"collective call #{ex.seq} ({op}) of group {member.name!r} timed out after "
             f"{message.abort.timeout_s:g} s: rank(s) {missing} did not call it. It fails on every member, also on "
             f"those that call it late; the group's next call is #{ex.seq + 1}"))
@@ -191,6 +200,19 @@ class CollectiveService:
         for address in {*members.addresses(self.worker, member), *ex.sources.values(), peer}:
             self._send_aborted(address, key)
         self._abort(ex, aborted)
+
+    def _may_abort(self, member: GroupMember) -> bool:
+        """Whether this process may abort a call now: it serves rank 0 and holds its lease, and
+        every member's slot is served by a live node (none is restarting, nor replaying here)."""
+        if not self.worker.lease.valid():
+            return False
+        for slot in member.slots:
+            info = self.worker.membership.serving(slot)
+            if info is None or info.state != head_pb2.ALIVE:
+                return False
+        return not any(actor.replaying or actor.replay
+                       for actor in (self.worker.host.actors.values() if self.worker.host is not None else ())
+                       if actor.actor_id in member.members)
 
     def _send_aborted(self, address: str, key: tuple[bytes, int]) -> None:
         if address == self.worker.address:
@@ -208,7 +230,7 @@ class CollectiveService:
 
     def _abort(self, ex: Exchange, aborted: cpb.Aborted) -> None:
         log.warning("%s", aborted.reason)
-        self._fail(ex, CollectiveError(aborted.reason))
+        self._fail(ex, CallAborted(aborted.reason))
 
     def _forget_old_aborts(self) -> None:
         while len(self.aborted) > ABORTS_KEPT:

@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 from actorrt.core import context, interruptions
 from actorrt.core.arguments import ArgumentError, MissingArgumentError, resolve_args
@@ -304,16 +304,18 @@ class ActorInstance:
             return  # it ran already (or is not here yet)
         self.killed_queued.update(queued[:queued.index(kill_task)])
         task = self.awaiting
-        if task is not None and not task.replayed and not task.interrupted:
+        if task is None or task.replayed or task.interrupted or asyncio.current_task() is self._runner:
+            return  # (a method that kills its own actor is not interrupted: it runs to its end)
+        try:
             interruptions.interrupt(task, self._runner, self.services.ft.on_record)
+        except ValueError as exc:  # its log is full: the kill waits for the method's end
+            log.warning("actor %s: the kill does not interrupt %s: %s", self.who, task.spec.method, exc)
 
     async def _await_method(self, awaitable: Any) -> Any:
         """Await a method's coroutine, which a kill may interrupt (or interrupted, before a failure)."""
         task = context.running_task.get()
-        if task.replayed:
-            task.interrupt_after = interruptions.recorded_interruption(task.spec)
-            if task.interrupt_after is not None and task.sent >= task.interrupt_after:
-                interruptions.cancel_at_next_await(task)
+        if task.replayed and (after := interruptions.recorded_interruption(task.spec)) is not None:
+            await self._replay_interrupted(task, awaitable, after)
         self.awaiting = task
         try:
             value = await awaitable
@@ -324,9 +326,25 @@ class ActorInstance:
         finally:
             self.awaiting = None
         if task.interrupted:
-            asyncio.current_task().uncancel()
+            if asyncio.current_task().uncancel() > 0:
+                raise asyncio.CancelledError  # the actor is being stopped too
             raise interruptions.Interrupted
         return value
+
+    async def _replay_interrupted(self, task: RunningTask, awaitable: Any, after: int) -> NoReturn:
+        """Replay a method a kill interrupted after ``after`` sends: in an asyncio task of its own,
+        cancelled at its first await past them (``interruptions.py``); raises ``Interrupted``."""
+        inner = asyncio.ensure_future(awaitable)
+        task.interrupt_after, task.cancel = after, inner.cancel
+        if after == 0:
+            task.interrupted = True
+            asyncio.get_running_loop().call_soon(inner.cancel)  # once it reached its first await
+        try:
+            await inner
+        except BaseException:
+            if asyncio.current_task().cancelling():
+                raise  # the actor is being stopped
+        raise interruptions.Interrupted
 
     def _prefetch_replay(self, position: int) -> None:
         """Ask for the arguments of the next recorded tasks now, so that a replay does not wait
@@ -449,9 +467,12 @@ class ActorInstance:
         timer = SenderContext(ids.timer_sender(self.actor_id, timer_id), {self.actor_id: n - 1},
                               current_task=entry.registered_by)
         token = context.current_sender.set(timer)
+        # Not a send of the task that armed the timer (its context came with the loop's callback).
+        log_token = context.running_task.set(None)
         try:
             self.services.submitter.submit_task(self.actor_id, self.services.slot, TIMER_METHOD, (timer_id, n), {})
         finally:
+            context.running_task.reset(log_token)
             context.current_sender.reset(token)
 
     def _fire(self, timer_id: int, n: int) -> Any:

@@ -76,7 +76,7 @@ class SenderLedger:
         self.last_counter[spec.sender] = spec.task_counter
         if spec.answered_upto and not sender_replayed(spec, self._senders_replay):
             self.drop_results(spec.sender, spec.answered_upto)  # before it runs: its result may reuse their memory
-        if self._senders_replay:
+        if self._senders_replay or sent_by_function(spec):  # (a function's call runs again in every mode)
             calls = self._calls.setdefault(spec.sender, OrderedDict())
             calls[spec.task_counter] = call_digest(spec)
             if len(calls) > CALLS_KEPT_PER_SENDER:
@@ -114,6 +114,9 @@ class SenderLedger:
             self._calls.pop(oldest, None)
             self.results.pop(oldest, None)
             self._kept_bytes.pop(oldest, None)
+        kept = self.results.get(sender)
+        while self._function_bytes > FUNCTION_RESULT_BYTES_KEPT and kept and len(kept) > 1:
+            self._drop_oldest(sender, kept)  # one call alone over the bound: its oldest results go
 
     def _held(self, value: pb.ObjectValue) -> pb.ObjectValue:
         shared = shared_part(value)

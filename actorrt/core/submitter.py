@@ -56,6 +56,7 @@ class Submitter:
         the ref to its result. ``bounded``: the call counts in its channel's window until answered
         (the caller waited for room first: ``wait_for_room``)."""
         ctx = self.sender()
+        interruptions.may_send(context.running_task.get(None))
         encoded = encode_args(args, kwargs, self._inline_max_bytes(), to_shared=not _replaying())
         self._wait_for_stash_room()
         with ctx.lock:
@@ -95,6 +96,7 @@ class Submitter:
         """Submit a call of the remote function ``blob`` (cloudpickled) to ``node``, or to the next
         live node; returns the ref to its result. Placement is not logged: a replayed caller may
         send the call elsewhere, which runs it again (a function keeps no state)."""
+        interruptions.may_send(context.running_task.get(None))
         encoded = encode_args(args, kwargs, self._inline_max_bytes())
         self._wait_for_stash_room()
         ctx = self.sender()
@@ -126,6 +128,7 @@ class Submitter:
         restarted one rebuilds the actor. ``before_send(actor id, slot)`` runs before the creation
         task is sent; if it raises, nothing is sent."""
         ctx = self.sender()
+        interruptions.may_send(context.running_task.get(None))
         encoded = encode_args(args, kwargs, self._inline_max_bytes())
         with ctx.lock:
             actor_id = ctx.next_actor_id()

@@ -94,8 +94,9 @@ class CallSender:
 
 def sender_replayed(spec: pb.TaskSpec, lineage_logged: bool) -> bool:
     """Whether ``spec``'s sender may be replayed, and await its results again: an actor's task
-    (not a driver's, nor a node process's outside any task), where lineage is logged."""
-    return bool(spec.parent_id) and lineage_logged
+    (not a driver's, nor a node process's outside any task), where lineage is logged; or a call
+    of a remote function, which is run again after a failure in every mode."""
+    return bool(spec.parent_id) and (lineage_logged or sent_by_function(spec))
 
 
 def sent_by_function(spec: pb.TaskSpec) -> bool:

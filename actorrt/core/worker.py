@@ -35,6 +35,7 @@ from actorrt.core.standbys import Standbys
 from actorrt.core.submitter import Submitter
 from actorrt.core.task_spec import KILL_METHOD
 from actorrt.core.unretrieved import UnretrievedErrors
+from actorrt.exceptions import ActorRTError
 from actorrt.lineage import ids
 from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
 from actorrt.lineage.strategies import create_strategy
@@ -379,7 +380,16 @@ class Worker:
         slot = self.releasable.pop(actor_id, None)
         if slot is None or self.unretrieved.closing or self.cluster_lost:
             return
-        killed = self.submitter.submit_task(actor_id, slot, KILL_METHOD, (), {})
+        # Submitted from a thread: a garbage collection may run this inside any code of the loop,
+        # even a submission holding the process's sender lock.
+        self.loop.run_in_executor(None, self._submit_release, actor_id, slot)
+
+    def _submit_release(self, actor_id: bytes, slot: int) -> None:
+        try:
+            killed = self.submitter.submit_task(actor_id, slot, KILL_METHOD, (), {})
+        except ActorRTError as exc:  # the cluster is going away, or the stash is stuck: it stays
+            log.info("actor %s was not released: %s", ids.short(actor_id), exc)
+            return
         killed.mark_retrieved()  # its answer (the actor had died already, say) is nobody's failure
         self.unretrieved.quiet(killed.object_id)  # (nor if it comes once this ref has gone)
 

@@ -21,6 +21,15 @@ from actorrt.util import pickling
 
 T = TypeVar("T")
 
+# What a kill that interrupted a task records in its log (``core/interruptions.py``): a mark for
+# the runtime, which ``record`` does not hand back as the value of an event.
+INTERRUPTED_MARK = "actorrt: interrupted after sends"
+_INTERRUPTED_BYTES = INTERRUPTED_MARK.encode()
+
+
+def is_interruption(entry: bytes) -> bool:
+    return _INTERRUPTED_BYTES in entry[:64]
+
 # The most ``record`` logs for one task: the task's log goes with each of its versions.
 MAX_RECORD_BYTES = MAX_SPEC_BYTES // 8
 
@@ -47,6 +56,15 @@ class RunningTask:
     sent: int = 0  # tasks it sent so far
     interrupt_after: int | None = None  # a replay of a task a kill interrupted: cancelled once it sent as many
     interrupted: bool = False
+    cancel: Callable[[], object] | None = None  # cancels the asyncio task of such a replay
+
+    def next_logged(self) -> bytes | None:
+        """The entry a replay's next ``record`` hands back, without taking it (None past the log)."""
+        log = self.spec.application_log
+        position = self.position
+        while position < len(log) and is_interruption(log[position]):
+            position += 1
+        return log[position] if position < len(log) else None
 
     def record(self, fn: Callable[[], T], on_new_version: Callable[[pb.TaskSpec], None],
                depends_on: bytes = b"", encode: Callable[[T], bytes] = pickling.dumps) -> T:
@@ -54,8 +72,11 @@ class RunningTask:
         ``on_new_version`` (the lineage stash) before it is returned; ``depends_on``: a task
         whose lineage must be kept with this version (the event followed it); ``encode``: how
         the value is written (cloudpickle, unless it is plain data)."""
-        if self.position < len(self.spec.application_log):
-            value = pickling.loads(self.spec.application_log[self.position])
+        log = self.spec.application_log
+        while self.position < len(log) and is_interruption(log[self.position]):
+            self.position += 1  # not an event of the task's code
+        if self.position < len(log):
+            value = pickling.loads(log[self.position])
         else:
             value = fn()
             entry = encode(value)

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from actorrt.rpc import common_pb2 as actorrt_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61\x63torrt/collective.proto\x12\x07\x61\x63torrt\x1a\x14\x61\x63torrt/common.proto\"\xb5\x02\n\x11\x43ollectiveMessage\x12\x10\n\x08group_id\x18\x01 \x01(\x0c\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x0c\n\x04rank\x18\x03 \x01(\r\x12-\n\x0c\x63ontribution\x18\x04 \x01(\x0b\x32\x15.actorrt.ContributionH\x00\x12\x1d\n\x04\x64one\x18\x05 \x01(\x0b\x32\r.actorrt.DoneH\x00\x12(\n\x08\x63omplete\x18\x06 \x01(\x0b\x32\x14.actorrt.ObjectValueH\x00\x12\x11\n\x07missing\x18\x07 \x01(\x08H\x00\x12\x13\n\treplaying\x18\x08 \x01(\x08H\x00\x12&\n\x05\x61\x62ort\x18\t \x01(\x0b\x32\x15.actorrt.AbortRequestH\x00\x12#\n\x07\x61\x62orted\x18\n \x01(\x0b\x32\x10.actorrt.AbortedH\x00\x42\x06\n\x04kind\"/\n\x0c\x41\x62ortRequest\x12\x0c\n\x04size\x18\x01 \x01(\r\x12\x11\n\ttimeout_s\x18\x02 \x01(\x01\"*\n\x07\x41\x62orted\x12\x0f\n\x07missing\x18\x01 \x03(\r\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\xa1\x01\n\x0c\x43ontribution\x12\n\n\x02op\x18\x01 \x01(\t\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x03(\x03\x12$\n\x05input\x18\x04 \x01(\x0b\x32\x15.actorrt.SharedObject\x12%\n\x06result\x18\x05 \x01(\x0b\x32\x15.actorrt.SharedObject\x12\x0c\n\x04size\x18\x06 \x01(\r\x12\x0c\n\x04host\x18\x07 \x01(\t\"-\n\x04\x44one\x12%\n\x06result\x18\x01 \x01(\x0b\x32\x15.actorrt.SharedObjectb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61\x63torrt/collective.proto\x12\x07\x61\x63torrt\x1a\x14\x61\x63torrt/common.proto\"\xb5\x02\n\x11\x43ollectiveMessage\x12\x10\n\x08group_id\x18\x01 \x01(\x0c\x12\x0b\n\x03seq\x18\x02 \x01(\x04\x12\x0c\n\x04rank\x18\x03 \x01(\r\x12-\n\x0c\x63ontribution\x18\x04 \x01(\x0b\x32\x15.actorrt.ContributionH\x00\x12\x1d\n\x04\x64one\x18\x05 \x01(\x0b\x32\r.actorrt.DoneH\x00\x12(\n\x08\x63omplete\x18\x06 \x01(\x0b\x32\x14.actorrt.ObjectValueH\x00\x12\x11\n\x07missing\x18\x07 \x01(\x08H\x00\x12\x13\n\treplaying\x18\x08 \x01(\x08H\x00\x12&\n\x05\x61\x62ort\x18\t \x01(\x0b\x32\x15.actorrt.AbortRequestH\x00\x12#\n\x07\x61\x62orted\x18\n \x01(\x0b\x32\x10.actorrt.AbortedH\x00\x42\x06\n\x04kind\"!\n\x0c\x41\x62ortRequest\x12\x11\n\ttimeout_s\x18\x01 \x01(\x01\"\x19\n\x07\x41\x62orted\x12\x0e\n\x06reason\x18\x01 \x01(\t\"\xa1\x01\n\x0c\x43ontribution\x12\n\n\x02op\x18\x01 \x01(\t\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x03(\x03\x12$\n\x05input\x18\x04 \x01(\x0b\x32\x15.actorrt.SharedObject\x12%\n\x06result\x18\x05 \x01(\x0b\x32\x15.actorrt.SharedObject\x12\x0c\n\x04size\x18\x06 \x01(\r\x12\x0c\n\x04host\x18\x07 \x01(\t\"-\n\x04\x44one\x12%\n\x06result\x18\x01 \x01(\x0b\x32\x15.actorrt.SharedObjectb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,11 +35,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_COLLECTIVEMESSAGE']._serialized_start=60
   _globals['_COLLECTIVEMESSAGE']._serialized_end=369
   _globals['_ABORTREQUEST']._serialized_start=371
-  _globals['_ABORTREQUEST']._serialized_end=418
-  _globals['_ABORTED']._serialized_start=420
-  _globals['_ABORTED']._serialized_end=462
-  _globals['_CONTRIBUTION']._serialized_start=465
-  _globals['_CONTRIBUTION']._serialized_end=626
-  _globals['_DONE']._serialized_start=628
-  _globals['_DONE']._serialized_end=673
+  _globals['_ABORTREQUEST']._serialized_end=404
+  _globals['_ABORTED']._serialized_start=406
+  _globals['_ABORTED']._serialized_end=431
+  _globals['_CONTRIBUTION']._serialized_start=434
+  _globals['_CONTRIBUTION']._serialized_end=595
+  _globals['_DONE']._serialized_start=597
+  _globals['_DONE']._serialized_end=642
 # @@protoc_insertion_point(module_scope)

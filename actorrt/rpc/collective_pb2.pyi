@@ -32,20 +32,16 @@ class CollectiveMessage(_message.Message):
     def __init__(self, group_id: _Optional[bytes] = ..., seq: _Optional[int] = ..., rank: _Optional[int] = ..., contribution: _Optional[_Union[Contribution, _Mapping]] = ..., done: _Optional[_Union[Done, _Mapping]] = ..., complete: _Optional[_Union[_common_pb2.ObjectValue, _Mapping]] = ..., missing: _Optional[bool] = ..., replaying: _Optional[bool] = ..., abort: _Optional[_Union[AbortRequest, _Mapping]] = ..., aborted: _Optional[_Union[Aborted, _Mapping]] = ...) -> None: ...
 
 class AbortRequest(_message.Message):
-    __slots__ = ("size", "timeout_s")
-    SIZE_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("timeout_s",)
     TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
-    size: int
     timeout_s: float
-    def __init__(self, size: _Optional[int] = ..., timeout_s: _Optional[float] = ...) -> None: ...
+    def __init__(self, timeout_s: _Optional[float] = ...) -> None: ...
 
 class Aborted(_message.Message):
-    __slots__ = ("missing", "reason")
-    MISSING_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("reason",)
     REASON_FIELD_NUMBER: _ClassVar[int]
-    missing: _containers.RepeatedScalarFieldContainer[int]
     reason: str
-    def __init__(self, missing: _Optional[_Iterable[int]] = ..., reason: _Optional[str] = ...) -> None: ...
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class Contribution(_message.Message):
     __slots__ = ("op", "dtype", "shape", "input", "result", "size", "host")

@@ -315,6 +315,14 @@ class Worker:
         return n
 
 
+@actorrt.remote
+class Quitter:
+    async def quit(self, me):
+        actorrt.kill(me)  # its own: this method is not interrupted
+        await asyncio.sleep(0.05)
+        return "bye"
+
+
 def test_a_kill_interrupts_the_awaited_method_and_a_replay_stops_it_at_the_same_point(cluster_with):
     with cluster_with(num_nodes=2, store_shards=1):
         tally = Tally.options(node=0).remote()
@@ -343,6 +351,10 @@ def test_a_kill_interrupts_the_awaited_method_and_a_replay_stops_it_at_the_same_
         assert actorrt.get(tally.add.remote(0), timeout=30) == added  # no add sent again, none more
         with pytest.raises(TypeError, match="kill\\(\\) takes an actor handle"):
             actorrt.kill("worker")
+        quitter = Quitter.options(node=0).remote()
+        assert actorrt.get(quitter.quit.remote(quitter), timeout=30) == "bye"
+        with pytest.raises(actorrt.ActorDiedError, match="was killed with actorrt.kill"):
+            actorrt.get(quitter.quit.remote(quitter), timeout=30)
 
 
 @actorrt.remote

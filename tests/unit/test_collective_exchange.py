@@ -181,3 +181,25 @@ def test_reduce_into_is_the_rank_order_reduction_bit_for_bit(reduce):
                              "mean": np.add}[reduce], inputs)
     want = want / 4 if reduce == "mean" else want
     assert out.tobytes() == want.tobytes()
+
+
+def test_a_replayed_member_finds_its_calls_abort_in_its_log_and_nothing_else():
+    from actorrt.collective import api
+    from actorrt.collective.group import GroupMember
+    from actorrt.core import context
+    from actorrt.lineage.application_log import RunningTask
+    from actorrt.util import pickling
+
+    member = GroupMember("g", b"gid", 1, [b"a", b"b"], [0, 1])
+    log = [pickling.dumps((b"gid", 0, "allreduce:sum")), pickling.dumps((b"gid", 1, "barrier", "timed out: [0]"))]
+    replay = RunningTask(pb.TaskSpec(task_id=b"t", application_log=log), replayed=True)
+    token = context.running_task.set(replay)
+    try:
+        assert api._logged_abort(member, 0) is None  # call #0 completed before the failure
+        replay.position = 1
+        assert api._logged_abort(member, 1) == "timed out: [0]"
+        assert api._logged_abort(GroupMember("h", b"other", 1, [b"a"], [0]), 1) is None
+        replay.replayed = False  # a live run reads no log
+        assert api._logged_abort(member, 1) is None
+    finally:
+        context.running_task.reset(token)
