@@ -280,21 +280,23 @@ class ActorInstance:
         """Why ``spec`` does not run, if it was cancelled or queued ahead of a kill: decided when
         it comes up, and then recorded in its log (a new version, like ``actorrt.record``), so
         that a replay decides the same."""
-        cancelled = runtime_error(pb.CANCELLED, f"task {spec.method} of actor {self.who} was cancelled before it "
-                                                f"started", self.actor_id)
+        killed = spec.task_id in self.killed_queued
+        self.killed_queued.discard(spec.task_id)  # (a replay decides from its log, not from this)
         if spec.application_log or replayed:  # a replay decides as the past did
-            first = spec.application_log[0] if spec.application_log else b""
-            if first == _CANCELLED_ENTRY:
-                return cancelled
-            return interruptions.killed_error(self.who, self.actor_id, False) \
-                if first == interruptions.KILLED_ENTRY else None
-        for why, marked, error in ((_CANCELLED, self.cancelled, cancelled),
-                                   (interruptions.KILLED, self.killed_queued, None)):
-            if spec.task_id in marked:
-                marked.discard(spec.task_id)
-                context.record(lambda why=why: why, self.services.ft.on_record)
-                return error or interruptions.killed_error(self.who, self.actor_id, False)
-        return None
+            why = spec.application_log[0] if spec.application_log else b""
+            why = _CANCELLED if why == _CANCELLED_ENTRY else interruptions.KILLED if why == interruptions.KILLED_ENTRY \
+                else None
+        elif spec.task_id in self.cancelled:
+            self.cancelled.discard(spec.task_id)
+            why = context.record(lambda: _CANCELLED, self.services.ft.on_record)
+        elif killed:
+            why = context.record(lambda: interruptions.KILLED, self.services.ft.on_record)
+        else:
+            return None
+        if why == _CANCELLED:
+            return runtime_error(pb.CANCELLED, f"task {spec.method} of actor {self.who} was cancelled before it "
+                                               f"started", self.actor_id)
+        return interruptions.killed_error(self.who, self.actor_id, False) if why == interruptions.KILLED else None
 
     def kill_notice(self, kill_task: bytes) -> None:
         """``actorrt.kill`` sent ``kill_task``: the tasks queued ahead of it are skipped, and the
