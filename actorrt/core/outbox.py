@@ -58,7 +58,8 @@ class Outbox:
     def _answered(self, spec: pb.TaskSpec) -> None:
         """``spec`` has its result or failed: room in its window, and never sent again."""
         self._w.windows.answered(spec.task_id)
-        self.answered.answered(spec)
+        if not sender_replayed(spec, self._w.ft.logs_lineage):  # the only senders that say it (resend)
+            self.answered.answered(spec)
 
     def reroute(self) -> None:
         """After a new cluster view: tasks sent to a node incarnation that died go again to the
