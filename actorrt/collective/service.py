@@ -202,13 +202,15 @@ class CollectiveService:
         self._abort(ex, aborted)
 
     def _may_abort(self, member: GroupMember) -> bool:
-        """Whether this process may abort a call now: it serves rank 0 and holds its lease, and
-        every member's slot is served by a live node (none is restarting, nor replaying here)."""
-        if not self.worker.lease.valid():
+        """Whether this process may abort a call now: it hosts rank 0 and holds its lease, and no
+        member is being rebuilt (its slot restarting, or replaying here). A member lost for good
+        is no reason to wait."""
+        if not self.worker.lease.valid() or members.local_member(self.worker, member.gid, 0) is None:
             return False
         for slot in member.slots:
             info = self.worker.membership.serving(slot)
-            if info is None or info.state != head_pb2.ALIVE:
+            alive = info is not None and info.state == head_pb2.ALIVE
+            if not alive and not members.rank_lost(self.worker, slot, None, set()):
                 return False
         return not any(actor.replaying or actor.replay
                        for actor in (self.worker.host.actors.values() if self.worker.host is not None else ())

@@ -115,7 +115,8 @@ class ActorInstance:
         self.executed = 0
         self.last_executed = b""  # the predecessor of the next task, for AssignTask
         self.last_sender = b""  # its sender: a deterministic actor records where the sender changes
-        self.ledger = SenderLedger(actor_id, self.who, senders_replay=services.ft.logs_lineage, shared=services.shared)
+        self.ledger = SenderLedger(actor_id, self.who, senders_replay=services.ft.logs_lineage, shared=services.shared,
+                                   functions_rerun=not services.ft.rolls_back)
         self.checkpointer = Checkpointer(self)
         self.standby: int | None = None  # the slot of its standby (created with one: core/standbys.py)
         self.watermarks: dict[str, tuple[int, int]] = {}  # ONCE_METHOD marks applied, per source
@@ -280,14 +281,14 @@ class ActorInstance:
         """Why ``spec`` does not run, if it was cancelled or queued ahead of a kill: decided when
         it comes up, and then recorded in its log (a new version, like ``actorrt.record``), so
         that a replay decides the same."""
-        killed = spec.task_id in self.killed_queued
-        self.killed_queued.discard(spec.task_id)  # (a replay decides from its log, not from this)
+        killed, cancelled = spec.task_id in self.killed_queued, spec.task_id in self.cancelled
+        self.killed_queued.discard(spec.task_id)  # (a replay decides from its log, not from these)
+        self.cancelled.discard(spec.task_id)
         if spec.application_log or replayed:  # a replay decides as the past did
             why = spec.application_log[0] if spec.application_log else b""
             why = _CANCELLED if why == _CANCELLED_ENTRY else interruptions.KILLED if why == interruptions.KILLED_ENTRY \
                 else None
-        elif spec.task_id in self.cancelled:
-            self.cancelled.discard(spec.task_id)
+        elif cancelled:
             why = context.record(lambda: _CANCELLED, self.services.ft.on_record)
         elif killed:
             why = context.record(lambda: interruptions.KILLED, self.services.ft.on_record)
@@ -343,9 +344,10 @@ class ActorInstance:
             asyncio.get_running_loop().call_soon(inner.cancel)  # once it reached its first await
         try:
             await inner
-        except BaseException:
-            if asyncio.current_task().cancelling():
-                raise  # the actor is being stopped
+        except BaseException:  # noqa: BLE001 - it ends as the first run did, whatever it raised
+            pass
+        if asyncio.current_task().cancelling():
+            raise asyncio.CancelledError  # the actor is being stopped
         raise interruptions.Interrupted
 
     def _prefetch_replay(self, position: int) -> None:

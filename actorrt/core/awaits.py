@@ -112,13 +112,11 @@ class Awaits:
 def _recorded_deadlock(object_id: bytes) -> str | None:
     """The message of the deadlock the running task's log records next for ``object_id``, if it does."""
     task = context.running_task.get(None)
-    if task is None or task.position >= len(task.spec.application_log):
-        return None
-    entry = task.spec.application_log[task.position]
-    if _MARK.encode() not in entry[:64]:
+    entry = task.next_logged() if task is not None else None
+    if entry is None or _MARK.encode() not in entry[:64]:
         return None
     mark, recorded_object, message = pickling.loads(entry)
     if recorded_object != object_id:
         return None
-    task.position += 1
+    task.take_logged()
     return message

@@ -20,7 +20,7 @@ import pickle
 from collections.abc import Callable
 
 from actorrt.core.serialization import runtime_error
-from actorrt.lineage.application_log import INTERRUPTED_MARK, RunningTask
+from actorrt.lineage.application_log import INTERRUPTED_MARK, RunningTask, is_interruption
 from actorrt.rpc import common_pb2 as pb
 from actorrt.util import pickling
 
@@ -40,10 +40,8 @@ def _entry(sent: int) -> bytes:
 def recorded_interruption(spec: pb.TaskSpec) -> int | None:
     """How many tasks ``spec`` had sent when a kill interrupted it, if its log says one did."""
     for entry in reversed(spec.application_log):
-        if INTERRUPTED_MARK.encode() in entry[:64]:
-            mark = pickle.loads(entry)
-            if isinstance(mark, tuple) and len(mark) == 2 and mark[0] == INTERRUPTED_MARK:
-                return mark[1]
+        if is_interruption(entry):
+            return pickle.loads(entry)[1]
     return None
 
 

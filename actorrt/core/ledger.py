@@ -55,11 +55,13 @@ def results_unasked(order: list[pb.TaskSpec]) -> set[bytes]:
 
 
 class SenderLedger:
-    def __init__(self, actor_id: bytes, who: str, senders_replay: bool, shared: SharedObjects | None = None) -> None:
+    def __init__(self, actor_id: bytes, who: str, senders_replay: bool, shared: SharedObjects | None = None,
+                 functions_rerun: bool = True) -> None:
         self._actor_id = actor_id
         self._shared = shared  # kept results in shared memory are held while kept
         self._who = who  # "Class(actor id)", for messages
         self._senders_replay = senders_replay  # only where lineage is logged
+        self._functions_rerun = functions_rerun  # a function's call is run again (not under global rollback)
         self.last_counter: dict[bytes, int] = {}
         # Per sender: counter -> (result, its wire size; measured once: ByteSize serializes).
         self.results: dict[bytes, OrderedDict[int, tuple[pb.ObjectValue, int]]] = {}
@@ -76,7 +78,7 @@ class SenderLedger:
         self.last_counter[spec.sender] = spec.task_counter
         if spec.answered_upto and not sender_replayed(spec, self._senders_replay):
             self.drop_results(spec.sender, spec.answered_upto)  # before it runs: its result may reuse their memory
-        if self._senders_replay or sent_by_function(spec):  # (a function's call runs again in every mode)
+        if self._senders_replay or self._reruns(spec):
             calls = self._calls.setdefault(spec.sender, OrderedDict())
             calls[spec.task_counter] = call_digest(spec)
             if len(calls) > CALLS_KEPT_PER_SENDER:
@@ -92,13 +94,17 @@ class SenderLedger:
         size = wire_size(value)
         kept[spec.task_counter] = (value, size)
         self._kept_bytes[spec.sender] = self._kept_bytes.get(spec.sender, 0) + size - replaced_size
-        if sent_by_function(spec):
+        if self._reruns(spec):
             self._function_bytes += size - replaced_size
             self._bound_function_senders(spec.sender)
-        elif not sender_replayed(spec, self._senders_replay):
+        elif not sender_replayed(spec, self._senders_replay) or sent_by_function(spec):  # kept as a driver's are
             sender = spec.sender
             while len(kept) > RESULTS_KEPT_PER_PROCESS and self._kept_bytes[sender] > RESULT_BYTES_KEPT_PER_PROCESS:
                 self._drop_oldest(sender, kept)
+
+    def _reruns(self, spec: pb.TaskSpec) -> bool:
+        """Whether ``spec`` comes from a function's call that may be run again and ask for its answers."""
+        return self._functions_rerun and sent_by_function(spec)
 
     def _bound_function_senders(self, sender: bytes) -> None:
         """Keep the results and digests of the last ``FUNCTION_SENDERS_KEPT`` function calls that

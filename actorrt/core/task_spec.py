@@ -102,7 +102,7 @@ def sender_replayed(spec: pb.TaskSpec, lineage_logged: bool) -> bool:
 def sent_by_function(spec: pb.TaskSpec) -> bool:
     """Whether ``spec`` comes from a call of a remote function: run again after a failure, never
     replayed or checkpointed, so what its receivers keep for it is bounded otherwise."""
-    return bool(spec.parent_id) and spec.sender == ids.function_call(spec.parent_id)
+    return spec.from_function
 
 
 def call_digest(spec: pb.TaskSpec) -> bytes:
@@ -215,4 +215,5 @@ def build_task(
         owner_address=owner_address,
         actor_creation=actor_creation,
         function=function,
+        from_function=bool(ctx.function),
     )

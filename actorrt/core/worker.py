@@ -35,7 +35,6 @@ from actorrt.core.standbys import Standbys
 from actorrt.core.submitter import Submitter
 from actorrt.core.task_spec import KILL_METHOD
 from actorrt.core.unretrieved import UnretrievedErrors
-from actorrt.exceptions import ActorRTError
 from actorrt.lineage import ids
 from actorrt.lineage.options import DEFAULT_PINNED_BUDGET_BYTES, FaultToleranceOptions
 from actorrt.lineage.strategies import create_strategy
@@ -94,6 +93,7 @@ class Worker:
         # Actors this driver created whose handle was never pickled (by id, to their slot): released
         # when that handle goes. Changed from callers' threads (a dict's single operations are atomic).
         self.releasable: dict[bytes, int] = {}
+        self._release_thread = ThreadPoolExecutor(1, thread_name_prefix="actorrt-release")
         self.epoch = 0  # and which incarnation of it this process is
         self.lease = Lease()  # a node acts only under it (see actorrt.util.lease); a driver's never ends
         self.objects = ObjectStore()
@@ -382,13 +382,13 @@ class Worker:
             return
         # Submitted from a thread: a garbage collection may run this inside any code of the loop,
         # even a submission holding the process's sender lock.
-        self.loop.run_in_executor(None, self._submit_release, actor_id, slot)
+        self._release_thread.submit(self._submit_release, actor_id, slot)
 
     def _submit_release(self, actor_id: bytes, slot: int) -> None:
         try:
             killed = self.submitter.submit_task(actor_id, slot, KILL_METHOD, (), {})
-        except ActorRTError as exc:  # the cluster is going away, or the stash is stuck: it stays
-            log.info("actor %s was not released: %s", ids.short(actor_id), exc)
+        except Exception as exc:  # noqa: BLE001 - the cluster is going away, or the stash is stuck: it stays
+            log.info("actor %s was not released: %r", ids.short(actor_id), exc)
             return
         killed.mark_retrieved()  # its answer (the actor had died already, say) is nobody's failure
         self.unretrieved.quiet(killed.object_id)  # (nor if it comes once this ref has gone)
@@ -418,6 +418,7 @@ class Worker:
     async def aclose(self) -> None:
         self._background.cancel_all()
         self._method_threads.shutdown(wait=False, cancel_futures=True)
+        self._release_thread.shutdown(wait=False, cancel_futures=True)
         if self.traffic is not None:
             await self.traffic.aclose()
         if self.ft is not None:

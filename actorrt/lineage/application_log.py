@@ -28,7 +28,11 @@ _INTERRUPTED_BYTES = INTERRUPTED_MARK.encode()
 
 
 def is_interruption(entry: bytes) -> bool:
-    return _INTERRUPTED_BYTES in entry[:64]
+    """Whether log entry ``entry`` is a kill's mark (not a value some code recorded)."""
+    if _INTERRUPTED_BYTES not in entry[:64]:
+        return False
+    value = pickling.loads(entry)
+    return isinstance(value, tuple) and len(value) == 2 and value[0] == INTERRUPTED_MARK and isinstance(value[1], int)
 
 # The most ``record`` logs for one task: the task's log goes with each of its versions.
 MAX_RECORD_BYTES = MAX_SPEC_BYTES // 8
@@ -61,10 +65,13 @@ class RunningTask:
     def next_logged(self) -> bytes | None:
         """The entry a replay's next ``record`` hands back, without taking it (None past the log)."""
         log = self.spec.application_log
-        position = self.position
-        while position < len(log) and is_interruption(log[position]):
-            position += 1
-        return log[position] if position < len(log) else None
+        while self.position < len(log) and is_interruption(log[self.position]):
+            self.position += 1  # not an event of the task's code
+        return log[self.position] if self.position < len(log) else None
+
+    def take_logged(self) -> None:
+        """Past the entry ``next_logged`` returned (a replay's event read without ``record``)."""
+        self.position += 1
 
     def record(self, fn: Callable[[], T], on_new_version: Callable[[pb.TaskSpec], None],
                depends_on: bytes = b"", encode: Callable[[T], bytes] = pickling.dumps) -> T:
@@ -72,11 +79,9 @@ class RunningTask:
         ``on_new_version`` (the lineage stash) before it is returned; ``depends_on``: a task
         whose lineage must be kept with this version (the event followed it); ``encode``: how
         the value is written (cloudpickle, unless it is plain data)."""
-        log = self.spec.application_log
-        while self.position < len(log) and is_interruption(log[self.position]):
-            self.position += 1  # not an event of the task's code
-        if self.position < len(log):
-            value = pickling.loads(log[self.position])
+        entry = self.next_logged()
+        if entry is not None:
+            value = pickling.loads(entry)
         else:
             value = fn()
             entry = encode(value)

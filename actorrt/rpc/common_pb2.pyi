@@ -157,7 +157,7 @@ class ActorCreation(_message.Message):
     def __init__(self, class_blob: _Optional[bytes] = ..., class_name: _Optional[str] = ..., methods: _Optional[_Iterable[str]] = ..., nondeterministic: _Optional[bool] = ..., slot: _Optional[int] = ..., checkpoint_every: _Optional[int] = ..., standby: _Optional[int] = ..., max_concurrency: _Optional[int] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
-    __slots__ = ("task_id", "version", "receiver", "sender", "task_counter", "application_log", "parent_id", "predecessor_id", "argument_ids", "dependencies", "method", "args", "owner_address", "actor_creation", "function", "answered_upto")
+    __slots__ = ("task_id", "version", "receiver", "sender", "task_counter", "application_log", "parent_id", "predecessor_id", "argument_ids", "dependencies", "method", "args", "owner_address", "actor_creation", "function", "answered_upto", "from_function")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     RECEIVER_FIELD_NUMBER: _ClassVar[int]
@@ -174,6 +174,7 @@ class TaskSpec(_message.Message):
     ACTOR_CREATION_FIELD_NUMBER: _ClassVar[int]
     FUNCTION_FIELD_NUMBER: _ClassVar[int]
     ANSWERED_UPTO_FIELD_NUMBER: _ClassVar[int]
+    FROM_FUNCTION_FIELD_NUMBER: _ClassVar[int]
     task_id: bytes
     version: int
     receiver: bytes
@@ -190,7 +191,8 @@ class TaskSpec(_message.Message):
     actor_creation: ActorCreation
     function: bytes
     answered_upto: int
-    def __init__(self, task_id: _Optional[bytes] = ..., version: _Optional[int] = ..., receiver: _Optional[bytes] = ..., sender: _Optional[bytes] = ..., task_counter: _Optional[int] = ..., application_log: _Optional[_Iterable[bytes]] = ..., parent_id: _Optional[bytes] = ..., predecessor_id: _Optional[bytes] = ..., argument_ids: _Optional[_Iterable[bytes]] = ..., dependencies: _Optional[_Iterable[bytes]] = ..., method: _Optional[str] = ..., args: _Optional[_Iterable[_Union[Arg, _Mapping]]] = ..., owner_address: _Optional[str] = ..., actor_creation: _Optional[_Union[ActorCreation, _Mapping]] = ..., function: _Optional[bytes] = ..., answered_upto: _Optional[int] = ...) -> None: ...
+    from_function: bool
+    def __init__(self, task_id: _Optional[bytes] = ..., version: _Optional[int] = ..., receiver: _Optional[bytes] = ..., sender: _Optional[bytes] = ..., task_counter: _Optional[int] = ..., application_log: _Optional[_Iterable[bytes]] = ..., parent_id: _Optional[bytes] = ..., predecessor_id: _Optional[bytes] = ..., argument_ids: _Optional[_Iterable[bytes]] = ..., dependencies: _Optional[_Iterable[bytes]] = ..., method: _Optional[str] = ..., args: _Optional[_Iterable[_Union[Arg, _Mapping]]] = ..., owner_address: _Optional[str] = ..., actor_creation: _Optional[_Union[ActorCreation, _Mapping]] = ..., function: _Optional[bytes] = ..., answered_upto: _Optional[int] = ..., from_function: _Optional[bool] = ...) -> None: ...
 
 class TaskVersion(_message.Message):
     __slots__ = ("version", "predecessor_id", "application_log")

@@ -76,7 +76,7 @@ def test_a_function_calls_results_are_all_kept_for_its_re_run_and_the_oldest_cal
     def spec(call: bytes, counter: int) -> pb.TaskSpec:
         sender = ids.function_call(call)  # what a call's sends carry: a re-run sends the same
         return pb.TaskSpec(task_id=ids.task_id(ACTOR, sender, counter), receiver=ACTOR, sender=sender,
-                           task_counter=counter, parent_id=call)
+                           task_counter=counter, parent_id=call, from_function=True)
 
     for call in calls:
         for counter in range(1, 41):  # more than a driver's last results
