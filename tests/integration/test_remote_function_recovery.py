@@ -15,17 +15,6 @@ from tests.support.waiting import eventually
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-def test_a_call_whose_node_dies_runs_again_and_gives_the_same_value(fresh_cluster):
-    victim = actorrt.nodes()[1]["pid"]
-    running = slow.options(node=1).remote(5, 2.0)
-    nested = add_squares.options(node=1).remote(1, 2, 3)
-    time.sleep(0.5)
-    actorrt.kill_node(1)
-    value, pid = actorrt.get(running, timeout=60)
-    assert value == 5 and pid != victim
-    assert actorrt.get(nested, timeout=60) == sum(x * x for x in (1, 2, 3))
-
-
 @actorrt.remote
 def enqueue_slowly(queue, key, n):
     helper = Summer.remote()  # created by the call: a re-run reaches the same one
@@ -36,14 +25,22 @@ def enqueue_slowly(queue, key, n):
     return total, helper
 
 
-def test_a_call_that_calls_actors_is_run_again_and_each_of_its_calls_applies_once(fresh_cluster):
+def test_calls_whose_node_dies_run_again_give_the_same_values_and_their_calls_to_actors_apply_once(
+        fresh_cluster):
+    victim = actorrt.nodes()[1]["pid"]
     queue = Queue.options(node=0).remote()
-    running = [enqueue_slowly.options(node=1).remote(queue, key, 30) for key in range(3)]
-    begun = eventually(lambda: len(actorrt.get(queue.read.remote(), timeout=30)), lambda n: n >= 6,
-                       what="the calls under way")
-    assert begun < 90
+    enqueuing = [enqueue_slowly.options(node=1).remote(queue, key, 30) for key in range(3)]
+    eventually(lambda: len(actorrt.get(queue.read.remote(), timeout=30)), lambda n: n >= 6,
+               what="the calls under way")
+    running = slow.options(node=1).remote(5, 2.0)
+    nested = add_squares.options(node=1).remote(1, 2, 3)
+    time.sleep(0.5)
+    assert len(actorrt.get(queue.read.remote(), timeout=30)) < 90
     actorrt.kill_node(1)
-    results = actorrt.get(running, timeout=90)
+    value, pid = actorrt.get(running, timeout=60)
+    assert value == 5 and pid != victim
+    assert actorrt.get(nested, timeout=60) == sum(x * x for x in (1, 2, 3))
+    results = actorrt.get(enqueuing, timeout=90)
     assert [total for total, _ in results] == [30 * 30] * 3
     items = actorrt.get(queue.read.remote(), timeout=30)
     for key in range(3):  # the re-run's calls the first run made were answered, not applied again
