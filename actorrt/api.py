@@ -13,7 +13,6 @@ from typing import Any
 
 from actorrt.core import context, values
 from actorrt.core.object_ref import ObjectRef
-from actorrt.core.task_spec import KILL_METHOD
 from actorrt.exceptions import ActorRTError
 from actorrt.functions import FunctionOptions, RemoteFunction, function_options
 from actorrt.handles import ActorClass, ActorHandle, ActorOptions, actor_options
@@ -142,8 +141,7 @@ def kill(actor: ActorHandle) -> None:
     if not isinstance(actor, ActorHandle):
         raise TypeError(f"kill() takes an actor handle, not {type(actor).__name__}")
     rt = context.current()
-    killed = rt.worker.submitter.submit_task(actor.actor_id, actor.slot, KILL_METHOD, (), {})
-    rt.worker.call_soon(rt.worker.cancel, killed.object_id, True)  # after the kill, on the same stream
+    rt.worker.kill(actor.actor_id, actor.slot)
     rt.free_actor_names(actor.actor_id)
 
 

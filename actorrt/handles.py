@@ -217,7 +217,7 @@ class ActorClass(Generic[T]):
         except _Exists as exists:
             return exists.handle
         if name is None and self._options.lifetime != "detached" and context.current_sender.get(None) is None:
-            rt.worker.releasable[actor_id] = slot  # here, before any copy of the handle can be made
+            rt.worker.releases.created(actor_id, slot)  # here, before any copy of the handle can be made
         rt.worker.call_soon(rt.worker.unretrieved.created, actor_id, created.object_id)
         return ActorHandle(actor_id, class_name, tuple(self._methods), slot, self._options.max_in_flight, created)
 

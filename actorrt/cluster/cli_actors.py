@@ -17,7 +17,6 @@ from actorrt.cluster.cli_common import (
 )
 from actorrt.cluster.driver import Driver
 from actorrt.cluster.head_client import HeadClient
-from actorrt.core.task_spec import KILL_METHOD
 from actorrt.exceptions import ActorDiedError, ClusterError, GetTimeoutError
 from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2
@@ -85,8 +84,7 @@ def kill(name: str, address: str | None, token: str | None, session_dir: Path | 
     driver = Driver(address, token, host, None, tls)  # a driver of its own, to send the kill as any driver does
     driver.start(0, 10.0)
     try:
-        done = driver.worker.submitter.submit_task(found.actor_id, found.slot, KILL_METHOD, (), {})
-        driver.worker.call_soon(driver.worker.cancel, done.object_id, True)  # interrupts what runs ahead of it
+        done = driver.worker.kill(found.actor_id, found.slot)
         driver.free_actor_names(found.actor_id)
         try:
             driver.get(done, timeout)

@@ -20,12 +20,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import pickle
-from collections import Counter, OrderedDict
+from collections import Counter
 from typing import Any
 
 import numpy as np
 
 from actorrt.collective import members, ops
+from actorrt.collective.aborts import Aborts
 from actorrt.collective.exchange import Exchange
 from actorrt.collective.group import GroupMember, result_id
 from actorrt.collective.kept_results import KeptResults
@@ -36,11 +37,8 @@ from actorrt.core.worker import Worker
 from actorrt.objects.shared import key_of
 from actorrt.rpc import collective_pb2 as cpb
 from actorrt.rpc import common_pb2 as pb
-from actorrt.rpc import head_pb2
 
 log = logging.getLogger(__name__)
-# Aborted calls remembered per process, for members that make them late (or again, replayed).
-ABORTS_KEPT = 4096
 
 
 class CollectiveError(RuntimeError):
@@ -60,7 +58,7 @@ class CollectiveService:
         self.exchanges: dict[tuple[bytes, int], Exchange] = {}
         self._finished: dict[tuple[bytes, int], asyncio.Future] = {}
         self._pulling: set[tuple[bytes, int]] = set()  # results of another host's processes being copied here
-        self.aborted: OrderedDict[tuple[bytes, int], cpb.Aborted] = OrderedDict()
+        self.aborts = Aborts(worker, self.exchanges, lambda ex, reason: self._fail(ex, CallAborted(reason)))
         self._alive = members.alive_addresses(worker)
         self.counts: Counter[str] = Counter()  # "computed", "fetched", "pulled_bytes": what tests and stats read
         self.parts = PartWriter(worker, self.inputs, self.counts)
@@ -78,9 +76,9 @@ class CollectiveService:
         seq = member.calls
         self._went_past(member)
         replaying = self.kept.prefetch_if_replaying(member)
-        aborted = self.aborted.get((member.gid, seq))
+        aborted = self.aborts.reason(member.gid, seq)
         if aborted is not None:
-            raise CallAborted(aborted.reason)
+            raise CallAborted(aborted)
         held = self.worker.objects.held(result_id(member.gid, seq))
         if held is not None and held.WhichOneof("kind") == "value":  # another member here finished it
             return self._returned(member, op, self._arrays_of(held))
@@ -105,7 +103,7 @@ class CollectiveService:
                     arrays = await asyncio.wait_for(asyncio.shield(finished), timeout)
                     break
                 except TimeoutError:
-                    self._ask_abort(member, seq, timeout)
+                    self.aborts.ask(member, seq, timeout)
             else:
                 arrays = await asyncio.shield(finished)  # shared by this process's members: one's cancel is not theirs
         finally:
@@ -166,77 +164,6 @@ class CollectiveService:
         done = cpb.CollectiveMessage(group_id=ex.gid, seq=ex.seq, rank=0, done=cpb.Done())
         for address in set(ex.sources.values()) - {self.worker.address}:
             self.worker.channels.send(address, members.CHANNEL, done.SerializeToString())
-
-    def _ask_abort(self, member: GroupMember, seq: int, timeout: float) -> None:
-        """Ask the process serving rank 0 to abort call ``seq``: it decides (this one, if it is)."""
-        request = cpb.CollectiveMessage(group_id=member.gid, seq=seq, rank=member.rank,
-                                        abort=cpb.AbortRequest(timeout_s=timeout))
-        info = self.worker.membership.serving(member.slots[0])
-        if info is None or info.state != head_pb2.ALIVE or not info.address:
-            return  # rank 0's process restarts: asked again after the next timeout
-        if info.address == self.worker.address:
-            self._on_abort_request(self.worker.address, request)
-        else:
-            self.worker.channels.send(info.address, members.CHANNEL, request.SerializeToString())
-
-    def _on_abort_request(self, peer: str, message: cpb.CollectiveMessage) -> None:
-        key = (message.group_id, message.seq)
-        if key in self.aborted:  # decided already: the asker missed it (its process restarted)
-            self._send_aborted(peer, key)
-            return
-        ex = self.exchanges.get(key)
-        member = members.any_member(self.worker, message.group_id)
-        if ex is None or ex.finished or ex.decided or not ex.lacks() or member is None:
-            return  # it completes (or has): the asker hears so as every member does
-        if not self._may_abort(member):
-            return  # a member is being rebuilt: a recovery is no reason to abort (asked again later)
-        missing = ex.lacks()
-        op = ex.op()
-        self.aborted[key] = aborted = cpb.Aborted(reason=(
-            f"collective call #{ex.seq} ({op}) of group {member.name!r} timed out after "
-            f"{message.abort.timeout_s:g} s: rank(s) {missing} did not call it. It fails on every member, also on "
-            f"those that call it late; the group's next call is #{ex.seq + 1}"))
-        self._forget_old_aborts()
-        for address in {*members.addresses(self.worker, member), *ex.sources.values(), peer}:
-            self._send_aborted(address, key)
-        self._abort(ex, aborted)
-
-    def _may_abort(self, member: GroupMember) -> bool:
-        """Whether this process may abort a call now: it hosts rank 0 and holds its lease, and no
-        member is being rebuilt (its slot restarting, or replaying here). A member lost for good
-        is no reason to wait."""
-        if not self.worker.lease.valid() or members.local_member(self.worker, member.gid, 0) is None:
-            return False
-        for slot in member.slots:
-            info = self.worker.membership.serving(slot)
-            alive = info is not None and info.state == head_pb2.ALIVE
-            if not alive and not members.rank_lost(self.worker, slot, None, set()):
-                return False
-        return not any(actor.replaying or actor.replay
-                       for actor in (self.worker.host.actors.values() if self.worker.host is not None else ())
-                       if actor.actor_id in member.members)
-
-    def _send_aborted(self, address: str, key: tuple[bytes, int]) -> None:
-        if address == self.worker.address:
-            return
-        message = cpb.CollectiveMessage(group_id=key[0], seq=key[1], aborted=self.aborted[key])
-        self.worker.channels.send(address, members.CHANNEL, message.SerializeToString())
-
-    def _on_aborted(self, message: cpb.CollectiveMessage) -> None:
-        key = (message.group_id, message.seq)
-        self.aborted[key] = message.aborted
-        self._forget_old_aborts()
-        ex = self.exchanges.get(key)
-        if ex is not None and not ex.finished:
-            self._abort(ex, message.aborted)
-
-    def _abort(self, ex: Exchange, aborted: cpb.Aborted) -> None:
-        log.warning("%s", aborted.reason)
-        self._fail(ex, CallAborted(aborted.reason))
-
-    def _forget_old_aborts(self) -> None:
-        while len(self.aborted) > ABORTS_KEPT:
-            self.aborted.popitem(last=False)
 
     def _lead_late(self, ex: Exchange) -> None:
         """Every member came and none gave this host's result segment (a view out of date placed
@@ -383,21 +310,17 @@ class CollectiveService:
             self._progress(ex)
         elif kind == "replaying":
             self.kept.send_kept(peer, message.group_id, message.seq)
-            for key in [k for k in self.aborted if k[0] == message.group_id and k[1] >= message.seq]:
-                self._send_aborted(peer, key)
+            self.aborts.send_from(peer, message.group_id, message.seq)
         elif kind == "abort":
-            self._on_abort_request(peer, message)
+            self.aborts.on_request(peer, message)
         elif kind == "aborted":
-            self._on_aborted(message)
+            self.aborts.on_aborted(message)
 
     def _on_contribution(self, peer: str, message: cpb.CollectiveMessage, ex: Exchange | None) -> None:
         c = message.contribution
         lent = c.HasField("result") and self.worker.shared.lent_with(c.result)
         if ex is None:
-            key = (message.group_id, message.seq)
-            if key in self.aborted or self.kept.answer_late(peer, message):
-                if key in self.aborted:
-                    self._send_aborted(peer, key)
+            if self.aborts.answer_late(peer, (message.group_id, message.seq)) or self.kept.answer_late(peer, message):
                 if lent:
                     self.worker.shared.received(c.result)
                 return

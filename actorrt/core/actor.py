@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, NoReturn, Protocol
+from typing import Any, Protocol
 
 from actorrt.core import context, interruptions
 from actorrt.core.arguments import ArgumentError, MissingArgumentError, resolve_args
@@ -318,7 +318,7 @@ class ActorInstance:
         """Await a method's coroutine, which a kill may interrupt (or interrupted, before a failure)."""
         task = context.running_task.get()
         if task.replayed and (after := interruptions.recorded_interruption(task.spec)) is not None:
-            await self._replay_interrupted(task, awaitable, after)
+            await interruptions.replay_interrupted(task, awaitable, after)
         self.awaiting = task
         try:
             value = await awaitable
@@ -333,22 +333,6 @@ class ActorInstance:
                 raise asyncio.CancelledError  # the actor is being stopped too
             raise interruptions.Interrupted
         return value
-
-    async def _replay_interrupted(self, task: RunningTask, awaitable: Any, after: int) -> NoReturn:
-        """Replay a method a kill interrupted after ``after`` sends: in an asyncio task of its own,
-        cancelled at its first await past them (``interruptions.py``); raises ``Interrupted``."""
-        inner = asyncio.ensure_future(awaitable)
-        task.interrupt_after, task.cancel = after, inner.cancel
-        if after == 0:
-            task.interrupted = True
-            asyncio.get_running_loop().call_soon(inner.cancel)  # once it reached its first await
-        try:
-            await inner
-        except BaseException:  # noqa: BLE001 - it ends as the first run did, whatever it raised
-            pass
-        if asyncio.current_task().cancelling():
-            raise asyncio.CancelledError  # the actor is being stopped
-        raise interruptions.Interrupted
 
     def _prefetch_replay(self, position: int) -> None:
         """Ask for the arguments of the next recorded tasks now, so that a replay does not wait

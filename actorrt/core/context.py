@@ -102,7 +102,7 @@ def release(object_id: bytes, retrieved: bool, owned: bool) -> None:
 def keep_actor(actor_id: bytes) -> None:
     """A copy of the creator's handle of ``actor_id`` was made: it is not released with that handle."""
     if _current is not None:
-        _current.worker.releasable.pop(actor_id, None)
+        _current.worker.releases.copied(actor_id)
 
 
 def current_task_id() -> bytes:

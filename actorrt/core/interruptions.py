@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import pickle
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any, NoReturn
 
 from actorrt.core.serialization import runtime_error
 from actorrt.lineage.application_log import INTERRUPTED_MARK, RunningTask, is_interruption
@@ -51,6 +52,24 @@ def interrupt(task: RunningTask, runner: asyncio.Task, on_record: Callable[[pb.T
     task.record(lambda: (INTERRUPTED_MARK, task.sent), on_record, encode=lambda mark: _entry(mark[1]))
     task.interrupted = True
     runner.cancel()
+
+
+async def replay_interrupted(task: RunningTask, awaitable: Awaitable[Any], after: int) -> NoReturn:
+    """Replay a method a kill interrupted after ``after`` sends: in an asyncio task of its own (a
+    cancel of the actor's runner could outlive the method), cancelled at its first await past
+    them; raises ``Interrupted`` (or ``CancelledError`` if the actor is being stopped)."""
+    inner = asyncio.ensure_future(awaitable)
+    task.interrupt_after, task.cancel = after, inner.cancel
+    if after == 0:
+        task.interrupted = True
+        asyncio.get_running_loop().call_soon(inner.cancel)  # once it reached its first await
+    try:
+        await inner
+    except BaseException:  # noqa: BLE001 - it ends as the first run did, whatever it raised
+        pass
+    if asyncio.current_task().cancelling():
+        raise asyncio.CancelledError
+    raise Interrupted
 
 
 def may_send(task: RunningTask | None) -> None:

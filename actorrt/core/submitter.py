@@ -56,8 +56,9 @@ class Submitter:
         the ref to its result. ``bounded``: the call counts in its channel's window until answered
         (the caller waited for room first: ``wait_for_room``)."""
         ctx = self.sender()
-        interruptions.may_send(context.running_task.get(None))
-        encoded = encode_args(args, kwargs, self._inline_max_bytes(), to_shared=not _replaying())
+        task = context.running_task.get(None)
+        interruptions.may_send(task)
+        encoded = encode_args(args, kwargs, self._inline_max_bytes(), to_shared=task is None or not task.replayed)
         self._wait_for_stash_room()
         with ctx.lock:
             spec = build_task(ctx, actor_id, method, encoded.args, encoded.refs, self.address)
@@ -118,6 +119,8 @@ class Submitter:
         task = context.running_task.get(None)
         if task is not None:
             interruptions.sent_one(task)
+        # A replay's receivers have most of what it sends: its large arguments are not pushed beside
+        # its tasks (a receiver that needs one fetches it from here).
         self._hand_off(spec, slot, encoded.refs, large, task is None or not task.replayed)
 
     def create_actor(self, creation: pb.ActorCreation, args: Sequence[Any], kwargs: dict[str, Any],
@@ -195,10 +198,3 @@ class Submitter:
             raise ClusterError(f"no live node to {what}")
         return alive[counter % len(alive)].slot
 
-
-def _replaying() -> bool:
-    """Whether the running task is a replay of one that ran before a failure: its receivers have
-    most of what it sends, so large arguments are not pushed beside its tasks (a receiver that
-    needs one fetches it from here)."""
-    task = context.running_task.get(None)
-    return task is not None and task.replayed

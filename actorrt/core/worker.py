@@ -30,6 +30,7 @@ from actorrt.core.memory_pressure import MemoryPressure
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.outbox import Outbox
 from actorrt.core.ran_before import RanBefore
+from actorrt.core.releases import Releases
 from actorrt.core.serialization import runtime_error
 from actorrt.core.standbys import Standbys
 from actorrt.core.submitter import Submitter
@@ -90,10 +91,6 @@ class Worker:
         self.address = ""
         self.slot = -1  # the node slot this process serves (-1: a driver)
         self.unretrieved = UnretrievedErrors()  # failures nobody asked for: told once, when their refs go
-        # Actors this driver created whose handle was never pickled (by id, to their slot): released
-        # when that handle goes. Changed from callers' threads (a dict's single operations are atomic).
-        self.releasable: dict[bytes, int] = {}
-        self._release_thread = ThreadPoolExecutor(1, thread_name_prefix="actorrt-release")
         self.epoch = 0  # and which incarnation of it this process is
         self.lease = Lease()  # a node acts only under it (see actorrt.util.lease); a driver's never ends
         self.objects = ObjectStore()
@@ -108,6 +105,7 @@ class Worker:
         self.outbox = Outbox(self)
         self.submitter = Submitter(identity, self.membership, self.on_loop_thread,
                                    lambda *task: self.call_soon(self.outbox.send_task, *task), self.windows)
+        self.releases = Releases(self.submitter, self.unretrieved)  # actors released when their handle goes
         # Set once this process answers for the objects it owns: at once, or for a restarted node
         # once its actors have replayed (a replay submits again the tasks whose results it owned).
         self.recovered = asyncio.Event()
@@ -371,27 +369,14 @@ class Worker:
         created = self.unretrieved.dropped(object_id, None if retrieved else self.objects.held(object_id))
         self.retention.unreferenced(object_id)
         if created is not None:
-            self._release_actor(created)
+            self.releases.handle_gone(created, going_away=self.unretrieved.closing or bool(self.cluster_lost))
 
-    def _release_actor(self, actor_id: bytes) -> None:
-        """The handle of an actor this driver created went, and no copy of it was ever made: it is
-        killed after the calls queued for it (not interrupting them), unless the driver is
-        going away (actors outlive their drivers)."""
-        slot = self.releasable.pop(actor_id, None)
-        if slot is None or self.unretrieved.closing or self.cluster_lost:
-            return
-        # Submitted from a thread: a garbage collection may run this inside any code of the loop,
-        # even a submission holding the process's sender lock.
-        self._release_thread.submit(self._submit_release, actor_id, slot)
-
-    def _submit_release(self, actor_id: bytes, slot: int) -> None:
-        try:
-            killed = self.submitter.submit_task(actor_id, slot, KILL_METHOD, (), {})
-        except Exception as exc:  # noqa: BLE001 - the cluster is going away, or the stash is stuck: it stays
-            log.info("actor %s was not released: %r", ids.short(actor_id), exc)
-            return
-        killed.mark_retrieved()  # its answer (the actor had died already, say) is nobody's failure
-        self.unretrieved.quiet(killed.object_id)  # (nor if it comes once this ref has gone)
+    def kill(self, actor_id: bytes, slot: int) -> ObjectRef:
+        """Send ``actor_id`` its kill, and behind it on the same stream the notice that interrupts
+        what runs and is queued ahead of it; the ref to the kill's answer."""
+        killed = self.submitter.submit_task(actor_id, slot, KILL_METHOD, (), {})
+        self.call_soon(self.cancel, killed.object_id, True)
+        return killed
 
     async def get_async(self, ref: ObjectRef) -> Any:
         """``await ref`` from any event loop."""
@@ -418,7 +403,7 @@ class Worker:
     async def aclose(self) -> None:
         self._background.cancel_all()
         self._method_threads.shutdown(wait=False, cancel_futures=True)
-        self._release_thread.shutdown(wait=False, cancel_futures=True)
+        self.releases.close()
         if self.traffic is not None:
             await self.traffic.aclose()
         if self.ft is not None:
