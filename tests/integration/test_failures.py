@@ -45,8 +45,7 @@ def test_kill_node_is_detected_and_the_slot_restarts(fresh_cluster):
     noticed = time.monotonic() - t0
     assert pid == before["pid"]
     assert noticed < 1.0, f"the kill was noticed after {noticed:.2f} s"
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
+    assert not process_alive(pid)  # a zombie its parent has not reaped yet is dead too
     after = wait_alive(1, before["epoch"])
     assert after["pid"] != pid and after["address"] != before["address"]
 
