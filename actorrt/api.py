@@ -11,12 +11,15 @@ import pickle
 from collections.abc import Sequence
 from typing import Any
 
+from actorrt import lineage
 from actorrt.core import context, values
 from actorrt.core.object_ref import ObjectRef
+from actorrt.core.record_lineage import lineage_store
 from actorrt.exceptions import ActorRTError
 from actorrt.functions import FunctionOptions, RemoteFunction, function_options
 from actorrt.handles import ActorClass, ActorHandle, ActorOptions, actor_options
 from actorrt.lifecycle import current_driver, public
+from actorrt.store.relations import RelationReader
 
 
 def remote(target: Any = None, /, **options: Any) -> Any:
@@ -264,3 +267,12 @@ def nodes() -> list[dict[str, Any]]:
 def stats() -> dict[str, Any]:
     """Nodes with their actors and queue sizes, the store shards, and this driver's counters."""
     return current_driver().stats()
+
+
+def _lineage_query(make: Any, timeout: float | None) -> Any:
+    """Run a record lineage query (``actorrt.lineage``) against this driver's lineage store."""
+    driver = current_driver()
+    return driver.call(make(RelationReader(lineage_store())), timeout=timeout)
+
+
+lineage._run = _lineage_query

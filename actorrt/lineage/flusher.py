@@ -7,6 +7,9 @@ store round trip costs the client and the server far more CPU than a spec in it,
 waits on these writes. A simulated store latency
 (``delay_s``) postpones each ack without holding back later writes. If the store is unreachable
 the batch is retried with backoff: flushes slow down, tasks do not (until the stash bound).
+
+Record lineage (``relations``: which records each output record came from) rides on the same
+loop: what operators queued is written after each batch of specs, never on a task's path.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
 from actorrt.store.clients import StoreRefusedError
 from actorrt.store.lineage_store import LineageStore, Write
+from actorrt.store.relations import RelationQueue
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +54,14 @@ class Flusher:
         self.refused = 0  # writes the store refused for good
         self.committed = 0  # writes the store acked at (at least) the version written
         self.latencies_ms: deque[float] = deque(maxlen=10_000)
+        self._relations: RelationQueue | None = None
+
+    @property
+    def relations(self) -> RelationQueue:
+        """The record lineage waiting for the next flush (made at the first use)."""
+        if self._relations is None:
+            self._relations = RelationQueue(self.store.store, self._wake.set)
+        return self._relations
 
     def flush(self, spec: pb.TaskSpec, whole: bool = True) -> None:
         """Queue ``spec`` for the next batch: whole, or only what its version changes."""
@@ -117,13 +129,25 @@ class Flusher:
                 await asyncio.sleep(self.linger_s)  # group commit: more specs come meanwhile
             self._wake.clear()
             batch, self._queue = [w for w in self._queue if self._needed(w[0])], []
-            if not batch:
-                continue
-            acks = await self._write(batch)
-            if self.delay_s:
-                loop.call_later(self.delay_s, self._on_acks, acks)
-            else:
-                self._on_acks(acks)
+            if batch:
+                acks = await self._write(batch)
+                if self.delay_s:
+                    loop.call_later(self.delay_s, self._on_acks, acks)
+                else:
+                    self._on_acks(acks)
+            if self._relations:
+                await self._write_relations()
+
+    async def _write_relations(self) -> None:
+        try:
+            await self._relations.write()
+        except Exception as exc:  # noqa: BLE001 - kept queued; tried again, like specs
+            now = time.monotonic()
+            if now - self._warned_at >= RETRY_WARNING_EVERY_S:
+                self._warned_at = now
+                log.warning("record lineage write failed (%r); retrying", exc)
+            await asyncio.sleep(0.1)
+            self._wake.set()
 
     def latency_p50_ms(self) -> float:
         return statistics.median(self.latencies_ms) if self.latencies_ms else 0.0

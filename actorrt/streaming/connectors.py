@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 import redis
 
+from actorrt.lineage.records import entry_id_number
+
 Range = tuple[Any, Any, int]  # (first, last, count): what next_range found
 
 
@@ -33,7 +35,8 @@ class Source(Protocol):
 
     def ended(self, after: Any) -> bool:
         """Whether nothing will come after ``after``. (A source may also have ``poll_s``: how soon
-        to ask again when nothing is there.)"""
+        to ask again when nothing is there, and ``read_with_ids(range)``: the records with the IDs
+        record lineage names them by, as ints; else they are numbered in the order read.)"""
 
 
 class Sink(Protocol):
@@ -60,6 +63,10 @@ class ListSource:
     def read(self, found: Range) -> list[Any]:
         first, last, _ = found
         return self.records[first:last + 1]
+
+    def read_with_ids(self, found: Range) -> tuple[list[Any], range]:
+        """The records of ``found`` and their offsets in the list."""
+        return self.read(found), range(found[0], found[1] + 1)
 
     def ended(self, after: int | None) -> bool:
         return (0 if after is None else after + 1) >= len(self.records)
@@ -105,13 +112,21 @@ class RedisStreamSource(_Redis):
         return found[0][0].decode(), found[-1][0].decode(), len(found)
 
     def read(self, found: Range) -> list[Any]:
+        return [self.decode(fields) for _, fields in self._entries(found)]
+
+    def read_with_ids(self, found: Range) -> tuple[list[Any], list[int]]:
+        """The records of ``found`` and their entry IDs (as ``records.entry_id_number`` ints)."""
+        entries = self._entries(found)
+        return [self.decode(fields) for _, fields in entries], [entry_id_number(i.decode()) for i, _ in entries]
+
+    def _entries(self, found: Range) -> list[tuple[bytes, dict[bytes, bytes]]]:
         first, last, count = found
         entries = self.client.xrange(self.stream, min=first, max=last)
         if len(entries) != count:
             raise LookupError(f"stream {self.stream} lost entries {first}..{last} (trimmed?): a replay "
                               f"needs them as they were read")
         self.taken += count
-        return [self.decode(fields) for _, fields in entries]
+        return entries
 
     def ended(self, after: str | None) -> bool:
         return self.count is not None and self.taken >= self.count
@@ -152,6 +167,20 @@ class RedisStreamSink(_Redis):
 
     def __getstate__(self) -> dict[str, Any]:
         return {**super().__getstate__(), "_script": None}
+
+
+def read_with_ids(source: Any, found: Range, read_before: int) -> tuple[list[Any], Sequence[int]]:
+    """The records of ``found`` and their IDs: the source's own, or their places in the order
+    its operator read them (``read_before`` records before these)."""
+    if hasattr(source, "read_with_ids"):
+        return source.read_with_ids(found)
+    batch = source.read(found)
+    return batch, range(read_before, read_before + len(batch))
+
+
+def id_kind(source: Any) -> str:
+    """How record lineage shows a pulled source's record IDs (``records.source_id_text``)."""
+    return "entry" if isinstance(source, RedisStreamSource) else "offset"
 
 
 def read_stream(url: str, stream: str, decode: Callable[[dict[bytes, bytes]], Any] | None = None) -> list[Any]:

@@ -17,12 +17,16 @@ query's micro-batches) is built with ``source(Fed())`` and run in steps: ``runni
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import uuid
+from collections.abc import Collection, Iterable
 from typing import Any
 
 import actorrt
+from actorrt.core.record_lineage import lineage_store
 from actorrt.handles import ActorHandle, ActorOptions
-from actorrt.streaming.connectors import Source
+from actorrt.lifecycle import current_driver
+from actorrt.store.relations import save_flow
+from actorrt.streaming.connectors import Source, id_kind
 from actorrt.streaming.operator import Monitor, Operator
 from actorrt.streaming.plan import (
     EventTime,
@@ -34,6 +38,7 @@ from actorrt.streaming.plan import (
     check_parallelism,
     pulled,
 )
+from actorrt.streaming.provenance import check_captured, flow_shape
 from actorrt.streaming.running import RunningFlow, RunResult, Watch
 from actorrt.streaming.streams import Stream
 from actorrt.util import pickling
@@ -42,6 +47,8 @@ _operator = actorrt.remote(Operator)
 _monitor = actorrt.remote(Monitor)
 # Operators checkpoint after this many tasks by default: a failure replays at most about as many.
 DEFAULT_CHECKPOINT_EVERY = 1000
+# Record lineage kept per operator instance by default: its newest million records' relations.
+DEFAULT_LINEAGE_KEEP = 1_000_000
 
 
 class Dataflow:
@@ -49,18 +56,29 @@ class Dataflow:
     it if it is fed (on the cluster of ``actorrt.init()``)."""
 
     def __init__(self, name: str, *, batch_size: int = 100, max_in_flight: int = 8,
-                 checkpoint_every: int | None = DEFAULT_CHECKPOINT_EVERY, standby: int = 0) -> None:
+                 checkpoint_every: int | None = DEFAULT_CHECKPOINT_EVERY, standby: int = 0,
+                 lineage: bool | Collection[str] = False, lineage_keep: int | None = DEFAULT_LINEAGE_KEEP) -> None:
         """``batch_size``: records per batch from a source; ``max_in_flight``: batches a producer
         may have unprocessed at each consumer; ``checkpoint_every``: each operator checkpoints after
         that many of its tasks (None: only when asked), which bounds what a failure replays;
         ``standby``: each operator keeps that many standbys (0 or 1) on other nodes, holding its
         newest checkpoint, which take its place when its node fails (``ActorOptions.standby``);
-        a stateful stage or a source may say otherwise for its own operators (``standby=``)."""
+        a stateful stage or a source may say otherwise for its own operators (``standby=``);
+        ``lineage``: capture record lineage, of every stage (True) or of the stages named, so that
+        ``actorrt.lineage.backward`` and ``forward`` can tell which records an output came from and
+        what a record affected (``RunResult.ids`` names the outputs); ``lineage_keep``: each
+        operator instance keeps the relations of its newest that many records (None: all)."""
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, not {batch_size!r}")
         if not isinstance(max_in_flight, int) or max_in_flight < 1:
             raise ValueError(f"max_in_flight must be an int >= 1, not {max_in_flight!r}")
         self._plan = Plan(name, batch_size=batch_size, max_in_flight=max_in_flight)
+        if lineage_keep is not None and (not isinstance(lineage_keep, int) or lineage_keep < 1):
+            raise ValueError(f"lineage_keep must be an int >= 1 or None, not {lineage_keep!r}")
+        if isinstance(lineage, str) or not isinstance(lineage, (bool, Collection)):
+            raise TypeError(f"lineage is True, False, or a collection of stage names, not {lineage!r}")
+        self._lineage = lineage if isinstance(lineage, bool) else frozenset(lineage)
+        self._plan.lineage_keep = lineage_keep
         self._checkpoint_every = checkpoint_every
         self._standby = ActorOptions(standby=standby).standby  # checked now, not at the run
         # The actors of the run under way: every stage's instances and the flow's monitor (what a
@@ -151,6 +169,8 @@ class Dataflow:
         plan = self._plan
         if not plan.sources:
             raise ValueError(f"dataflow {plan.name} has no source")
+        if self._lineage:
+            self._start_capture()
         read = {s: plan.stages[s].source for s in self._driver_read()}
         for s in read:  # the operators get the plan, not the driver's input
             plan.stages[s].source = None
@@ -165,6 +185,31 @@ class Dataflow:
         running = RunningFlow(self, stages, Watch(monitor, timeout))
         running._start_reading()
         return running
+
+    def _start_capture(self) -> None:
+        """Name this run in the lineage store and write its shape there, for queries."""
+        plan = self._plan
+        plan.lineage_stages = None if self._lineage is True else self._lineage
+        if plan.lineage_stages is not None:
+            unknown = plan.lineage_stages - {stage.name for stage in plan.stages}
+            if unknown:
+                raise ValueError(f"Dataflow(lineage=) names no stage {sorted(unknown)} of {plan.name}; its stages "
+                                 f"are {[stage.name for stage in plan.stages]}")
+        plan.lineage = f"{plan.name}.{uuid.uuid4().hex[:12]}"
+        try:
+            check_captured(plan)
+            driver = current_driver()
+            driver.call(save_flow(lineage_store(), plan.lineage, flow_shape(plan, self._id_kinds())))
+        except BaseException:
+            plan.lineage = None
+            raise
+
+    def _id_kinds(self) -> dict[int, str]:
+        kinds = {}
+        for s in self._plan.sources:
+            source = self._plan.stages[s].source
+            kinds[s] = id_kind(source) if pulled(source) else "marked" if isinstance(source, Fed) else "row"
+        return kinds
 
     def _new_stage(self, parallelism: int, inputs: list[Input], standby: int | None = None) -> Stage:
         standby = self._standby if standby is None else ActorOptions(standby=standby).standby  # checked now

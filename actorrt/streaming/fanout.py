@@ -10,7 +10,7 @@ may end anywhere: ahead of session windows, every move of the watermark is passe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ class Batch:
     times: list[int] | None
     mark: float | None
     idle: bool = False
+    seqs: list[int] | None = None  # the records' IDs (capturing record lineage)
 
 
 @dataclass
@@ -57,16 +58,16 @@ class Fanout:
     def __post_init__(self) -> None:
         self.told = self.told or [(UNKNOWN, False)] * self.consumers
 
-    def messages(self, out: Out, watermark: tuple[float, bool] | None,
-                 dead_letters: list[DeadLetter]) -> list[Batch | Advance]:
+    def messages(self, out: Out, watermark: tuple[float, bool] | None, dead_letters: list[DeadLetter],
+                 seqs: Sequence[int] | None = None) -> list[Batch | Advance]:
         """What to send for ``out``, given this instance's ``watermark`` after it (None in
         processing time); a record whose key cannot be taken goes to ``dead_letters`` if the
-        keyed step says so."""
+        keyed step says so; ``seqs``: the records' IDs, which go with them."""
         sent: list[Batch | Advance] = []
         mark, idle = (None, False) if watermark is None else watermark
-        for i, (records, times) in enumerate(self._split(out, dead_letters)):
+        for i, (records, times, ids) in enumerate(self._split(out, dead_letters, seqs)):
             if records:
-                sent.append(Batch(i, records, times, mark, idle))
+                sent.append(Batch(i, records, times, mark, idle, ids))
                 if watermark is not None:
                     self.told[i] = watermark
             elif watermark is not None and self._worth_telling(i, watermark):
@@ -74,9 +75,10 @@ class Fanout:
                 self.told[i] = watermark
         return sent
 
-    def _split(self, out: Out, dead_letters: list[DeadLetter]) -> list[Out]:
-        records, times = out
-        parts = [Out([], None if times is None else []) for _ in range(self.consumers)]
+    def _split(self, out: Out, dead_letters: list[DeadLetter], seqs: Sequence[int] | None) -> list[Out]:
+        """Per consumer: its records, their times and their IDs (in ``Out.origins``' place)."""
+        records, times = out.records, out.times
+        parts = [Out([], None if times is None else [], None if seqs is None else []) for _ in range(self.consumers)]
         key, keyed = self.key, self.keyed
         for j, record in enumerate(records):
             if key is None:
@@ -94,6 +96,8 @@ class Fanout:
             parts[i].records.append(record)
             if times is not None:
                 parts[i].times.append(times[j])
+            if seqs is not None:
+                parts[i].origins.append(seqs[j])
         return parts
 
     def _worth_telling(self, i: int, watermark: tuple[float, bool]) -> bool:

@@ -11,14 +11,17 @@ from __future__ import annotations
 import datetime
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from actorrt.exceptions import ActorRTError
+from actorrt.lineage.records import CHANNEL0, HISTORY, SOURCE
 from actorrt.streaming.joins import IntervalJoin, window_join_pairs
 from actorrt.streaming.plan import EventTime, Input, Plan, Session, Stage, Step, seconds, to_us
 from actorrt.streaming.process import Context
 from actorrt.streaming.progress import DONE, InputProgress, SourceProgress
+from actorrt.streaming.provenance import FoldHistory
 from actorrt.streaming.state import KeyedState
 
 
@@ -42,16 +45,19 @@ class DeadLetter:
 
 
 class Out(NamedTuple):
-    """Records a step emits, with their event times (µs; None in processing time)."""
+    """Records a step emits, with their event times (µs; None in processing time) and, where
+    record lineage is captured, where each came from (``provenance.py``; else None)."""
 
     records: list[Any]
     times: list[int] | None
+    origins: list[Any] | None = None
 
     def then(self, more: Out) -> Out:
         """These records, then ``more``."""
         if not more.records:
             return self
-        return Out(self.records + more.records, None if self.times is None else self.times + more.times)
+        return Out(self.records + more.records, None if self.times is None else self.times + more.times,
+                   None if self.origins is None else self.origins + more.origins)
 
 
 @dataclass
@@ -70,6 +76,9 @@ class StageLogic:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     late: list[Any] = field(default_factory=list)  # records for windows that had closed
     progress: SourceProgress | InputProgress | None = None  # event time: the watermark
+    capture: bool = False  # record lineage: say where each emitted record came from
+    history: FoldHistory = field(default_factory=FoldHistory)  # a fold's keys' histories (capture)
+    window_origins: dict[tuple[int, Any], list[tuple[int, int]]] = field(default_factory=dict)  # (capture)
 
     def __post_init__(self) -> None:
         step = self.stage.keyed
@@ -80,6 +89,7 @@ class StageLogic:
         if step is not None and step.kind == "interval_join" and self.joined is None:
             self.joined = IntervalJoin(*(to_us(bound) for bound in step.between))
         self._live = self.stage.live_steps(1 if step is not None else 0)  # the steps _ports runs
+        self._code, self._seqs = SOURCE, ()  # the sender and IDs of the batch being processed (capture)
         self._connected = any(put.side for put in self.channels)  # two inputs: on_left and on_right
 
     @classmethod
@@ -87,6 +97,10 @@ class StageLogic:
         """The logic of one instance of ``plan``'s stage ``stage``."""
         own = plan.stages[stage]
         return cls(own, own.time if own.is_source else plan.time, plan.channels(stage))
+
+    def sender_code(self, upstream: int) -> int:
+        """How record lineage names the sender on channel ``upstream`` (``records.CHANNEL0``)."""
+        return SOURCE if self.stage.is_source else CHANNEL0 + upstream
 
     @property
     def upstreams(self) -> int:
@@ -104,14 +118,19 @@ class StageLogic:
         return self.progress.mark - (to_us(windowed.lateness_s) if windowed else 0), self.progress.idle
 
     def process(self, batch: list[Any], now: float, upstream: int = 0, times: list[int] | None = None,
-                mark: float | None = None, idle: bool = False) -> list[Out]:
+                mark: float | None = None, idle: bool = False, seqs: Sequence[int] = ()) -> list[Out]:
         """What ``batch`` makes this stage emit: from upstream channel ``upstream``, arrived at
         ``now``, its records at ``times``, and the sender's watermark ``mark`` after them (and
-        whether the sender is idle: a window stage whose inputs are all idle closes windows)."""
+        whether the sender is idle: a window stage whose inputs are all idle closes windows);
+        ``seqs``: the records' IDs (capturing lineage)."""
         if self.stage.is_source and self.time is not None:
             times = [self._time_of(record) for record in batch]
+        self._code, self._seqs = self.sender_code(upstream), seqs
         step = self.stage.keyed
-        out = Out(batch, times) if step is None else self._keyed(step, batch, times, upstream, now)
+        if step is None:
+            out = Out(batch, times, list(range(len(batch))) if self.capture else None)
+        else:
+            out = self._keyed(step, batch, times, upstream, now)
         if isinstance(self.progress, SourceProgress):
             self.progress.read(times)
         elif self.progress is not None and mark is not None:
@@ -148,7 +167,11 @@ class StageLogic:
         if keyed is not None and keyed.kind == "fold" and keyed.emit == "final":
             keys = sorted(self.state.values, key=repr)
             times = None if self.time is None else [self.fold_times[key] for key in keys]
-            return self._ports(Out([(key, self.state.values[key]) for key in keys], times))
+            origins = None
+            if self.capture:
+                history = self.history
+                origins = [[(HISTORY, n, history.lengths[n])] for n in (history.numbers[key] for key in keys)]
+            return self._ports(Out([(key, self.state.values[key]) for key in keys], times, origins))
         windowed = self.stage.windowed
         if windowed is None:
             return self._ports(self._nothing())
@@ -189,7 +212,7 @@ class StageLogic:
         return out
 
     def _nothing(self) -> Out:
-        return Out([], None if self.time is None else [])
+        return Out([], None if self.time is None else [], [] if self.capture else None)
 
     def _time_of(self, record: Any) -> int:
         try:
@@ -223,6 +246,10 @@ class StageLogic:
         else:
             done = sorted((k for k in self.windows if step.window.end(k[0]) <= before), key=_order)
             out = [(key, start, step.window.end(start), self.windows.pop((start, key))) for start, key in done]
+            if self.capture:
+                origins = [self.window_origins.pop(k, []) for k in done]
+                return Out([(key, seconds(start), seconds(end), state) for key, start, end, state in out],
+                           None if self.time is None else [end - 1 for _, _, end, _ in out], origins)
         if step.kind == "window_join" and step.emit == "groups":
             return Out([(key, seconds(start), seconds(end), *state) for key, start, end, state in out],
                        None if self.time is None else [end - 1 for _, _, end, _ in out])
@@ -235,6 +262,7 @@ class StageLogic:
     def _fold(self, step: Step, batch: list[Any], times: list[int] | None, keys: list[Any], now: float) -> Out:
         changed: dict[Any, float] = {}  # key -> the newest time among its records here
         folds = self.state.values
+        taken: dict[Any, list[int]] | None = {} if self.capture else None  # key -> positions folded in
         for i, record in enumerate(batch):
             key = keys[i]
             state = folds[key] if key in folds else step.init()
@@ -243,12 +271,15 @@ class StageLogic:
                 t = times[i] if times is not None else 0
                 self.state.put(key, state, t if times is not None else to_us(now))
                 changed[key] = max(changed.get(key, -math.inf), t)
+                if taken is not None:
+                    taken.setdefault(key, []).append(i)
+        origins = None if taken is None else [self.history.fold(key, positions) for key, positions in taken.items()]
         if step.emit == "final":  # (at the end of the input: finish)
             if times is not None:
                 for key, t in changed.items():
                     self.fold_times[key] = max(self.fold_times.get(key, t), t)
             return self._nothing()
-        return Out([(key, folds[key]) for key in changed], None if times is None else list(changed.values()))
+        return Out([(key, folds[key]) for key in changed], None if times is None else list(changed.values()), origins)
 
     def _into_windows(self, step: Step, batch: list[Any], times: list[int] | None, now: float,
                       keys: list[Any]) -> None:
@@ -257,7 +288,7 @@ class StageLogic:
         else:  # windows ending by then were emitted
             closed_before = self.progress.mark - to_us(step.lateness_s)
         joined = step.kind == "window_join"
-        for record, t, key in zip(batch, times, keys, strict=True):
+        for i, (record, t, key) in enumerate(zip(batch, times, keys, strict=True)):
             if isinstance(step.window, Session):
                 if t + step.window.gap_us <= closed_before:
                     self.late.append(record[1] if joined else record)
@@ -273,6 +304,8 @@ class StageLogic:
                 ok, state = self._apply(step, step.fn, self.windows[k] if k in self.windows else step.init(), record)
                 if ok:
                     self.windows[k] = state
+                    if self.capture:
+                        self.window_origins.setdefault(k, []).append((self._code, self._seqs[i]))
 
     def _interval(self, batch: list[Any], times: list[int], keys: list[Any], side: int) -> Out:
         """An interval join's pairs for ``batch`` (records behind the watermark are late)."""
@@ -347,16 +380,19 @@ class StageLogic:
     def _step(self, step: Step, given: Out) -> Out:
         """One stateless step; a record's time goes with what it becomes (the records of a
         ``flat_map`` all take it)."""
-        records, times = given
+        records, times, origins = given
         out: list[Any] = []
         out_times: list[int] | None = None if times is None else []
+        out_origins: list[Any] | None = None if origins is None else []
         if step.kind == "select":  # a route's output: no user code
             for i, (name, record) in enumerate(records):
                 if name == step.fn:
                     out.append(record)
                     if out_times is not None:
                         out_times.append(times[i])
-            return Out(out, out_times)
+                    if out_origins is not None:
+                        out_origins.append(origins[i])
+            return Out(out, out_times, out_origins)
         for i, record in enumerate(records):  # the hot loop of every stage: one branch per record
             ok, value = self._apply(step, step.fn, record)
             if not ok:
@@ -379,7 +415,9 @@ class StageLogic:
                 continue
             if out_times is not None:
                 out_times.extend((times[i],) * n)
-        return Out(out, out_times)
+            if out_origins is not None:
+                out_origins.extend((origins[i],) * n)
+        return Out(out, out_times, out_origins)
 
     def _routed(self, step: Step, record: Any, pairs: list[Any]) -> bool:
         """Whether every pair a route made names one of its outputs (else the record's policy)."""

@@ -15,16 +15,22 @@ import io
 import pickle
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import actorrt
 from actorrt.core.object_ref import ObjectRef
+from actorrt.core.record_lineage import relation_queue
 from actorrt.exceptions import ActorRTError
 from actorrt.handles import ActorHandle
+from actorrt.lineage.records import SOURCE
+from actorrt.store.relations import instance_prefix
+from actorrt.streaming.connectors import read_with_ids
 from actorrt.streaming.fanout import Batch, Fanout, fanout_to
 from actorrt.streaming.logic import OperatorStoppedError, Out, RecordError, StageLogic
 from actorrt.streaming.plan import Plan, pulled, tick_s
+from actorrt.streaming.provenance import Capture
 from actorrt.util import pickling
 
 # A source with nothing new is asked again this often (unless it has a ``poll_s`` of its own).
@@ -177,32 +183,38 @@ class Operator:
         self.me: ActorHandle | None = None  # this operator's handle, if it pulls from a source
         self.done = False
         self.sink_writes: dict[int, int] = {}  # per port with a sink: the writes so far
+        self.output_ids: dict[str, list[int]] = {}  # capturing lineage: the seqs of ``outputs``' records
+        # Record lineage: the numbers of what it emits, and the relations it writes.
+        self.capture = (Capture(instance_prefix(self.plan.lineage, stage, instance), self.plan.lineage_keep)
+                        if self.plan.captures(stage) else None)
+        self.logic.capture = self.capture is not None
         self._in_flight = self._no_refs()
         self._metrics = OperatorMetrics()
 
     async def process(self, batch: list[Any], upstream: int = 0, born: float | None = None,
                       digest: bytes = b"", times: list[int] | None = None, mark: float | None = None,
-                      idle: bool = False) -> None:
+                      idle: bool = False, seqs: Sequence[int] = ()) -> None:
         """A batch from upstream channel ``upstream``, read from the source at ``born``: in event
         time, its records' ``times`` (µs) and the sender's watermark ``mark`` after them (``idle``:
-        the sender's inputs are all idle). ``digest`` is there for the ledger's check of a
-        replayed upstream (``batch_digest``)."""
+        the sender's inputs are all idle); ``seqs``: the records' IDs (capturing record lineage).
+        ``digest`` is there for the ledger's check of a replayed upstream (``batch_digest``)."""
         # Only a stage that acts on processing time (windows, timers, a ttl) reads the clock: each
         # reading is an entry in the task's log (a new version of its spec), which other stages
         # need not pay for every batch. Its ticks read the same clock.
         on_the_clock = self.plan.time is None and tick_s(self.logic.stage.keyed) is not None
         now = actorrt.now() if on_the_clock or born is None else born
-        await self._process(batch, upstream, now, now if born is None else born, times, mark, idle)
+        await self._process(batch, upstream, now, now if born is None else born, times, mark, idle, seqs=seqs)
 
     async def _process(self, batch: list[Any], upstream: int, now: float, born: float,
                        times: list[int] | None = None, mark: float | None = None, idle: bool = False,
-                       in_flight: int | None = None) -> None:
+                       in_flight: int | None = None, seqs: Sequence[int] = ()) -> None:
         self.records_in += len(batch)
         if self.plan.time is None and self.timer is None:
             tick = tick_s(self.logic.stage.keyed)  # processing time: windows, timers, state's ttl
             if tick is not None:  # (the first tick aligned to a window boundary)
                 self.timer = actorrt.call_every(tick, self.tick, first_in=tick - now % tick)
-        await self._emit(self._run(self.logic.process, batch, now, upstream, times, mark, idle), born, in_flight)
+        outs = self._run(self.logic.process, batch, now, upstream, times, mark, idle, seqs)
+        await self._emit(outs, born, in_flight, self.logic.sender_code(upstream), seqs)
 
     async def advance(self, upstream: int, mark: float, idle: bool, born: float) -> None:
         """Upstream channel ``upstream``'s watermark moved to ``mark`` (or it became idle), with
@@ -243,10 +255,13 @@ class Operator:
             else:
                 actorrt.call_later(getattr(source, "poll_s", PULL_IDLE_S), self.pull)
             return
-        batch = source.read(found)
+        if self.capture is not None:
+            batch, seqs = read_with_ids(source, found, self.records_in)
+        else:
+            batch, seqs = source.read(found), ()
         self.position = found[1]
         partial = len(batch) < self.plan.batch_size
-        await self._process(batch, 0, now, now,
+        await self._process(batch, 0, now, now, seqs=seqs,
                             in_flight=min(PARTIAL_IN_FLIGHT, self.plan.max_in_flight) if partial else None)
         self.me.pull.remote()
 
@@ -292,21 +307,30 @@ class Operator:
         records, and record counts (with rates and, where records leave the flow, latency
         percentiles)."""
         counts = {"in": self.records_in, "out": self.records_out, **self._metrics.summary()}
-        return self.outputs, self.logic.dead_letters, self.logic.late, counts
+        return self.outputs, self.logic.dead_letters, self.logic.late, counts, self.output_ids
 
-    async def _emit(self, outs: list[Out], born: float, in_flight: int | None = None) -> None:
+    async def _emit(self, outs: list[Out], born: float, in_flight: int | None = None, code: int = SOURCE,
+                    in_seqs: Sequence[int] = ()) -> None:
         """Send each port's records on (made of input read at ``born``), keep or write them where
         the port says; ``in_flight``: unprocessed batches left at each consumer (``max_in_flight``
         if None). In event time every consumer hears this instance's watermark: with its records,
-        or alone."""
+        or alone. Capturing lineage, the records are numbered and related to the task's input
+        (``in_seqs`` from sender ``code``), and their numbers go with them."""
         self.records_out += sum(len(out.records) for out in outs)
         self._metrics.counted(self.records_in, self.records_out)
+        numbers: list[Sequence[int] | None] = [None] * len(outs)
+        if self.capture is not None:
+            numbers, writes = self.capture.relate(code, in_seqs, outs, self.logic.history.take())
+            if writes is not None:
+                relation_queue().add(writes)
         for p, (port, out) in enumerate(zip(self.logic.stage.ports, outs, strict=True)):
             records = out.records
             if records and (port.collect is not None or port.sink is not None):
                 self._metrics.arrived(born)
             if port.collect is not None:
                 self.outputs.setdefault(port.collect, []).extend(records)
+                if numbers[p] is not None:
+                    self.output_ids.setdefault(port.collect, []).extend(numbers[p])
             if port.sink is not None and records:
                 if getattr(port.sink, "exactly_once", True):
                     await actorrt.commit_lineage()  # a replay then writes the same records as this write
@@ -314,17 +338,21 @@ class Operator:
                 writer = f"{self.plan.name}/{self.stage}/{self.instance}" + (f"/{p}" if p else "")
                 port.sink.write(writer, self.sink_writes[p], records)
             for r, route in enumerate(self.routes[p]):
-                await self._send_all(route, self._in_flight[p][r], out, born, in_flight)
+                await self._send_all(route, self._in_flight[p][r], out, born, in_flight, numbers[p])
 
     async def _send_all(self, route: _Route, queues: list[deque[ObjectRef]], out: Out, born: float,
-                        in_flight: int | None) -> None:
-        for message in self._run(route.fanout.messages, out, self.logic.watermark_out, self.logic.dead_letters):
+                        in_flight: int | None, numbers: Sequence[int] | None) -> None:
+        for message in self._run(route.fanout.messages, out, self.logic.watermark_out, self.logic.dead_letters,
+                                 numbers):
             consumer = route.handles[message.to]
             if isinstance(message, Batch):
                 args = (message.records, route.channel, born, _digest(message.records, message.times))
                 if message.mark is not None:  # event time
                     args += (message.times, message.mark, message.idle)
-                call = consumer.process.remote(*args)
+                if message.seqs is not None:
+                    call = consumer.process.remote(*args, seqs=message.seqs)
+                else:
+                    call = consumer.process.remote(*args)
             else:
                 call = consumer.advance.remote(route.channel, message.mark, message.idle, born)
             queue = queues[message.to]
@@ -337,13 +365,20 @@ class Operator:
 
     def checkpoint(self) -> dict[str, Any]:
         # In-flight refs and metrics are not state: what refs wait for was sent (and is re-sent if
-        # need be), and metrics describe this process's run.
-        return {k: v for k, v in self.__dict__.items() if k not in ("_in_flight", "_metrics")}
+        # need be), and metrics describe this process's run. Relations not yet flushed are: a
+        # replay from this checkpoint would not make them again.
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_in_flight", "_metrics")}
+        if self.capture is not None:
+            state["_unwritten"] = relation_queue().unwritten(self.capture.prefix)
+        return state
 
     def restore(self, state: dict[str, Any]) -> None:
+        unwritten = state.pop("_unwritten", None)
         self.__dict__.update(state)
         self._in_flight = self._no_refs()
         self._metrics = OperatorMetrics()
+        if unwritten is not None:
+            relation_queue().add(unwritten)
 
     def __actorrt_stopped__(self, why: str) -> None:
         self.monitor.stopped.remote(f"operator {self.__actorrt_label__()} was stopped: {why}")

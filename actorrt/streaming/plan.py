@@ -293,6 +293,26 @@ class Plan:
     batch_size: int = 100
     stages: list[Stage] = field(default_factory=list)  # in an order where a stage comes after its inputs
     max_in_flight: int = 8  # batches a producer may have unprocessed at each consumer
+    # Record lineage: the run's name in the lineage store (None: not captured), the stages that
+    # capture it (None: all), and the newest records each instance keeps it for (None: all).
+    lineage: str | None = None
+    lineage_stages: frozenset[str] | None = None
+    lineage_keep: int | None = None
+
+    def captures(self, stage: int) -> bool:
+        """Whether instances of ``stage`` capture record lineage."""
+        return self.lineage is not None and (self.lineage_stages is None
+                                             or self.stages[stage].name in self.lineage_stages)
+
+    def producer(self, stage: int, channel: int) -> tuple[int, int]:
+        """The (stage, instance) that sends to ``stage`` on ``channel``."""
+        base = 0
+        for put in self.stages[stage].inputs:
+            n = self.stages[put.stage].parallelism
+            if channel < base + n:
+                return put.stage, channel - base
+            base += n
+        raise IndexError(f"stage {stage} has no channel {channel}")
 
     @property
     def time(self) -> EventTime | None:

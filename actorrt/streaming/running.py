@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import actorrt
 from actorrt.core.object_ref import ObjectRef
 from actorrt.handles import ActorHandle
+from actorrt.lineage.records import RecordId, marked_row_number
 from actorrt.streaming.logic import DeadLetter
 from actorrt.streaming.plan import Fed, Plan, pulled
 
@@ -41,6 +42,11 @@ class RunResult:
     late: list[Any] = field(default_factory=list)  # records behind the watermark at a window or a join
     operators: list[dict[str, Any]] = field(default_factory=list)
     collected: dict[str, list[Any]] = field(default_factory=dict)
+    # Capturing record lineage (Dataflow(lineage=True)): the IDs of ``outputs``' records, in their
+    # order, and of each collected name's (what actorrt.lineage.backward takes).
+    ids: list[RecordId] = field(default_factory=list)
+    collected_ids: dict[str, list[RecordId]] = field(default_factory=dict)
+    lineage: str | None = None  # the run's name in the lineage store (its records' ``flow``)
 
 
 class RunningFlow:
@@ -131,7 +137,12 @@ class RunningFlow:
         # batches of small feeds would all go to the first instance).
         begin = mark[1] if mark is not None else self._feeds.get(stage, 0)
         self._feeds[stage] = self._feeds.get(stage, 0) + 1
-        return _Sender(self._plan, self._stages[stage], self._watch, mark, begin)
+        # Record lineage names a fed record (feed or micro-batch, row in it); a read one by its row.
+        ids = None
+        if self._plan.captures(stage):
+            fed = isinstance(self._plan.stages[stage].source, Fed)
+            ids = marked_row_number(begin, 0) if fed else 0
+        return _Sender(self._plan, self._stages[stage], self._watch, mark, begin, ids)
 
     def _fed_source(self, name: str | None) -> int:
         fed = [s for s in self._plan.sources if isinstance(self._plan.stages[s].source, Fed)]
@@ -188,13 +199,17 @@ class RunningFlow:
             self._watch.get([op.start.remote(op) for s in self._plan.sources for op in self._stages[s]])
 
     def _results(self) -> RunResult:
-        result = RunResult()
+        result = RunResult(lineage=self._plan.lineage)
         result.collected["outputs"] = result.outputs
+        result.collected_ids["outputs"] = result.ids
         for s, ops in enumerate(self._stages):
             answers = actorrt.get([op.results.remote() for op in ops], timeout=self._watch.left())
-            for i, (outputs, dead, late, counts) in enumerate(answers):
+            for i, (outputs, dead, late, counts, ids) in enumerate(answers):
                 for name, records in outputs.items():
                     result.collected.setdefault(name, []).extend(records)
+                for name, seqs in ids.items():
+                    named = result.collected_ids.setdefault(name, [])
+                    named.extend(RecordId(self._plan.lineage, s, i, q) for q in seqs)
                 result.dead_letters.extend(dead)
                 result.late.extend(late)
                 result.operators.append({"stage": s, "name": self._plan.stages[s].name, "instance": i, **counts})
@@ -301,9 +316,10 @@ class _Sender:
     number among those its instance gets from this feed."""
 
     def __init__(self, plan: Plan, first: list[ActorHandle], watch: Watch, mark: tuple[str, int] | None,
-                 begin: int) -> None:
+                 begin: int, ids: int | None = None) -> None:
         self._plan, self._first, self._watch, self._mark = plan, first, watch, mark
         self._turn = begin
+        self._ids = ids  # the next record's ID (capturing record lineage)
         self._sent = [0] * len(first)
         self._in_flight: list[deque[ObjectRef]] = [deque() for _ in first]
 
@@ -311,10 +327,14 @@ class _Sender:
         i = self._turn % len(self._first)
         self._turn += 1
         process = self._first[i].process
+        kwargs = {}
+        if self._ids is not None:
+            kwargs["seqs"] = range(self._ids, self._ids + len(batch))
+            self._ids += len(batch)
         if self._mark is None:
-            ref = process.remote(batch, 0, time.time())
+            ref = process.remote(batch, 0, time.time(), **kwargs)
         else:
-            ref = process.remote_once(*self._mark, self._sent[i], batch, 0, time.time())
+            ref = process.remote_once(*self._mark, self._sent[i], batch, 0, time.time(), **kwargs)
         self._sent[i] += 1
         queue = self._in_flight[i]
         queue.append(ref)

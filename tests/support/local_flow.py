@@ -3,6 +3,9 @@ and ``Fanout``, as the operators hold them, with the messages between instances 
 seeded random order. Each channel (one instance to one instance) is first in, first out, as the
 runtime's streams are; which channel goes next is random, so inputs drift apart as far as they
 can. No actors, no sockets: thousands of schedules run in the time one cluster starts.
+
+A plan with ``lineage`` set captures record lineage as operators do: ``writes`` holds what the
+instances would write to the lineage store, ``ids`` the IDs of the collected records.
 """
 
 from __future__ import annotations
@@ -12,9 +15,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from actorrt.lineage.records import SOURCE, RecordId
+from actorrt.store.relations import InstanceWrites, instance_prefix
 from actorrt.streaming.fanout import Advance, Batch, Fanout, fanout_to
 from actorrt.streaming.logic import DeadLetter, Out, StageLogic
 from actorrt.streaming.plan import Consumer, Plan
+from actorrt.streaming.provenance import Capture
 
 DRIVER = -1
 
@@ -31,6 +37,8 @@ class LocalResult:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     messages: int = 0  # delivered between instances (records and watermarks)
     advances: int = 0  # of which watermarks alone
+    ids: dict[str, list[RecordId]] = field(default_factory=dict)  # capturing lineage: the collected records'
+    writes: list[InstanceWrites] = field(default_factory=list)  # capturing lineage: what the store gets
 
     @property
     def outputs(self) -> list[Any]:
@@ -55,6 +63,12 @@ class LocalFlow:
         self.finished: dict[tuple[int, int], int] = {}
         self.result = LocalResult()
         self._turn: dict[int, int] = {}
+        self._rows: dict[int, int] = {}  # per source: the records fed so far (their IDs)
+        self.capture = [[Capture(instance_prefix(plan.lineage, s, i), plan.lineage_keep) if plan.captures(s) else None
+                         for i in range(stage.parallelism)] for s, stage in enumerate(plan.stages)]
+        for s, instances in enumerate(self.logic):
+            for i, logic in enumerate(instances):
+                logic.capture = self.capture[s][i] is not None
 
     def feed(self, records: list[Any], now: float = 0.0, source: int | None = None) -> None:
         """The driver's batches, in turn over a source's instances (as ``RunningFlow.feed`` sends
@@ -64,7 +78,10 @@ class LocalFlow:
         for i in range(0, len(records), self.plan.batch_size):
             to = self._turn.get(s, 0) % instances
             self._turn[s] = self._turn.get(s, 0) + 1
-            self._queue(s, to, DRIVER, (records[i:i + self.plan.batch_size], now))
+            batch = records[i:i + self.plan.batch_size]
+            row = self._rows.get(s, 0)
+            self._rows[s] = row + len(batch)
+            self._queue(s, to, DRIVER, (batch, now, range(row, row + len(batch))))
 
     def tick(self, now: float) -> None:
         """The clock of every instance (timers: idleness, processing-time windows), now."""
@@ -115,19 +132,32 @@ class LocalFlow:
                     for j in range(self.plan.stages[consumer.stage].parallelism):
                         self._queue(consumer.stage, j, consumer.base + i, _Finish())
         elif isinstance(message, Batch):
-            self._emit(s, i, logic.process(message.records, now, sender, message.times, message.mark, message.idle))
+            seqs = message.seqs or ()
+            self._emit(s, i, logic.process(message.records, now, sender, message.times, message.mark, message.idle,
+                                           seqs), logic.sender_code(sender), seqs)
         elif isinstance(message, Advance):
             self.result.advances += 1
             self._emit(s, i, logic.advance(sender, message.mark, message.idle, now))
         else:  # the driver's batch
-            records, fed_at = message
-            self._emit(s, i, logic.process(records, fed_at, 0))
+            records, fed_at, *rows = message  # (a test may queue a batch without IDs)
+            rows = rows[0] if rows else ()
+            self._emit(s, i, logic.process(records, fed_at, 0, seqs=rows), SOURCE, rows)
 
-    def _emit(self, s: int, i: int, outs: list[Out]) -> None:
+    def _emit(self, s: int, i: int, outs: list[Out], code: int = SOURCE, in_seqs: Any = ()) -> None:
         logic = self.logic[s][i]
-        for port, out, consumers in zip(self.plan.stages[s].ports, outs, self.fanout[s][i], strict=True):
+        numbers: list[Any] = [None] * len(outs)
+        capture = self.capture[s][i]
+        if capture is not None:
+            numbers, writes = capture.relate(code, in_seqs, outs, logic.history.take())
+            if writes is not None:
+                self.result.writes.append(writes)
+        for p, (port, out, consumers) in enumerate(zip(self.plan.stages[s].ports, outs, self.fanout[s][i],
+                                                       strict=True)):
             if port.collect is not None:
                 self.result.collected.setdefault(port.collect, []).extend(out.records)
+                if numbers[p] is not None:
+                    self.result.ids.setdefault(port.collect, []).extend(
+                        RecordId(self.plan.lineage, s, i, q) for q in numbers[p])
             for consumer, fanout in consumers:
-                for message in fanout.messages(out, logic.watermark_out, logic.dead_letters):
+                for message in fanout.messages(out, logic.watermark_out, logic.dead_letters, numbers[p]):
                     self._queue(consumer.stage, message.to, consumer.base + i, message)

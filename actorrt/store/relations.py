@@ -1,0 +1,250 @@
+"""Record lineage in the lineage store: the relations operators capture, and the reads of queries.
+
+The keys of one operator instance share a hash tag (``{flow/stage/instance}``), so that each write
+and each read of an instance is one script call on one shard:
+
+- ``…:t`` (sorted set) and ``…:b`` (hash): each task's relation blob (``records.encode``) under the
+  seq of its first output; the hash's ``floor`` field is the seq below which retention dropped them;
+- ``…:f:<code>:<bucket>`` (set): the tasks that took records of sender ``code`` in that bucket of
+  its seqs (``records.bucket``), for forward queries;
+- ``…:h:<key number>`` (hash): a fold key's history, one entry per task that folded records into
+  it (``records.history_entry``), by position.
+
+Every write is idempotent (a replayed task writes the same fields and members again), so a
+recovery never records a relation twice. A flow's shape (``flow_key``) is written once by its driver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from actorrt.store.clients import Store
+
+# KEYS = tasks (sorted set), blobs (hash), then the sets and hashes the ops name by position;
+# ARGV = floor (drop the tasks wholly below it; -1: none), history kept per key (0: all), then ops:
+# "t" first blob | "f" key member | "h" key position entry | "d" key.
+RELATE = """
+local floor = tonumber(ARGV[1])
+local keep = tonumber(ARGV[2])
+local i = 3
+while i <= #ARGV do
+  local op = ARGV[i]
+  if op == 't' then
+    redis.call('ZADD', KEYS[1], ARGV[i + 1], ARGV[i + 1])
+    redis.call('HSET', KEYS[2], ARGV[i + 1], ARGV[i + 2])
+    i = i + 3
+  elseif op == 'f' then
+    redis.call('SADD', KEYS[tonumber(ARGV[i + 1])], ARGV[i + 2])
+    i = i + 3
+  elseif op == 'h' then
+    local key = KEYS[tonumber(ARGV[i + 1])]
+    local position = tonumber(ARGV[i + 2])
+    redis.call('HSET', key, position, ARGV[i + 3])
+    if keep > 0 and position >= keep then
+      redis.call('HDEL', key, position - keep)
+      redis.call('HSET', key, 'floor', position - keep + 1)
+    end
+    i = i + 4
+  else
+    redis.call('DEL', KEYS[tonumber(ARGV[i + 1])])
+    i = i + 2
+  end
+end
+if floor >= 0 then
+  local below = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', floor)
+  for j = 1, #below - 1 do  -- the last may hold records at or past the floor
+    redis.call('HDEL', KEYS[2], below[j])
+    redis.call('ZREM', KEYS[1], below[j])
+  end
+  redis.call('HSET', KEYS[2], 'floor', floor)
+end
+return 1
+"""
+
+# KEYS = tasks, blobs; ARGV = seqs. Returns the floor, then per seq the first seq of the task that
+# may hold it and that task's blob (false, false: none).
+FIND = """
+local out = {redis.call('HGET', KEYS[2], 'floor') or '0'}
+for i = 1, #ARGV do
+  local first = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[i], '-inf', 'LIMIT', 0, 1)[1]
+  if first then
+    out[#out + 1] = first
+    out[#out + 1] = redis.call('HGET', KEYS[2], first)
+  else
+    out[#out + 1] = false
+    out[#out + 1] = false
+  end
+end
+return out
+"""
+
+# KEYS = blobs, then sets; returns, per set, its members' blobs (a member retention dropped: none).
+FORWARD = """
+local out = {}
+for k = 2, #KEYS do
+  local found = {}
+  for _, first in ipairs(redis.call('SMEMBERS', KEYS[k])) do
+    local blob = redis.call('HGET', KEYS[1], first)
+    if blob then
+      found[#found + 1] = blob
+    end
+  end
+  out[#out + 1] = found
+end
+return out
+"""
+
+# KEYS = a key's history; returns its floor (0: nothing dropped), then position, entry pairs.
+HISTORY = """
+local out = {redis.call('HGET', KEYS[1], 'floor') or '0'}
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  if all[i] ~= 'floor' then
+    out[#out + 1] = all[i]
+    out[#out + 1] = all[i + 1]
+  end
+end
+return out
+"""
+
+
+def instance_prefix(flow: str, stage: int, instance: int) -> bytes:
+    return f"rl:{{{flow}/{stage}/{instance}}}".encode()
+
+
+def flow_key(flow: str) -> bytes:
+    return f"rlflow:{{{flow}}}".encode()
+
+
+def forward_key(prefix: bytes, code: int, bucket: int) -> bytes:
+    return b"%s:f:%d:%d" % (prefix, code, bucket)
+
+
+def history_key(prefix: bytes, key_number: int) -> bytes:
+    return b"%s:h:%d" % (prefix, key_number)
+
+
+@dataclass
+class InstanceWrites:
+    """What one operator instance has to write: task relations, forward entries, history entries,
+    keys to delete, and the floor of its retention."""
+
+    prefix: bytes
+    tasks: list[tuple[int, bytes]] = field(default_factory=list)
+    forward: list[tuple[int, int, int]] = field(default_factory=list)  # (code, bucket, task first)
+    history: list[tuple[int, int, bytes]] = field(default_factory=list)  # (key number, position, entry)
+    deletes: list[bytes] = field(default_factory=list)
+    floor: int = -1
+    keep_history: int = 0
+
+    def merge(self, other: InstanceWrites) -> None:
+        self.tasks += other.tasks
+        self.forward += other.forward
+        self.history += other.history
+        self.deletes += other.deletes
+        self.floor = max(self.floor, other.floor)
+        self.keep_history = other.keep_history
+
+    def script_call(self) -> tuple[list[bytes], list[Any]]:
+        keys = [self.prefix + b":t", self.prefix + b":b"]
+        index: dict[bytes, int] = {}
+
+        def at(key: bytes) -> int:
+            if key not in index:
+                keys.append(key)
+                index[key] = len(keys)
+            return index[key]
+
+        args: list[Any] = [self.floor, self.keep_history]
+        for first, blob in self.tasks:
+            args += [b"t", first, blob]
+        for code, bucket, first in self.forward:
+            args += [b"f", at(forward_key(self.prefix, code, bucket)), first]
+        for number, position, entry in self.history:
+            args += [b"h", at(history_key(self.prefix, number)), position, entry]
+        for key in self.deletes:
+            args += [b"d", at(key)]
+        return keys, args
+
+
+class RelationQueue:
+    """Relations waiting for the next flush, per operator instance (``Flusher`` writes them). An
+    instance's unwritten relations go into its checkpoint (``unwritten``), so that a crash after
+    the checkpoint and before the flush does not lose them: the restored instance queues them again."""
+
+    def __init__(self, store: Store, wake: Any = None) -> None:
+        self.store = store
+        self._pending: dict[bytes, InstanceWrites] = {}
+        self._wake = wake  # called when something is queued
+        self.written_tasks = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._pending)
+
+    def add(self, writes: InstanceWrites) -> None:
+        held = self._pending.get(writes.prefix)
+        if held is None:
+            self._pending[writes.prefix] = writes
+        else:
+            held.merge(writes)
+        if self._wake is not None:
+            self._wake()
+
+    def unwritten(self, prefix: bytes) -> InstanceWrites | None:
+        return self._pending.get(prefix)
+
+    async def write(self) -> None:
+        """Write what is queued, one script call per instance (instances in parallel); what fails
+        stays queued for the next try."""
+        taken, self._pending = self._pending, {}
+        try:
+            await asyncio.gather(*[self.store.run_script(RELATE, *w.script_call()) for w in taken.values()])
+        except BaseException:
+            for prefix, writes in taken.items():  # (idempotent: what did go in is written again)
+                if prefix in self._pending:
+                    writes.merge(self._pending[prefix])
+                self._pending[prefix] = writes
+            raise
+        self.written_tasks += sum(len(w.tasks) for w in taken.values())
+
+
+class RelationReader:
+    """The reads a query makes, each one script call per operator instance."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def flow(self, flow: str) -> dict[str, Any] | None:
+        """The shape of ``flow`` its driver wrote (``save_flow``), or None."""
+        found = await self.store.run_script("return redis.call('GET', KEYS[1])", [flow_key(flow)], [])
+        return None if found is None else json.loads(found)
+
+    async def find(self, flow: str, stage: int, instance: int, seqs: Sequence[int]) -> tuple[int, list[bytes | None]]:
+        """The floor of the instance's retention, and for each of ``seqs`` the blob of the last task
+        whose first output is at or before it (None: no such task)."""
+        found = await self.store.run_script(FIND, [instance_prefix(flow, stage, instance) + s for s in (b":t", b":b")],
+                                            list(seqs))
+        return int(found[0]), [blob or None for blob in found[2::2]]
+
+    async def forward(self, flow: str, stage: int, instance: int,
+                      buckets: Sequence[tuple[int, int]]) -> list[list[bytes]]:
+        """Per ``(code, bucket)``: the blobs of the instance's tasks that took such records."""
+        prefix = instance_prefix(flow, stage, instance)
+        if not buckets:
+            return []
+        return await self.store.run_script(FORWARD, [prefix + b":b"] + [forward_key(prefix, c, b) for c, b in buckets],
+                                           [])
+
+    async def history(self, flow: str, stage: int, instance: int, number: int) -> tuple[int, dict[int, bytes]]:
+        """A fold key's history: the first position kept, and the entries by position."""
+        found = await self.store.run_script(HISTORY, [history_key(instance_prefix(flow, stage, instance), number)], [])
+        return int(found[0]), {int(p): e for p, e in zip(found[1::2], found[2::2], strict=True)}
+
+
+async def save_flow(store: Store, flow: str, shape: dict[str, Any]) -> None:
+    """Write ``flow``'s shape (its stages, their parallelism and channels), which queries read."""
+    await store.run_script("redis.call('SET', KEYS[1], ARGV[1]) return 1", [flow_key(flow)], [json.dumps(shape)])

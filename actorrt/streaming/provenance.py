@@ -1,0 +1,158 @@
+"""Record lineage of one operator instance (``Dataflow(lineage=True)``): pure logic, no sockets.
+
+``StageLogic`` says where each record it emits came from (``Out.origins``: positions in the task's
+input batch, or earlier records as ``(code, seq)``); ``Capture`` numbers the records each task
+emits, in port order (the numbers are state: a replay numbers them alike, so it writes the same
+relations again, which the store takes once), and makes what the instance writes: the task's
+relation, the forward entries that find it from its inputs, and fold keys' histories.
+
+A fold does not repeat its key's past in every update: each task that folds records into a key
+adds an entry to that key's history (the records, and the update it emitted), and an update names
+its new records and the length of the history before them (``records.HISTORY``). A window keeps
+its records' IDs until it closes, and names them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from actorrt.lineage import records
+from actorrt.lineage.records import HISTORY
+from actorrt.store.relations import InstanceWrites, forward_key
+from actorrt.streaming.plan import Plan, Session
+
+
+class KeyOrigins(list):
+    """A fold update's origins: positions of its new records in the task's batch, then the key's
+    history before them. ``number``: the key's number (its history's name)."""
+
+    __slots__ = ("number",)
+
+
+@dataclass
+class FoldHistory:
+    """Per fold key: its number (in order of first sight) and its history's length."""
+
+    numbers: dict[Any, int] = field(default_factory=dict)
+    lengths: list[int] = field(default_factory=list)
+    folded: list[tuple[int, int, KeyOrigins]] = field(default_factory=list)  # this task's: (number, position, origins)
+
+    def fold(self, key: Any, positions: list[int]) -> KeyOrigins:
+        """Records at ``positions`` of this task's batch were folded into ``key``: the origins of
+        the update that emits its state now."""
+        number = self.numbers.get(key)
+        if number is None:
+            number = self.numbers[key] = len(self.lengths)
+            self.lengths.append(0)
+        origins = KeyOrigins(positions)
+        origins.number = number
+        position = self.lengths[number]
+        if position:
+            origins.append((HISTORY, number, position))
+        self.folded.append((number, position, origins))
+        self.lengths[number] = position + 1
+        return origins
+
+    def take(self) -> list[tuple[int, int, KeyOrigins]]:
+        taken, self.folded = self.folded, []
+        return taken
+
+
+@dataclass
+class Capture:
+    """Numbers an instance's output records and makes the relations it writes; ``keep``: the
+    newest records whose relations retention keeps (None: all)."""
+
+    prefix: bytes
+    keep: int | None = None
+    seq: int = 0  # the next output record's number
+    forward_last: dict[tuple[int, int], int] = field(default_factory=dict)  # (code, bucket) -> last task that used it
+    floor: int = 0
+
+    def relate(self, code: int, in_seqs: Sequence[int], outs: Sequence[Any],
+               folded: list[tuple[int, int, KeyOrigins]]) -> tuple[list[range], InstanceWrites | None]:
+        """Number the records of ``outs`` (per port, in order) of a task that took records
+        ``in_seqs`` from sender ``code`` (none: a timer, an end); returns the numbers per port, and
+        what to write (None: nothing)."""
+        first = self.seq
+        numbers, origins = [], []
+        for out in outs:
+            n = len(out.records)
+            numbers.append(range(self.seq, self.seq + n))
+            self.seq += n
+            if n:
+                origins += out.origins
+        if not origins and not folded:
+            return numbers, None
+        writes = InstanceWrites(self.prefix, keep_history=self.keep or 0)
+        emitted = self._emitted(first, origins) if folded else {}
+        for number, position, keyed in folded:
+            seq = emitted.get(id(keyed))
+            entry = [(code, in_seqs[p]) for p in keyed if type(p) is int]
+            writes.history.append((number, position, records.history_entry(seq, entry)))
+        writes.tasks.append((first, records.encode(first, code, in_seqs, origins,
+                                                   [(n, p, [x for x in o if type(x) is int]) for n, p, o in folded])))
+        used = self._buckets(code, in_seqs, origins)
+        for code_bucket in used:
+            writes.forward.append((*code_bucket, first))
+            self.forward_last[code_bucket] = first
+        if self.keep is not None and self.seq - self.keep > self.floor + self.keep // 8:
+            self._drop_below(self.seq - self.keep, writes)
+        return numbers, writes
+
+    @staticmethod
+    def _emitted(first: int, origins: list[Any]) -> dict[int, int]:
+        """The first record each fold update became (``id`` of its origins -> its number)."""
+        out: dict[int, int] = {}
+        for j, o in enumerate(origins):
+            if type(o) is KeyOrigins and id(o) not in out:
+                out[id(o)] = first + j
+        return out
+
+    @staticmethod
+    def _buckets(code: int, in_seqs: Sequence[int], origins: list[Any]) -> set[tuple[int, int]]:
+        used: set[tuple[int, int]] = set()
+        if in_seqs:
+            low, high = records.bucket(min(in_seqs)), records.bucket(max(in_seqs))
+            used.update((code, b) for b in range(low, high + 1))
+        for o in origins:
+            if type(o) is not int:
+                for x in o:
+                    if type(x) is tuple and x[0] != HISTORY:
+                        used.add((x[0], records.bucket(x[1])))
+        return used
+
+    def _drop_below(self, floor: int, writes: InstanceWrites) -> None:
+        """Retention: relations of records below ``floor`` go, and forward entries only they used."""
+        self.floor = writes.floor = floor
+        for code_bucket, last in list(self.forward_last.items()):
+            if last < floor:
+                writes.deletes.append(forward_key(self.prefix, *code_bucket))
+                del self.forward_last[code_bucket]
+
+
+def check_captured(plan: Plan) -> None:
+    """Refuse to capture record lineage of a step it does not follow yet (a flow would otherwise
+    answer queries about it wrongly)."""
+    for s, stage in enumerate(plan.stages):
+        step = stage.keyed
+        if not plan.captures(s) or step is None:
+            continue
+        if step.kind not in ("fold", "window") or isinstance(step.window, Session):
+            what = "session windows" if step.kind == "window" else f"{step.kind} steps"
+            raise ValueError(f"record lineage does not capture {what} yet (stage {stage.name!r} of dataflow "
+                             f"{plan.name}): capture the other stages with Dataflow(lineage=[names])")
+
+
+def flow_shape(plan: Plan, id_kinds: dict[int, str]) -> dict[str, Any]:
+    """What queries need of a flow: per stage its name, parallelism, the (stage, instance) behind
+    each of its channels, whether it captures, and for a source its name and how it names records."""
+    stages = []
+    for s, stage in enumerate(plan.stages):
+        channels = [list(plan.producer(s, c)) for c in range(len(plan.channels(s)))]
+        stages.append({"name": stage.name, "parallelism": stage.parallelism, "channels": channels,
+                       "captured": plan.captures(s), "source": stage.source_name if stage.is_source else None,
+                       "ids": id_kinds.get(s, "row")})
+    return {"format": records.FORMAT, "name": plan.name, "keep": plan.lineage_keep, "stages": stages}
