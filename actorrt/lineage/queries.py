@@ -106,10 +106,13 @@ async def backward(reader: Any, record: RecordId, until: str | int = "source") -
                 continue
             for origin in rel.resolved(r.seq - rel.first):
                 if origin[0] == HISTORY:
-                    kept = histories[(r.stage, r.instance, origin[1])]
-                    if kept.floor > 0:
+                    _, number, length = origin
+                    kept = histories[(r.stage, r.instance, number)]
+                    entries = [kept.entries.get(p) for p in range(kept.floor, length)]
+                    if kept.floor > 0 or None in entries:
                         trace.expired.add(r)
-                    refs = [ref for p in range(kept.floor, origin[2]) for ref in kept.entries[p][1]]
+                    refs = [ref for p, e in enumerate(entries, kept.floor) if e is not None
+                            for ref in e.folded_into(number, p)]
                 else:
                     refs = [origin]
                 for ref in refs:
@@ -152,9 +155,17 @@ async def forward(reader: Any, record: Record) -> Trace:
 
 
 class _History:
-    def __init__(self, floor: int, entries: dict[int, bytes]) -> None:
+    """A fold key's history: the first position kept, and each entry's task relation."""
+
+    def __init__(self, floor: int, entries: dict[int, bytes | None]) -> None:
         self.floor = floor
-        self.entries = {p: records.read_history_entry(e) for p, e in entries.items()}
+        decoded: dict[bytes, TaskRelation] = {}  # (a task may be several keys' entry)
+        self.entries: dict[int, TaskRelation] = {}
+        for p, blob in entries.items():
+            if blob is not None:
+                if blob not in decoded:
+                    decoded[blob] = records.decode(blob)
+                self.entries[p] = decoded[blob]
 
 
 async def _relations(reader: Any, flow: _Flow, wanted: Iterable[RecordId]) -> dict[RecordId, TaskRelation]:
@@ -218,8 +229,10 @@ async def _derived(reader: Any, flow: _Flow, frontier: list[Record]) -> list[tup
                 folded += [(r, t, j, number, position) for number, position, taken in rel.folded
                            if positions.intersection(taken)]
     histories = await _histories(reader, flow, {(t, j, n) for _, t, j, n, _ in folded})
-    for r, t, j, number, position in folded:
-        kept = histories[(t, j, number)]
-        out += [(r, RecordId(flow.flow, t, j, seq)) for p, (seq, _) in sorted(kept.entries.items())
-                if p >= position and seq is not None]
+    for r, t, j, number, position in folded:  # every update of the key from this entry on
+        for p, rel in sorted(kept for kept in histories[(t, j, number)].entries.items()):
+            if p >= position:
+                out += [(r, RecordId(flow.flow, t, j, rel.first + k)) for k, origins in enumerate(rel.origins)
+                        if any(type(o) is tuple and o[0] == HISTORY and o[1] == number and o[2] > position
+                               for o in origins)]
     return out

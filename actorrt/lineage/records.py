@@ -6,27 +6,30 @@ part of its state, so a replay numbers them alike): ``RecordId(flow, stage, inst
 source record keeps the ID its source gives it (an offset, a stream entry ID, a row index):
 ``SourceRecord(flow, source, id)``.
 
-A task's relation names, for each output record in order, its *origins*:
+A task's relation names, for each output record in order, its *origins*: one origin, or a list
+of them, each
 
-- an ``int``: the position of a record in the task's own input batch (a map, a filter, a fold's
-  new records), whose IDs the relation lists once (``in_seqs``, from sender ``code``);
-- ``(code, seq)``: a record from an earlier task (a window's records, a join's kept side), where
-  ``code`` is ``SOURCE`` (a source record's ID), ``SELF`` (this instance's own output ``seq``) or a
-  channel (``channel + CHANNEL0``: the sending instance's output ``seq``);
-- ``(HISTORY, key_number, length)``: the first ``length`` entries of a fold key's history: every
-  record folded into that key before this task (``history_entry``).
+- an ``int``: the position of a record in the task's own input batch (a map, a filter), whose IDs
+  the relation lists once (``in_seqs``, from sender ``code``);
+- ``(code, seq)``: a record from an earlier task (a window's records), where ``code`` is ``SOURCE``
+  (a source record's ID), ``SELF`` (this instance's own output ``seq``) or a channel (``channel +
+  CHANNEL0``: the sending instance's output ``seq``);
+- ``(HISTORY, key_number, length)``: the first ``length`` entries of a fold key's history, each a
+  task that folded records into the key: every record folded into it so far. A task's ``folded``
+  says which of its input positions went into which key, at which place in its history.
 
-``encode`` writes it with ``marshal`` (C speed, about 10 bytes per 1:1 record); ``FORMAT`` is its
-version.
+``encode`` writes it with ``marshal`` (C speed) and zlib; ``FORMAT`` is its version.
 """
 
 from __future__ import annotations
 
 import marshal
+import zlib
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 FORMAT = 1
+ZLIB_LEVEL = 1  # (the fastest: ints of a batch are close to each other, and squeeze to a third)
 SOURCE, SELF, HISTORY, CHANNEL0 = 0, 1, 2, 3
 # Forward lookups find the tasks that took a record by its sender and this bucket of its ID.
 BUCKET_BITS = 12
@@ -73,31 +76,26 @@ class TaskRelation(NamedTuple):
         """Output ``first + i``'s origins with batch positions made ``(code, seq)``."""
         return [(self.code, self.in_seqs[o]) if isinstance(o, int) else o for o in self.origins[i]]
 
+    def folded_into(self, number: int, position: int) -> list[tuple[int, int]]:
+        """The records this task folded into key ``number`` as its history's entry ``position``."""
+        for n, p, positions in self.folded:
+            if n == number and p == position:
+                return [(self.code, self.in_seqs[x]) for x in positions]
+        return []
 
-def encode(first: int, code: int, in_seqs: Sequence[int], origins: Sequence[Any],
+
+def encode(first: int, code: int, in_seqs: Sequence[int], origins: list[Any],
            folded: Sequence[tuple[int, int, list[int]]] = ()) -> bytes:
-    """A task's relation; ``origins``: per output, one batch position (an int) or a list of
-    origins."""
-    return marshal.dumps((FORMAT, first, code, list(in_seqs),
-                          [o if type(o) is int else list(o) for o in origins], list(folded)))
+    """A task's relation; ``origins``: per output, one origin or a list of them (plain ints,
+    tuples and lists: what ``marshal`` takes)."""
+    return zlib.compress(marshal.dumps((FORMAT, first, code, list(in_seqs), origins, list(folded))), ZLIB_LEVEL)
 
 
 def decode(blob: bytes) -> TaskRelation:
-    version, first, code, in_seqs, origins, folded = marshal.loads(blob)
+    version, first, code, in_seqs, origins, folded = marshal.loads(zlib.decompress(blob))
     if version != FORMAT:
         raise ValueError(f"record lineage in format {version}; this version reads format {FORMAT}")
-    return TaskRelation(first, code, in_seqs, [[o] if type(o) is int else o for o in origins], folded)
-
-
-def history_entry(seq: int | None, origins: Sequence[tuple[int, int]]) -> bytes:
-    """What one task folded into a key: the records (``(code, seq)``), and the output record that
-    emitted the key's state after them (None: none did, e.g. a fold that emits at the end)."""
-    return marshal.dumps((seq, [tuple(o) for o in origins]))
-
-
-def read_history_entry(blob: bytes) -> tuple[int | None, list[tuple[int, int]]]:
-    seq, origins = marshal.loads(blob)
-    return seq, [tuple(o) for o in origins]
+    return TaskRelation(first, code, in_seqs, [o if type(o) is list else [o] for o in origins], folded)
 
 
 def bucket(seq: int) -> int:

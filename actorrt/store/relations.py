@@ -7,8 +7,8 @@ and each read of an instance is one script call on one shard:
   seq of its first output; the hash's ``floor`` field is the seq below which retention dropped them;
 - ``…:f:<code>:<bucket>`` (set): the tasks that took records of sender ``code`` in that bucket of
   its seqs (``records.bucket``), for forward queries;
-- ``…:h:<key number>`` (hash): a fold key's history, one entry per task that folded records into
-  it (``records.history_entry``), by position.
+- ``…:h:<key number>`` (hash): a fold key's history: by position, the first output seq of each
+  task that folded records into it (whose relation says which).
 
 Every write is idempotent (a replayed task writes the same fields and members again), so a
 recovery never records a relation twice. A flow's shape (``flow_key``) is written once by its driver.
@@ -98,14 +98,15 @@ end
 return out
 """
 
-# KEYS = a key's history; returns its floor (0: nothing dropped), then position, entry pairs.
+# KEYS = blobs, a key's history; returns the history's floor (0: nothing dropped), then for each
+# entry its position and its task's blob (false: retention dropped the task).
 HISTORY = """
-local out = {redis.call('HGET', KEYS[1], 'floor') or '0'}
-local all = redis.call('HGETALL', KEYS[1])
+local out = {redis.call('HGET', KEYS[2], 'floor') or '0'}
+local all = redis.call('HGETALL', KEYS[2])
 for i = 1, #all, 2 do
   if all[i] ~= 'floor' then
     out[#out + 1] = all[i]
-    out[#out + 1] = all[i + 1]
+    out[#out + 1] = redis.call('HGET', KEYS[1], all[i + 1])
   end
 end
 return out
@@ -136,7 +137,7 @@ class InstanceWrites:
     prefix: bytes
     tasks: list[tuple[int, bytes]] = field(default_factory=list)
     forward: list[tuple[int, int, int]] = field(default_factory=list)  # (code, bucket, task first)
-    history: list[tuple[int, int, bytes]] = field(default_factory=list)  # (key number, position, entry)
+    history: list[tuple[int, int, int]] = field(default_factory=list)  # (key number, position, task first)
     deletes: list[bytes] = field(default_factory=list)
     floor: int = -1
     keep_history: int = 0
@@ -239,12 +240,32 @@ class RelationReader:
         return await self.store.run_script(FORWARD, [prefix + b":b"] + [forward_key(prefix, c, b) for c, b in buckets],
                                            [])
 
-    async def history(self, flow: str, stage: int, instance: int, number: int) -> tuple[int, dict[int, bytes]]:
-        """A fold key's history: the first position kept, and the entries by position."""
-        found = await self.store.run_script(HISTORY, [history_key(instance_prefix(flow, stage, instance), number)], [])
-        return int(found[0]), {int(p): e for p, e in zip(found[1::2], found[2::2], strict=True)}
+    async def history(self, flow: str, stage: int, instance: int, number: int) -> tuple[int, dict[int, bytes | None]]:
+        """A fold key's history: the first position kept, and by position the blob of the task
+        that made the entry (None: dropped)."""
+        prefix = instance_prefix(flow, stage, instance)
+        found = await self.store.run_script(HISTORY, [prefix + b":b", history_key(prefix, number)], [])
+        return int(found[0]), {int(p): blob or None for p, blob in zip(found[1::2], found[2::2], strict=True)}
 
 
 async def save_flow(store: Store, flow: str, shape: dict[str, Any]) -> None:
     """Write ``flow``'s shape (its stages, their parallelism and channels), which queries read."""
     await store.run_script("redis.call('SET', KEYS[1], ARGV[1]) return 1", [flow_key(flow)], [json.dumps(shape)])
+
+
+async def footprint(store: Store, flow: str, instances: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    """The bytes (Redis ``MEMORY USAGE``) and the number of keys of ``flow``'s record lineage, over
+    the given ``(stage, instance)``s (what the benchmark divides by the records captured)."""
+    prefixes = [instance_prefix(flow, s, i) for s, i in instances]
+
+    async def measure(client: Any, ks: list[bytes]) -> tuple[int, int]:
+        total = keys = 0
+        for prefix in ks:
+            async for key in client.scan_iter(match=prefix.replace(b"{", b"\\{").replace(b"}", b"\\}") + b"*",
+                                              count=1000):
+                total += await client.memory_usage(key, samples=0) or 0
+                keys += 1
+        return total, keys
+
+    parts = await store.per_shard(prefixes, measure)
+    return sum(p[0] for p in parts), sum(p[1] for p in parts)

@@ -170,7 +170,7 @@ class StageLogic:
             origins = None
             if self.capture:
                 history = self.history
-                origins = [[(HISTORY, n, history.lengths[n])] for n in (history.numbers[key] for key in keys)]
+                origins = [(HISTORY, n, history.lengths[n]) for n in (history.numbers[key] for key in keys)]
             return self._ports(Out([(key, self.state.values[key]) for key in keys], times, origins))
         windowed = self.stage.windowed
         if windowed is None:

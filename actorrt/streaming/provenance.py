@@ -7,9 +7,9 @@ relations again, which the store takes once), and makes what the instance writes
 relation, the forward entries that find it from its inputs, and fold keys' histories.
 
 A fold does not repeat its key's past in every update: each task that folds records into a key
-adds an entry to that key's history (the records, and the update it emitted), and an update names
-its new records and the length of the history before them (``records.HISTORY``). A window keeps
-its records' IDs until it closes, and names them all.
+adds an entry to that key's history (the task; its relation says which of its records went into
+which key), and an update names the length of its key's history (``records.HISTORY``). A window
+keeps its records' IDs until it closes, and names them all.
 """
 
 from __future__ import annotations
@@ -24,38 +24,27 @@ from actorrt.store.relations import InstanceWrites, forward_key
 from actorrt.streaming.plan import Plan, Session
 
 
-class KeyOrigins(list):
-    """A fold update's origins: positions of its new records in the task's batch, then the key's
-    history before them. ``number``: the key's number (its history's name)."""
-
-    __slots__ = ("number",)
-
-
 @dataclass
 class FoldHistory:
     """Per fold key: its number (in order of first sight) and its history's length."""
 
     numbers: dict[Any, int] = field(default_factory=dict)
     lengths: list[int] = field(default_factory=list)
-    folded: list[tuple[int, int, KeyOrigins]] = field(default_factory=list)  # this task's: (number, position, origins)
+    folded: list[tuple[int, int, list[int]]] = field(default_factory=list)  # this task's: (number, position, positions)
 
-    def fold(self, key: Any, positions: list[int]) -> KeyOrigins:
-        """Records at ``positions`` of this task's batch were folded into ``key``: the origins of
-        the update that emits its state now."""
+    def fold(self, key: Any, positions: list[int]) -> tuple[int, int, int]:
+        """Records at ``positions`` of this task's batch were folded into ``key``: the origin of
+        the update that emits its state now (its history, this task's entry included)."""
         number = self.numbers.get(key)
         if number is None:
             number = self.numbers[key] = len(self.lengths)
             self.lengths.append(0)
-        origins = KeyOrigins(positions)
-        origins.number = number
         position = self.lengths[number]
-        if position:
-            origins.append((HISTORY, number, position))
-        self.folded.append((number, position, origins))
+        self.folded.append((number, position, positions))
         self.lengths[number] = position + 1
-        return origins
+        return HISTORY, number, position + 1
 
-    def take(self) -> list[tuple[int, int, KeyOrigins]]:
+    def take(self) -> list[tuple[int, int, list[int]]]:
         taken, self.folded = self.folded, []
         return taken
 
@@ -72,7 +61,7 @@ class Capture:
     floor: int = 0
 
     def relate(self, code: int, in_seqs: Sequence[int], outs: Sequence[Any],
-               folded: list[tuple[int, int, KeyOrigins]]) -> tuple[list[range], InstanceWrites | None]:
+               folded: list[tuple[int, int, list[int]]]) -> tuple[list[range], InstanceWrites | None]:
         """Number the records of ``outs`` (per port, in order) of a task that took records
         ``in_seqs`` from sender ``code`` (none: a timer, an end); returns the numbers per port, and
         what to write (None: nothing)."""
@@ -87,15 +76,9 @@ class Capture:
         if not origins and not folded:
             return numbers, None
         writes = InstanceWrites(self.prefix, keep_history=self.keep or 0)
-        emitted = self._emitted(first, origins) if folded else {}
-        for number, position, keyed in folded:
-            seq = emitted.get(id(keyed))
-            entry = [(code, in_seqs[p]) for p in keyed if type(p) is int]
-            writes.history.append((number, position, records.history_entry(seq, entry)))
-        writes.tasks.append((first, records.encode(first, code, in_seqs, origins,
-                                                   [(n, p, [x for x in o if type(x) is int]) for n, p, o in folded])))
-        used = self._buckets(code, in_seqs, origins)
-        for code_bucket in used:
+        writes.tasks.append((first, records.encode(first, code, in_seqs, origins, folded)))
+        writes.history = [(number, position, first) for number, position, _ in folded]
+        for code_bucket in self._buckets(code, in_seqs, origins):
             writes.forward.append((*code_bucket, first))
             self.forward_last[code_bucket] = first
         if self.keep is not None and self.seq - self.keep > self.floor + self.keep // 8:
@@ -103,25 +86,16 @@ class Capture:
         return numbers, writes
 
     @staticmethod
-    def _emitted(first: int, origins: list[Any]) -> dict[int, int]:
-        """The first record each fold update became (``id`` of its origins -> its number)."""
-        out: dict[int, int] = {}
-        for j, o in enumerate(origins):
-            if type(o) is KeyOrigins and id(o) not in out:
-                out[id(o)] = first + j
-        return out
-
-    @staticmethod
     def _buckets(code: int, in_seqs: Sequence[int], origins: list[Any]) -> set[tuple[int, int]]:
+        """The (sender, bucket) pairs of the records the task names: its batch's, and the earlier
+        records a window names."""
         used: set[tuple[int, int]] = set()
         if in_seqs:
             low, high = records.bucket(min(in_seqs)), records.bucket(max(in_seqs))
             used.update((code, b) for b in range(low, high + 1))
         for o in origins:
-            if type(o) is not int:
-                for x in o:
-                    if type(x) is tuple and x[0] != HISTORY:
-                        used.add((x[0], records.bucket(x[1])))
+            if type(o) is list:
+                used.update((x[0], records.bucket(x[1])) for x in o if type(x) is tuple and x[0] != HISTORY)
         return used
 
     def _drop_below(self, floor: int, writes: InstanceWrites) -> None:
