@@ -18,6 +18,7 @@ import click
 
 from actorrt.cluster.cli_actors import kill, list_group
 from actorrt.cluster.cli_cluster import start, stop
+from actorrt.cluster.cli_lineage import lineage_group
 from actorrt.cluster.cli_status import status
 from actorrt.cluster.cli_tls import tls_certs
 from actorrt.exceptions import ActorRTError
@@ -38,7 +39,7 @@ def cli() -> None:
     """Start, inspect and stop actorrt clusters."""
 
 
-for command in (start, status, stop, list_group, kill, tls_certs):
+for command in (start, status, stop, list_group, kill, lineage_group, tls_certs):
     cli.add_command(command)
 
 

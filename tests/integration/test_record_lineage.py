@@ -7,9 +7,12 @@ from __future__ import annotations
 import collections
 
 import pytest
+from click.testing import CliRunner
 
 import actorrt
+from actorrt.cluster.cli import cli
 from actorrt.core.record_lineage import RecordLineageUnavailableError
+from actorrt.lifecycle import current_driver
 from actorrt.lineage import RecordId, SourceRecord
 from actorrt.streaming import Dataflow, ListSource
 from actorrt.streaming.testing import KillNodeAt
@@ -68,3 +71,18 @@ def test_retention_drops_old_relations_and_a_query_past_it_says_so(cluster):
     with pytest.raises(actorrt.lineage.LineageNotFoundError, match="no record lineage of a flow"):
         actorrt.lineage.backward(RecordId("no-such-flow", 0, 0, 0))
 
+
+
+def test_the_cli_prints_a_records_chain_down_to_its_source_lines(cluster):
+    result = wordcount("cli", LINES[:30]).run(timeout=60)
+    driver = current_driver()
+    word, n = result.outputs[-1]
+    target = ["--address", driver.head_address, "--token", driver.token]
+    out = CliRunner().invoke(cli, ["lineage", "backward", str(result.ids[-1]), *target])
+    assert out.exit_code == 0, out.output
+    rows = [int(line.rsplit("/", 1)[1]) for line in out.output.splitlines() if line.startswith(f"  {result.lineage}/")]
+    assert sum(LINES[r].split().count(word) for r in rows) == n and rows
+    out = CliRunner().invoke(cli, ["lineage", "forward", f"{result.lineage}/source0/{rows[0]}", *target])
+    assert out.exit_code == 0 and str(result.ids[-1]) in out.output, out.output
+    out = CliRunner().invoke(cli, ["lineage", "backward", "nothing/0/0/0", *target])
+    assert out.exit_code == 1 and "no record lineage of a flow 'nothing'" in out.output
