@@ -15,7 +15,9 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from bridge.errors import BridgeError  # noqa: E402
 from bridge.feed import FeedSummary, feed  # noqa: E402
 from bridge.frames import to_dataframe  # noqa: E402
+from bridge.lineage import lineage_frame  # noqa: E402
 from bridge.parquet_sink import ParquetSink  # noqa: E402
 from bridge.stream import SPARK, FlowQuery, stream  # noqa: E402
 
-__all__ = ["SPARK", "BridgeError", "FeedSummary", "FlowQuery", "ParquetSink", "feed", "stream", "to_dataframe"]
+__all__ = ["SPARK", "BridgeError", "FeedSummary", "FlowQuery", "ParquetSink", "feed", "lineage_frame", "stream",
+           "to_dataframe"]

@@ -177,3 +177,31 @@ def test_an_operator_error_fails_the_query_and_stop_raises_it(spark, cluster, tm
     assert not query.isActive
     with pytest.raises(RecordError, match="raised ValueError on record {'n': 'x'}"):
         query.stop()
+
+
+def test_the_lineage_of_a_streaming_querys_counts_as_a_dataframe_names_the_rows_counted(spark, cluster, tmp_path):
+    inbox = tmp_path / "in"
+    inbox.mkdir()
+    flow = Dataflow("spark-lineage", batch_size=16, lineage=True)
+    (flow.source(bridge.SPARK)
+     .flat_map(lambda row: row["line"].split())
+     .key_by(lambda word: word)
+     .fold(lambda: 0, lambda n, word: n + 1, parallelism=2)
+     .collect())
+    query = bridge.stream(_lines(spark, inbox), flow, checkpoint_location=str(tmp_path / "checkpoint"))
+    batches = []  # micro-batch id -> its lines, in order: a file each, written after the last was read
+    for i in range(2):
+        batches.append(_write_file(inbox, i, seed=3, lines=40))
+        query.processAllAvailable()
+    result = query.stop()
+    last = {word: k for k, (word, _) in enumerate(result.outputs)}  # each word's final count
+    frame = bridge.lineage_frame(spark, [result.ids[k] for k in last.values()])
+    assert frame.columns[:2] == ["record", "stage"]
+    rows = collections.defaultdict(set)
+    for row in frame.collect():
+        assert row["source"] == "source0" and not row["expired"]
+        rows[row["record"]].add((row["batch_id"], row["row"]))
+    for word, k in last.items():
+        lines = [batches[b][r] for b, r in rows[str(result.ids[k])]]
+        assert sum(line.split().count(word) for line in lines) == result.outputs[k][1]
+        assert len(lines) == sum(word in line.split() for batch in batches for line in batch)
