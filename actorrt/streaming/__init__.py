@@ -13,9 +13,9 @@ from actorrt.streaming.logic import DeadLetter, OperatorStoppedError, RecordErro
 from actorrt.streaming.plan import EventTime, Fed, Session, Sliding, Tumbling
 from actorrt.streaming.process import Context, KeyedProcess
 from actorrt.streaming.running import RunningFlow, RunResult
+from actorrt.streaming.savepoints import SavepointError
 from actorrt.streaming.streams import ConnectedStreams, KeyedStream, Stream
 
 __all__ = ["ConnectedStreams", "Context", "Dataflow", "DeadLetter", "EventTime", "Fed", "KeyedProcess", "KeyedStream",
-           "ListSource", "OperatorStoppedError",
-           "RecordError", "RedisStreamSink", "RedisStreamSource", "RunResult", "RunningFlow", "Session", "Sliding",
-           "Stream", "Tumbling", "read_stream"]
+           "ListSource", "OperatorStoppedError", "RecordError", "RedisStreamSink", "RedisStreamSource", "RunResult",
+           "RunningFlow", "SavepointError", "Session", "Sliding", "Stream", "Tumbling", "read_stream"]

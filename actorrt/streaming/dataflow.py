@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Iterable
+from pathlib import Path
 from typing import Any
 
 import actorrt
@@ -26,6 +27,7 @@ from actorrt.core.record_lineage import lineage_store
 from actorrt.handles import ActorHandle, ActorOptions
 from actorrt.lifecycle import current_driver
 from actorrt.store.relations import save_flow
+from actorrt.streaming import savepoints
 from actorrt.streaming.connectors import Source, id_kind
 from actorrt.streaming.operator import Monitor, Operator
 from actorrt.streaming.plan import (
@@ -145,27 +147,33 @@ class Dataflow:
             running.cancel()  # the source's own error ends the run too (a flow's failure stopped it already)
             raise
 
-    def start(self, *, timeout: float | None = None) -> RunningFlow:
+    def start(self, *, timeout: float | None = None, from_savepoint: str | Path | None = None) -> RunningFlow:
         """Deploy the operators of a flow built on ``source(Fed())`` (or on pulled sources, which
-        their operators start reading now); returns the running flow, to ``feed`` and ``finish``.
+        their operators start reading now); returns the running flow, to ``feed`` and ``finish``
+        (or ``stop``).
 
         Args:
             timeout: seconds the whole run may take, until ``finish()`` returns (None: no limit).
+            from_savepoint: a directory ``RunningFlow.stop(savepoint=)`` wrote: the flow goes on
+                from the state it saved (its keys spread over this flow's parallelism), and a
+                pulled source from where it stopped reading.
 
         Raises:
             ValueError: the flow has no source, or an iterable one (``run()`` reads that).
+            SavepointError: the savepoint is missing, or of a flow with other stages.
         """
         if self._driver_read():
             raise ValueError(f"dataflow {self._plan.name} reads its source(iterable) with run(); build it with "
                              f"source(Fed()) to start() it and feed() it records as they come")
-        return self._start(timeout)
+        parts = None if from_savepoint is None else savepoints.read(from_savepoint, self._plan)
+        return self._start(timeout, parts)
 
     def _driver_read(self) -> list[int]:
         """The sources the driver reads (iterables)."""
         return [s for s in self._plan.sources
                 if not isinstance(self._plan.stages[s].source, Fed) and not pulled(self._plan.stages[s].source)]
 
-    def _start(self, timeout: float | None) -> RunningFlow:
+    def _start(self, timeout: float | None, savepoint: list[list[dict[str, Any]]] | None = None) -> RunningFlow:
         plan = self._plan
         if not plan.sources:
             raise ValueError(f"dataflow {plan.name} has no source")
@@ -183,6 +191,8 @@ class Dataflow:
         stages = _deploy(plan, blob, monitor, self._checkpoint_every)
         self.actors = [op for ops in stages for op in ops] + [monitor]
         running = RunningFlow(self, stages, Watch(monitor, timeout))
+        if savepoint is not None:
+            running._restore(savepoint)
         running._start_reading()
         return running
 

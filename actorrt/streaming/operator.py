@@ -28,8 +28,10 @@ from actorrt.lineage.records import SOURCE
 from actorrt.store.relations import instance_prefix
 from actorrt.streaming.connectors import read_with_ids
 from actorrt.streaming.fanout import Batch, Fanout, fanout_to
+from actorrt.streaming.key_state import give_keys, take_keys
 from actorrt.streaming.logic import OperatorStoppedError, Out, RecordError, StageLogic
 from actorrt.streaming.plan import Plan, pulled, tick_s
+from actorrt.streaming.progress import InputProgress, SourceProgress
 from actorrt.streaming.provenance import Capture
 from actorrt.util import pickling
 
@@ -182,6 +184,8 @@ class Operator:
         self.position: Any = None  # how far a pulled source was read
         self.me: ActorHandle | None = None  # this operator's handle, if it pulls from a source
         self.done = False
+        self.paused = False  # a pulled source stopped reading for a savepoint
+        self.drained = 0  # upstream channels that passed a savepoint's barrier
         self.sink_writes: dict[int, int] = {}  # per port with a sink: the writes so far
         self.output_ids: dict[str, list[int]] = {}  # capturing lineage: the seqs of ``outputs``' records
         # Record lineage: the numbers of what it emits, and the relations it writes.
@@ -236,6 +240,8 @@ class Operator:
         """One batch of the source: the range found (and the time) is recorded, so a replay reads
         the same range; then the next pull is a task of its own (a call to itself while records
         come, a timer while none do), so nothing holds the mailbox for long."""
+        if self.paused:
+            return
         try:
             await self._pull()
         except RecordError:
@@ -268,6 +274,59 @@ class Operator:
     def finished_all(self) -> bool:
         return self.done
 
+    def pause(self) -> Any:
+        """Stop reading the source (for a savepoint): pulls after this one do nothing. Returns
+        how far it read."""
+        self.paused = True
+        return self.position
+
+    async def drain(self, upstream: int = 0, mark: float | None = None, idle: bool = False) -> None:
+        """A savepoint's barrier from channel ``upstream``, which sends nothing more, with its
+        watermark ``mark`` (event time). After the last channel's, once what this instance sent
+        is processed, its consumers get the barrier with its own watermark; its timers stop, so
+        nothing moves until its state is saved. As every instance hears every upstream
+        instance's watermark here, all instances of a stage end at one watermark."""
+        self.drained += 1
+        if mark is not None and isinstance(self.logic.progress, InputProgress):
+            now = actorrt.now()
+            await self._emit(self._run(self.logic.advance, upstream, mark, idle, now), now)
+        if self.drained < self.logic.upstreams:
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        await self._settle()
+        watermark = self.logic.watermark_out or (None, False)
+        for port in self.routes:
+            for route in port:
+                for handle in route.handles:
+                    await handle.drain.remote(route.channel, *watermark)
+
+    def savepoint_state(self) -> dict[str, Any]:
+        """This instance's part of a savepoint (``savepoints.py``), once drained: its keyed
+        state (taken out), watermark, how far its source was read, and its sinks' write numbers."""
+        progress = self.logic.progress
+        own = self.plan.stages[self.stage]
+        return {"keys": take_keys(self.logic, lambda key: True) if own.keyed is not None else None,
+                "watermark": None if progress is None else progress.mark,
+                "newest": getattr(progress, "newest", None),
+                "position": self.position, "source": own.source if pulled(own.source) else None,
+                "sink_writes": dict(self.sink_writes)}
+
+    def restore_savepoint(self, part: dict[str, Any]) -> None:
+        """Start from a savepoint's part for this instance (before any record comes)."""
+        if part["keys"] is not None:
+            give_keys(self.logic, part["keys"])
+        progress = self.logic.progress
+        if progress is not None and part["watermark"] is not None:
+            progress.mark = max(progress.mark, part["watermark"])
+            if isinstance(progress, SourceProgress) and part["newest"] is not None:
+                progress.newest = max(progress.newest, part["newest"])
+        self.position = part["position"]
+        if part["source"] is not None:
+            self.plan.stages[self.stage].source = part["source"]
+        self.sink_writes = dict(part["sink_writes"])
+
     async def tick(self) -> None:
         now = actorrt.now()
         await self._emit(self._run(self.logic.tick, now), now)
@@ -292,11 +351,7 @@ class Operator:
         if self.timer is not None:
             self.timer.cancel()
         await self._emit([mine.then(last) for mine, last in zip(out, self._run(self.logic.finish), strict=True)], now)
-        for port in self._in_flight:
-            for queues in port:
-                for queue in queues:
-                    while queue:
-                        await actorrt.ran(queue.popleft())
+        await self._settle()
         for port in self.routes:
             for route in port:
                 for handle in route.handles:
@@ -359,6 +414,14 @@ class Operator:
             queue.append(call)
             while len(queue) > (self.plan.max_in_flight if in_flight is None else in_flight):
                 await actorrt.ran(queue.popleft())  # back-pressure: the consumer is behind
+
+    async def _settle(self) -> None:
+        """Wait until every batch this instance sent was processed."""
+        for port in self._in_flight:
+            for queues in port:
+                for queue in queues:
+                    while queue:
+                        await actorrt.ran(queue.popleft())
 
     def _no_refs(self) -> list[list[list[deque[ObjectRef]]]]:
         return [[[deque() for _ in route.handles] for route in port] for port in self.routes]

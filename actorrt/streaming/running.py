@@ -14,12 +14,14 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import actorrt
 from actorrt.core.object_ref import ObjectRef
 from actorrt.handles import ActorHandle
 from actorrt.lineage.records import RecordId, marked_row_number
+from actorrt.streaming import savepoints
 from actorrt.streaming.logic import DeadLetter
 from actorrt.streaming.plan import Fed, Plan, pulled
 
@@ -186,6 +188,38 @@ class RunningFlow:
                             self._watch.pause()
             self._finished = True
             return self._results()
+
+    def stop(self, *, savepoint: str | Path | None = None, timeout: float | None = None) -> RunResult:
+        """Stop a flow that may never end, cleanly: its sources stop reading, every record read is
+        processed downstream (windows stay open: nothing is finished), then, with ``savepoint``,
+        every operator's state, watermark and source position is written to that directory
+        (``savepoints.py``), for ``Dataflow.start(from_savepoint=)``. Returns what the collected
+        streams emitted until the stop; the operators are then stopped.
+
+        Raises:
+            RecordError, OperatorStoppedError: the flow failed (it stops; no savepoint is written).
+            actorrt.GetTimeoutError: the drain took longer than ``timeout`` (the flow stops).
+        """
+        with self._lock:
+            self._check_open("stop")
+            self._watch.limit(timeout)
+            with self._stopped_on_failure():
+                sources = [(s, op) for s in self._plan.sources for op in self._stages[s]]
+                self._watch.get([op.pause.remote() for s, op in sources if pulled(self._plan.stages[s].source)])
+                self._watch.get([op.drain.remote() for _, op in sources])
+                result = self._results()
+                if savepoint is not None:
+                    parts = [self._watch.get([op.savepoint_state.remote() for op in ops]) for ops in self._stages]
+                    savepoints.write(savepoint, self._plan, parts)
+            self._stop()
+            return result
+
+    def _restore(self, parts: list[list[dict[str, Any]]]) -> None:
+        """Give every instance its part of a savepoint (``Dataflow.start(from_savepoint=)``)."""
+        with self._stopped_on_failure():
+            self._watch.get([op.restore_savepoint.remote(part) for ops, stage_parts in zip(self._stages, parts,
+                                                                                          strict=True)
+                             for op, part in zip(ops, stage_parts, strict=True)])
 
     def cancel(self) -> None:
         """Stop the flow without its results: its operators are killed."""

@@ -1,0 +1,95 @@
+"""Keyed state that moves between operator instances: a savepoint resumed at another parallelism
+(and, later, a rescale while the flow runs). Pure logic, as ``logic.py`` is.
+
+``take_keys`` takes some keys out of an instance's ``StageLogic`` as a ``KeySlice``: per key its
+value, when it was written (a time-to-live), its timers, a final fold's newest time, its windows
+and sessions, and an interval join's kept records. ``give_keys`` puts a slice into another
+instance, rebuilding the expiry, timer and eviction heaps from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from actorrt.streaming.logic import StageLogic
+
+
+@dataclass
+class KeySlice:
+    """The state of some keys of one stage (each dict is by key, ``windows`` by (start, key))."""
+
+    values: dict[Any, Any] = field(default_factory=dict)
+    written: dict[Any, int] = field(default_factory=dict)
+    timers: dict[Any, set[int]] = field(default_factory=dict)
+    fold_times: dict[Any, int] = field(default_factory=dict)
+    windows: dict[tuple[int, Any], Any] = field(default_factory=dict)
+    sessions: dict[Any, list[list[Any]]] = field(default_factory=dict)
+    joined: dict[Any, tuple[list[Any], list[Any]]] = field(default_factory=dict)
+
+    def keys(self) -> set[Any]:
+        out = set(self.values) | set(self.timers) | set(self.fold_times) | set(self.sessions) | set(self.joined)
+        return out | {key for _, key in self.windows}
+
+    def merge(self, other: KeySlice) -> None:
+        """Add ``other``'s keys (no key is in both: each had one owner)."""
+        for f in fields(self):
+            getattr(self, f.name).update(getattr(other, f.name))
+
+    def split(self, owner: Callable[[Any], int], parts: int) -> list[KeySlice]:
+        """This slice cut in ``parts``, each key into part ``owner(key)``."""
+        out = [KeySlice() for _ in range(parts)]
+        for f in fields(self):
+            for k, v in getattr(self, f.name).items():
+                key = k[1] if f.name == "windows" else k
+                getattr(out[owner(key)], f.name)[k] = v
+        return out
+
+
+def take_keys(logic: StageLogic, wanted: Callable[[Any], bool]) -> KeySlice:
+    """Take the keys ``wanted`` says out of ``logic``: it no longer holds them (what its heaps
+    still say of them is skipped when it comes up, as for a key cleared)."""
+    out = KeySlice()
+    state = logic.state
+    for key in [k for k in state.values if wanted(k)]:
+        out.values[key] = state.values.pop(key)
+    for key in [k for k in state.written if wanted(k)]:
+        out.written[key] = state.written.pop(key)
+    for key in [k for k in state.timers if wanted(k)]:
+        out.timers[key] = state.timers.pop(key)
+    for key in [k for k in logic.fold_times if wanted(k)]:
+        out.fold_times[key] = logic.fold_times.pop(key)
+    for k in [k for k in logic.windows if wanted(k[1])]:
+        out.windows[k] = logic.windows.pop(k)
+    for key in [k for k in logic.sessions if wanted(k)]:
+        out.sessions[key] = logic.sessions.pop(key)
+    if logic.joined is not None:
+        for key in [k for k in logic.joined.kept if wanted(k)]:
+            out.joined[key] = logic.joined.kept.pop(key)
+    return out
+
+
+def give_keys(logic: StageLogic, keys: KeySlice) -> None:
+    """Put ``keys`` into ``logic`` (which holds none of them), with their expiries, timers and
+    join evictions scheduled again."""
+    state = logic.state
+    state.values.update(keys.values)
+    for key, at in keys.written.items():
+        state.written[key] = at
+        state._push(state._expiry, at + state.ttl_us, key)
+    for key, times in keys.timers.items():
+        state.timers[key] = set(times)
+        for at in sorted(times):
+            state._push(state._due, at, key)
+    logic.fold_times.update(keys.fold_times)
+    logic.windows.update(keys.windows)
+    logic.sessions.update(keys.sessions)
+    if keys.joined:
+        join = logic.joined
+        for key, (lefts, rights) in keys.joined.items():
+            join.kept[key] = (list(lefts), list(rights))
+            for t, _ in lefts:
+                join._push(t + join.after, key)
+            for t, _ in rights:
+                join._push(t + join.before, key)
