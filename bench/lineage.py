@@ -100,8 +100,9 @@ def queries(result: Any, lines: int, samples: int, seed: int = 0) -> dict[str, A
         actorrt.lineage.forward(SourceRecord(result.lineage, "source0", row))
         forward.append((time.perf_counter() - start) * 1e3)
     return {"backward_ms": backward, "backward_sources": found, "forward_ms": forward,
-            "backward_p50_ms": float(np.percentile(backward, 50)), "backward_p99_ms": float(np.percentile(backward, 99)),
-            "forward_p50_ms": float(np.percentile(forward, 50)), "forward_p99_ms": float(np.percentile(forward, 99)),
+            **{f"{kind}_p{p}_ms": float(np.percentile(times, p)) for kind, times in (("backward", backward),
+                                                                                    ("forward", forward))
+               for p in (50, 99)},
             "sources_p50": float(np.percentile(found, 50))}
 
 

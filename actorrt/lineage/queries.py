@@ -16,7 +16,7 @@ from typing import Any
 
 from actorrt.exceptions import ActorRTError
 from actorrt.lineage import records
-from actorrt.lineage.records import CHANNEL0, HISTORY, SELF, SOURCE, RecordId, SourceRecord, TaskRelation
+from actorrt.lineage.records import CHANNEL0, HISTORY, MOVED, SELF, SOURCE, RecordId, SourceRecord, TaskRelation
 
 Record = RecordId | SourceRecord
 
@@ -96,8 +96,7 @@ async def backward(reader: Any, record: RecordId, until: str | int = "source") -
     while frontier:
         found = await _relations(reader, flow, frontier)
         histories = await _histories(reader, flow, {
-            (r.stage, r.instance, o[1]) for r, rel in found.items() for o in rel.origins[r.seq - rel.first]
-            if type(o) is not int and o[0] == HISTORY})
+            key for r, rel in found.items() for o in rel.origins[r.seq - rel.first] if (key := _history_of(r, o))})
         later: list[RecordId] = []
         for r in frontier:
             rel = found.get(r)
@@ -105,9 +104,11 @@ async def backward(reader: Any, record: RecordId, until: str | int = "source") -
                 trace.expired.add(r)
                 continue
             for origin in rel.resolved(r.seq - rel.first):
-                if origin[0] == HISTORY:
-                    _, number, length = origin
-                    kept = histories[(r.stage, r.instance, number)]
+                if origin[0] in (HISTORY, MOVED):
+                    key = _history_of(r, origin)
+                    _, _, number = key
+                    length = origin[-1]
+                    kept = histories[key]
                     entries = [kept.entries.get(p) for p in range(kept.floor, length)]
                     if kept.floor > 0 or None in entries:
                         trace.expired.add(r)
@@ -152,6 +153,17 @@ async def forward(reader: Any, record: Record) -> Trace:
     if not trace.edges and isinstance(record, RecordId):
         trace.ends.add(record)
     return trace
+
+
+def _history_of(r: RecordId, origin: Any) -> tuple[int, int, int] | None:
+    """The fold key history ``(stage, instance, key number)`` an origin of ``r`` points into."""
+    if type(origin) is int:
+        return None
+    if origin[0] == HISTORY:
+        return r.stage, r.instance, origin[1]
+    if origin[0] == MOVED:
+        return r.stage, origin[1], origin[2]
+    return None
 
 
 class _History:

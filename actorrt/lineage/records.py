@@ -16,7 +16,9 @@ of them, each
   CHANNEL0``: the sending instance's output ``seq``);
 - ``(HISTORY, key_number, length)``: the first ``length`` entries of a fold key's history, each a
   task that folded records into the key: every record folded into it so far. A task's ``folded``
-  says which of its input positions went into which key, at which place in its history.
+  says which of its input positions went into which key, at which place in its history;
+- ``(MOVED, instance, key_number, length)``: the same at another instance of the stage, which held
+  the key before a rescale moved it here.
 
 ``encode`` writes it with ``marshal`` (C speed) and zlib; ``FORMAT`` is its version.
 """
@@ -31,6 +33,7 @@ from typing import Any, NamedTuple
 FORMAT = 1
 ZLIB_LEVEL = 1  # (the fastest: ints of a batch are close to each other, and squeeze to a third)
 SOURCE, SELF, HISTORY, CHANNEL0 = 0, 1, 2, 3
+MOVED = -1  # (MOVED, instance, key number, length): a fold key's history at the instance it left (a rescale)
 # Forward lookups find the tasks that took a record by its sender and this bucket of its ID.
 BUCKET_BITS = 12
 

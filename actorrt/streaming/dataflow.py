@@ -29,7 +29,8 @@ from actorrt.lifecycle import current_driver
 from actorrt.store.relations import save_flow
 from actorrt.streaming import savepoints
 from actorrt.streaming.connectors import Source, id_kind
-from actorrt.streaming.operator import Monitor, Operator
+from actorrt.streaming.deploy import deploy
+from actorrt.streaming.operator import Monitor
 from actorrt.streaming.plan import (
     EventTime,
     Fed,
@@ -45,7 +46,6 @@ from actorrt.streaming.running import RunningFlow, RunResult, Watch
 from actorrt.streaming.streams import Stream
 from actorrt.util import pickling
 
-_operator = actorrt.remote(Operator)
 _monitor = actorrt.remote(Monitor)
 # Operators checkpoint after this many tasks by default: a failure replays at most about as many.
 DEFAULT_CHECKPOINT_EVERY = 1000
@@ -179,22 +179,26 @@ class Dataflow:
             raise ValueError(f"dataflow {plan.name} has no source")
         if self._lineage:
             self._start_capture()
-        read = {s: plan.stages[s].source for s in self._driver_read()}
-        for s in read:  # the operators get the plan, not the driver's input
-            plan.stages[s].source = None
-        try:
-            blob = pickling.dumps(plan)
-        finally:
-            for s, records in read.items():
-                plan.stages[s].source = records
         monitor = _monitor.remote()
-        stages = _deploy(plan, blob, monitor, self._checkpoint_every)
+        stages = deploy(plan, self._plan_blob(), monitor, self._checkpoint_every)
         self.actors = [op for ops in stages for op in ops] + [monitor]
         running = RunningFlow(self, stages, Watch(monitor, timeout))
         if savepoint is not None:
             running._restore(savepoint)
         running._start_reading()
         return running
+
+    def _plan_blob(self) -> bytes:
+        """The plan as operators get it: without the driver's input."""
+        plan = self._plan
+        read = {s: plan.stages[s].source for s in self._driver_read()}
+        for s in read:
+            plan.stages[s].source = None
+        try:
+            return pickling.dumps(plan)
+        finally:
+            for s, records in read.items():
+                plan.stages[s].source = records
 
     def _start_capture(self) -> None:
         """Name this run in the lineage store and write its shape there, for queries."""
@@ -231,16 +235,3 @@ class Dataflow:
         """A new stage of ``parallelism`` instances taking ``inputs`` into ``step``: its records."""
         self._new_stage(parallelism, inputs, standby).steps.append(step)
         return Stream(self, [(len(self._plan.stages) - 1, 0)])
-
-
-def _deploy(plan: Plan, blob: bytes, monitor: ActorHandle, checkpoint_every: int | None) -> list[list[ActorHandle]]:
-    """Operator actors for every stage, the last first (each is given its consumers)."""
-    stages: list[list[ActorHandle] | None] = [None] * len(plan.stages)
-    for s in range(len(plan.stages) - 1, -1, -1):
-        downstream = [[stages[c.stage] for c in consumers] for consumers in plan.consumers(s)]
-        # With one sender an operator's order is its sender's: only where others cut in (its own
-        # timers, the driver) is it recorded. Several senders interleave in arrival order.
-        options = _operator.options(nondeterministic=len(plan.channels(s)) > 1, checkpoint_every=checkpoint_every,
-                                    standby=plan.stages[s].standby)
-        stages[s] = [options.remote(blob, s, i, downstream, monitor) for i in range(plan.stages[s].parallelism)]
-    return stages

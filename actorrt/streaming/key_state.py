@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from actorrt.lineage.records import MOVED
 from actorrt.streaming.logic import StageLogic
 
 
@@ -27,6 +28,8 @@ class KeySlice:
     windows: dict[tuple[int, Any], Any] = field(default_factory=dict)
     sessions: dict[Any, list[list[Any]]] = field(default_factory=dict)
     joined: dict[Any, tuple[list[Any], list[Any]]] = field(default_factory=dict)
+    # Capturing record lineage: a fold key's history where it was, (instance, key number, length).
+    histories: dict[Any, tuple[int, int, int]] = field(default_factory=dict)
 
     def keys(self) -> set[Any]:
         out = set(self.values) | set(self.timers) | set(self.fold_times) | set(self.sessions) | set(self.joined)
@@ -47,10 +50,14 @@ class KeySlice:
         return out
 
 
-def take_keys(logic: StageLogic, wanted: Callable[[Any], bool]) -> KeySlice:
-    """Take the keys ``wanted`` says out of ``logic``: it no longer holds them (what its heaps
-    still say of them is skipped when it comes up, as for a key cleared)."""
+def take_keys(logic: StageLogic, wanted: Callable[[Any], bool], instance: int = 0) -> KeySlice:
+    """Take the keys ``wanted`` says out of ``logic`` (instance ``instance``): it no longer holds
+    them (what its heaps still say of them is skipped when it comes up, as for a key cleared)."""
     out = KeySlice()
+    history = logic.history
+    for key in [k for k in history.numbers if wanted(k)]:
+        number = history.numbers.pop(key)
+        out.histories[key] = (instance, number, history.lengths[number])
     state = logic.state
     for key in [k for k in state.values if wanted(k)]:
         out.values[key] = state.values.pop(key)
@@ -70,9 +77,13 @@ def take_keys(logic: StageLogic, wanted: Callable[[Any], bool]) -> KeySlice:
     return out
 
 
-def give_keys(logic: StageLogic, keys: KeySlice) -> None:
+def give_keys(logic: StageLogic, keys: KeySlice, came_from: tuple[int, int] | None = None) -> None:
     """Put ``keys`` into ``logic`` (which holds none of them), with their expiries, timers and
-    join evictions scheduled again."""
+    join evictions scheduled again; ``came_from``: (stage, instance) that held them (the lineage
+    of a fold key's updates here goes on into its history there)."""
+    if came_from is not None:
+        for key, (instance, number, length) in keys.histories.items():
+            logic.history.carried[key] = (MOVED, instance, number, length)
     state = logic.state
     state.values.update(keys.values)
     for key, at in keys.written.items():

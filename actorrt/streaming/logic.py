@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from actorrt.exceptions import ActorRTError
-from actorrt.lineage.records import CHANNEL0, HISTORY, SOURCE
+from actorrt.lineage.records import CHANNEL0, SOURCE
 from actorrt.streaming.joins import IntervalJoin, window_join_pairs
 from actorrt.streaming.plan import EventTime, Input, Plan, Session, Stage, Step, seconds, to_us
 from actorrt.streaming.process import Context
@@ -170,7 +170,7 @@ class StageLogic:
             origins = None
             if self.capture:
                 history = self.history
-                origins = [(HISTORY, n, history.lengths[n]) for n in (history.numbers[key] for key in keys)]
+                origins = [history.so_far(key) for key in keys]
             return self._ports(Out([(key, self.state.values[key]) for key in keys], times, origins))
         windowed = self.stage.windowed
         if windowed is None:

@@ -33,6 +33,8 @@ from actorrt.streaming.logic import OperatorStoppedError, Out, RecordError, Stag
 from actorrt.streaming.plan import Plan, pulled, tick_s
 from actorrt.streaming.progress import InputProgress, SourceProgress
 from actorrt.streaming.provenance import Capture
+from actorrt.streaming.rescale_steps import RescaleSteps
+from actorrt.streaming.rescaling import Handoff
 from actorrt.util import pickling
 
 # A source with nothing new is asked again this often (unless it has a ``poll_s`` of its own).
@@ -162,20 +164,32 @@ class _Route:
     handles: list[ActorHandle]
     channel: int
     fanout: Fanout
+    stage: int  # the stage that takes them
 
 
-class Operator:
+class Operator(RescaleSteps):
     def __init__(self, plan_blob: bytes, stage: int, instance: int, downstream: list[list[list[ActorHandle]]],
-                 monitor: ActorHandle) -> None:
+                 monitor: ActorHandle, joining: tuple[int, list[list[int]], int] | None = None) -> None:
         """Instance ``instance`` of the plan's stage ``stage``; ``downstream``: per port of the
-        stage, the instances of each stage that takes it (``Plan.consumers``' order)."""
+        stage, the instances of each stage that takes it (``Plan.consumers``' order); ``joining``:
+        an instance a rescale adds, as (the parallelism before it, per port and consumer its channel
+        there, its number among every instance the stage had)."""
         self.plan: Plan = pickling.loads(plan_blob)
-        self.stage, self.instance = stage, instance
+        self.stage, self.instance = stage, instance  # (its place among the stage's instances now)
+        # Its own name in the stage for its whole life, for record IDs and sink writers: a rescale
+        # that adds an instance where one was retired gives it a new one.
+        self.uid = instance if joining is None else joining[2]
         self.logic = StageLogic.of(self.plan, stage)
         # Per port, per stage that takes it: its instances, this instance's channel there, the fanout.
-        self.routes = [[_Route(handles, consumer.base + instance, fanout_to(self.plan, stage, consumer))
-                        for handles, consumer in zip(port, consumers, strict=True)]
-                       for port, consumers in zip(downstream, self.plan.consumers(stage), strict=True)]
+        self.routes = [[_Route(handles, consumer.base + instance if joining is None else joining[1][p][c],
+                               fanout_to(self.plan, stage, consumer), consumer.stage)
+                        for c, (handles, consumer) in enumerate(zip(port, consumers, strict=True))]
+                       for p, (port, consumers) in enumerate(zip(downstream, self.plan.consumers(stage), strict=True))]
+        # A rescale of this stage under way (``rescaling.py``), the stage's instances after it, and
+        # the channels whose senders retired.
+        self.handoff = None if joining is None else Handoff(instance, joining[0], self.plan.stages[stage].parallelism)
+        self.peers: list[ActorHandle] = []
+        self.retired = 0
         self.monitor = monitor
         self.finished = 0
         self.outputs: dict[str, list[Any]] = {}  # what the stage's collected ports emitted, by name
@@ -184,15 +198,17 @@ class Operator:
         self.position: Any = None  # how far a pulled source was read
         self.me: ActorHandle | None = None  # this operator's handle, if it pulls from a source
         self.done = False
+        self.ended = False  # it passed the end of its input on
         self.paused = False  # a pulled source stopped reading for a savepoint
         self.drained = 0  # upstream channels that passed a savepoint's barrier
         self.sink_writes: dict[int, int] = {}  # per port with a sink: the writes so far
         self.output_ids: dict[str, list[int]] = {}  # capturing lineage: the seqs of ``outputs``' records
         # Record lineage: the numbers of what it emits, and the relations it writes.
-        self.capture = (Capture(instance_prefix(self.plan.lineage, stage, instance), self.plan.lineage_keep)
+        self.capture = (Capture(instance_prefix(self.plan.lineage, stage, self.uid), self.plan.lineage_keep)
                         if self.plan.captures(stage) else None)
         self.logic.capture = self.capture is not None
         self._in_flight = self._no_refs()
+        self._retiring_refs: list[deque[ObjectRef]] = []  # sent to instances a rescale took away
         self._metrics = OperatorMetrics()
 
     async def process(self, batch: list[Any], upstream: int = 0, born: float | None = None,
@@ -213,6 +229,10 @@ class Operator:
                        times: list[int] | None = None, mark: float | None = None, idle: bool = False,
                        in_flight: int | None = None, seqs: Sequence[int] = ()) -> None:
         self.records_in += len(batch)
+        if self.handoff is not None:  # a rescale: records of keys on their way here wait for them
+            if self._defers(upstream, mark, idle):
+                mark, idle = None, False
+            batch, times, seqs = self._hold(batch, upstream, times, seqs, now, born)
         if self.plan.time is None and self.timer is None:
             tick = tick_s(self.logic.stage.keyed)  # processing time: windows, timers, state's ttl
             if tick is not None:  # (the first tick aligned to a window boundary)
@@ -223,6 +243,8 @@ class Operator:
     async def advance(self, upstream: int, mark: float, idle: bool, born: float) -> None:
         """Upstream channel ``upstream``'s watermark moved to ``mark`` (or it became idle), with
         no records for this instance; ``born``: when the batch that moved it was read."""
+        if self._defers(upstream, mark, idle):
+            return
         await self._emit(self._run(self.logic.advance, upstream, mark, idle, born), born)
 
     def start(self, me: ActorHandle) -> None:
@@ -290,7 +312,7 @@ class Operator:
         if mark is not None and isinstance(self.logic.progress, InputProgress):
             now = actorrt.now()
             await self._emit(self._run(self.logic.advance, upstream, mark, idle, now), now)
-        if self.drained < self.logic.upstreams:
+        if self.drained < self.logic.upstreams - self.retired:
             return
         if self.timer is not None:
             self.timer.cancel()
@@ -307,7 +329,8 @@ class Operator:
         state (taken out), watermark, how far its source was read, and its sinks' write numbers."""
         progress = self.logic.progress
         own = self.plan.stages[self.stage]
-        return {"keys": take_keys(self.logic, lambda key: True) if own.keyed is not None else None,
+        return {"keys": take_keys(self.logic, lambda key: True, self.uid) if own.keyed is not None else None,
+                "id": self.uid,
                 "watermark": None if progress is None else progress.mark,
                 "newest": getattr(progress, "newest", None),
                 "position": self.position, "source": own.source if pulled(own.source) else None,
@@ -341,7 +364,11 @@ class Operator:
             raise
 
     async def finish(self, upstream: int = 0) -> None:
-        """Upstream channel ``upstream`` is done; after the last, flush and pass the end on."""
+        """Upstream channel ``upstream`` is done; after the last, flush and pass the end on (not
+        while records wait for keys a rescale moves here: after them)."""
+        if self.handoff is not None and self.handoff.awaiting:
+            self.handoff.finishes.append(upstream)
+            return
         self.finished += 1
         now = actorrt.now()
         out = self._run(self.logic.upstream_done, upstream, now)  # it no longer holds the watermark back
@@ -352,6 +379,7 @@ class Operator:
             self.timer.cancel()
         await self._emit([mine.then(last) for mine, last in zip(out, self._run(self.logic.finish), strict=True)], now)
         await self._settle()
+        self.ended = True
         for port in self.routes:
             for route in port:
                 for handle in route.handles:
@@ -361,7 +389,7 @@ class Operator:
         """The records of the stage's collected ports (by name), the records put aside, late
         records, and record counts (with rates and, where records leave the flow, latency
         percentiles)."""
-        counts = {"in": self.records_in, "out": self.records_out, **self._metrics.summary()}
+        counts = {"in": self.records_in, "out": self.records_out, "id": self.uid, **self._metrics.summary()}
         return self.outputs, self.logic.dead_letters, self.logic.late, counts, self.output_ids
 
     async def _emit(self, outs: list[Out], born: float, in_flight: int | None = None, code: int = SOURCE,
@@ -390,7 +418,7 @@ class Operator:
                 if getattr(port.sink, "exactly_once", True):
                     await actorrt.commit_lineage()  # a replay then writes the same records as this write
                 self.sink_writes[p] = self.sink_writes.get(p, 0) + 1
-                writer = f"{self.plan.name}/{self.stage}/{self.instance}" + (f"/{p}" if p else "")
+                writer = f"{self.plan.name}/{self.stage}/{self.uid}" + (f"/{p}" if p else "")
                 port.sink.write(writer, self.sink_writes[p], records)
             for r, route in enumerate(self.routes[p]):
                 await self._send_all(route, self._in_flight[p][r], out, born, in_flight, numbers[p])
@@ -417,6 +445,9 @@ class Operator:
 
     async def _settle(self) -> None:
         """Wait until every batch this instance sent was processed."""
+        for queue in self._retiring_refs:
+            while queue:
+                await actorrt.ran(queue.popleft())
         for port in self._in_flight:
             for queues in port:
                 for queue in queues:
@@ -430,7 +461,7 @@ class Operator:
         # In-flight refs and metrics are not state: what refs wait for was sent (and is re-sent if
         # need be), and metrics describe this process's run. Relations not yet flushed are: a
         # replay from this checkpoint would not make them again.
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_in_flight", "_metrics")}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_in_flight", "_retiring_refs", "_metrics")}
         if self.capture is not None:
             state["_unwritten"] = relation_queue().unwritten(self.capture.prefix)
         return state
@@ -439,6 +470,7 @@ class Operator:
         unwritten = state.pop("_unwritten", None)
         self.__dict__.update(state)
         self._in_flight = self._no_refs()
+        self._retiring_refs = []
         self._metrics = OperatorMetrics()
         if unwritten is not None:
             relation_queue().add(unwritten)

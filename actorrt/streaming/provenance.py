@@ -31,10 +31,12 @@ class FoldHistory:
     numbers: dict[Any, int] = field(default_factory=dict)
     lengths: list[int] = field(default_factory=list)
     folded: list[tuple[int, int, list[int]]] = field(default_factory=list)  # this task's: (number, position, positions)
+    carried: dict[Any, tuple[int, int, int, int]] = field(default_factory=dict)  # key -> its history before a move
 
-    def fold(self, key: Any, positions: list[int]) -> tuple[int, int, int]:
+    def fold(self, key: Any, positions: list[int]) -> tuple[int, int, int] | list[tuple[int, ...]]:
         """Records at ``positions`` of this task's batch were folded into ``key``: the origin of
-        the update that emits its state now (its history, this task's entry included)."""
+        the update that emits its state now (its history, this task's entry included, and where
+        a rescale moved it from, its history there)."""
         number = self.numbers.get(key)
         if number is None:
             number = self.numbers[key] = len(self.lengths)
@@ -42,7 +44,14 @@ class FoldHistory:
         position = self.lengths[number]
         self.folded.append((number, position, positions))
         self.lengths[number] = position + 1
-        return HISTORY, number, position + 1
+        moved = self.carried.get(key)
+        return (HISTORY, number, position + 1) if moved is None else [(HISTORY, number, position + 1), moved]
+
+    def so_far(self, key: Any) -> list[tuple[int, ...]]:
+        """The origins of ``key``'s state now: its whole history (a final fold's one update)."""
+        number, moved = self.numbers.get(key), self.carried.get(key)
+        here = [] if number is None else [(HISTORY, number, self.lengths[number])]
+        return here if moved is None else here + [moved]
 
     def take(self) -> list[tuple[int, int, list[int]]]:
         taken, self.folded = self.folded, []
@@ -95,7 +104,7 @@ class Capture:
             used.update((code, b) for b in range(low, high + 1))
         for o in origins:
             if type(o) is list:
-                used.update((x[0], records.bucket(x[1])) for x in o if type(x) is tuple and x[0] != HISTORY)
+                used.update((x[0], records.bucket(x[1])) for x in o if type(x) is tuple and len(x) == 2)
         return used
 
     def _drop_below(self, floor: int, writes: InstanceWrites) -> None:
@@ -120,13 +129,17 @@ def check_captured(plan: Plan) -> None:
                              f"{plan.name}): capture the other stages with Dataflow(lineage=[names])")
 
 
-def flow_shape(plan: Plan, id_kinds: dict[int, str]) -> dict[str, Any]:
-    """What queries need of a flow: per stage its name, parallelism, the (stage, instance) behind
-    each of its channels, whether it captures, and for a source its name and how it names records."""
+def flow_shape(plan: Plan, id_kinds: dict[int, str], layouts: list[list[list[int]]] | None = None,
+               instances: list[int] | None = None) -> dict[str, Any]:
+    """What queries need of a flow: per stage its name, its instances (every one it had), the
+    (stage, instance) behind each of its channels (``layouts``, after rescales; else the plan's),
+    whether it captures, and for a source its name and how it names records."""
     stages = []
     for s, stage in enumerate(plan.stages):
-        channels = [list(plan.producer(s, c)) for c in range(len(plan.channels(s)))]
-        stages.append({"name": stage.name, "parallelism": stage.parallelism, "channels": channels,
+        channels = layouts[s] if layouts is not None else [list(plan.producer(s, c))
+                                                            for c in range(len(plan.channels(s)))]
+        parallelism = instances[s] if instances is not None else stage.parallelism
+        stages.append({"name": stage.name, "parallelism": parallelism, "channels": channels,
                        "captured": plan.captures(s), "source": stage.source_name if stage.is_source else None,
                        "ids": id_kinds.get(s, "row")})
     return {"format": records.FORMAT, "name": plan.name, "keep": plan.lineage_keep, "stages": stages}

@@ -21,7 +21,7 @@ import actorrt
 from actorrt.core.object_ref import ObjectRef
 from actorrt.handles import ActorHandle
 from actorrt.lineage.records import RecordId, marked_row_number
-from actorrt.streaming import savepoints
+from actorrt.streaming import rescale_driver, savepoints
 from actorrt.streaming.logic import DeadLetter
 from actorrt.streaming.plan import Fed, Plan, pulled
 
@@ -69,6 +69,12 @@ class RunningFlow:
         self._feeds: dict[int, int] = {}  # per source stage: feeds so far
         self._failure: BaseException | None = None
         self._finished = False
+        # What rescales changed: per stage, the (stage, instance) behind each channel (appended to,
+        # never renumbered), every instance it had, and the results of instances they retired.
+        self._layouts = [[list(self._plan.producer(s, c)) for c in range(len(self._plan.channels(s)))]
+                         for s in range(len(stages))]
+        self._instances = [len(ops) for ops in stages]
+        self._retired: list[tuple[int, Any]] = []  # (stage, what results() gave)
 
     @property
     def flow(self) -> Dataflow:
@@ -221,6 +227,27 @@ class RunningFlow:
                                                                                           strict=True)
                              for op, part in zip(ops, stage_parts, strict=True)])
 
+    def rescale(self, stage: int | str, parallelism: int, *, timeout: float | None = None) -> None:
+        """Run keyed stage ``stage`` (an index or a name) on ``parallelism`` instances from now on,
+        while the flow runs (``rescaling.py``): the keys whose instance changes move with their
+        state, windows and timers; their records wait meanwhile, the other keys' do not. Nothing
+        is lost or counted twice, a node kill during the move included. Returns once the move is
+        over.
+
+        Raises:
+            ValueError: no such stage, or it has no keyed step, or ``parallelism`` is not an int >= 1.
+            RecordError, OperatorStoppedError: the flow failed (it stops).
+            actorrt.GetTimeoutError: the move took longer than ``timeout`` (the flow stops).
+        """
+        index = rescale_driver.check(self._plan, stage, parallelism)
+        with self._lock:
+            self._check_open("rescale")
+            if parallelism == len(self._stages[index]):
+                return
+            self._watch.limit(timeout)
+            with self._stopped_on_failure():
+                rescale_driver.rescale(self, index, parallelism)
+
     def cancel(self) -> None:
         """Stop the flow without its results: its operators are killed."""
         if not self._finished:
@@ -236,17 +263,21 @@ class RunningFlow:
         result = RunResult(lineage=self._plan.lineage)
         result.collected["outputs"] = result.outputs
         result.collected_ids["outputs"] = result.ids
-        for s, ops in enumerate(self._stages):
-            answers = actorrt.get([op.results.remote() for op in ops], timeout=self._watch.left())
-            for i, (outputs, dead, late, counts, ids) in enumerate(answers):
-                for name, records in outputs.items():
-                    result.collected.setdefault(name, []).extend(records)
-                for name, seqs in ids.items():
-                    named = result.collected_ids.setdefault(name, [])
-                    named.extend(RecordId(self._plan.lineage, s, i, q) for q in seqs)
-                result.dead_letters.extend(dead)
-                result.late.extend(late)
-                result.operators.append({"stage": s, "name": self._plan.stages[s].name, "instance": i, **counts})
+        answered = self._retired + [(s, answer) for s, ops in enumerate(self._stages)
+                                    for answer in actorrt.get([op.results.remote() for op in ops],
+                                                              timeout=self._watch.left())]
+        # (with the instances rescales retired: what they emitted before they went counts too)
+        answered.sort(key=lambda a: (a[0], a[1][3]["id"]))
+        for s, (outputs, dead, late, counts, ids) in answered:
+            for name, records in outputs.items():
+                result.collected.setdefault(name, []).extend(records)
+            uid = counts.pop("id")  # (its name for good: a rescale may put another at its place)
+            for name, seqs in ids.items():
+                named = result.collected_ids.setdefault(name, [])
+                named.extend(RecordId(self._plan.lineage, s, uid, q) for q in seqs)
+            result.dead_letters.extend(dead)
+            result.late.extend(late)
+            result.operators.append({"stage": s, "name": self._plan.stages[s].name, "instance": uid, **counts})
         return result
 
     def _check_open(self, call: str) -> None:
@@ -284,7 +315,7 @@ class Watch:
     flow's monitor has it, instead of when a result that carries it is awaited."""
 
     def __init__(self, monitor: ActorHandle, timeout: float | None) -> None:
-        self._monitor = monitor
+        self.monitor = monitor  # the flow's
         self._deadline = None if timeout is None else time.monotonic() + timeout
         self._asked = 0.0
         self._pause = 0.001
@@ -295,7 +326,7 @@ class Watch:
             raise actorrt.GetTimeoutError("the dataflow did not finish in time")
         if now - self._asked >= WATCH_S:
             self._asked = now
-            failure = actorrt.get(self._monitor.first_failure.remote(), timeout=self.left())
+            failure = actorrt.get(self.monitor.first_failure.remote(), timeout=self.left())
             if failure is not None:
                 raise failure
 

@@ -8,7 +8,7 @@ processed, and every instance of a stage ends at one watermark), then writes, in
   "newest": µs, "position": ..., "source": ..., "sink_writes": {(instance, port): n}}``: the keyed
   state of all its instances merged (``key_state.py``), the stage's watermark (event time), how
   far a pulled source was read (and the source, with what it counted), and each sink writer's
-  last write number (so that writes after the restart are new ones);
+  last write number, by the writer's instance name (so that writes after the restart are new ones);
 - ``manifest.json``, last (a directory without it is no savepoint): ``{"format": 1, "flow":
   name, "saved_at": ISO time, "stages": [{"name", "parallelism", "keyed", "file"}]}``.
 
@@ -88,7 +88,7 @@ def _merged(instances: list[dict[str, Any]]) -> dict[str, Any]:
             keys.merge(part["keys"])
     marks = [p["watermark"] for p in instances if p["watermark"] is not None]
     newest = [p["newest"] for p in instances if p["newest"] is not None]
-    writes = {(i, port): n for i, part in enumerate(instances) for port, n in part["sink_writes"].items()}
+    writes = {(part["id"], port): n for part in instances for port, n in part["sink_writes"].items()}
     return {"keys": keys, "watermark": min(marks) if marks else None, "newest": max(newest) if newest else None,
             "position": instances[0]["position"], "source": instances[0]["source"], "sink_writes": writes}
 

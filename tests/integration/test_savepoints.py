@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-import actorrt
 from actorrt.streaming import Dataflow, EventTime, Fed, ListSource, SavepointError, Tumbling
 
 TEXT = [f"w{i % 7} w{i % 3} x{i % 11}" for i in range(400)]

@@ -1,0 +1,162 @@
+"""The operator's tasks in a rescale (``rescaling.py`` has the protocol): a producer switches its
+routing, a stage instance hands keys over and adopts them, a consumer gains or retires channels.
+Each is a task of the operator actor, so it is in its lineage: a replay does it at the same point
+of the operator's input as the first run did.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import actorrt
+from actorrt.handles import ActorHandle
+from actorrt.streaming.key_state import KeySlice, give_keys, take_keys
+from actorrt.streaming.keys import partition
+from actorrt.streaming.progress import UNKNOWN, InputProgress
+from actorrt.streaming.rescaling import Handoff, Held, hands_to
+
+if TYPE_CHECKING:
+    from actorrt.streaming.operator import Operator
+
+
+class RescaleSteps:
+    """What ``Operator`` does in a rescale (a mixin: it reads and writes the operator's state)."""
+
+    # --- a producer of the stage ---
+
+    async def reroute(self: Operator, stage: int, handles: list[ActorHandle]) -> None:
+        """Send records for ``stage`` to ``handles`` (its instances from now on) by the new
+        routing, and tell each old instance so after the last record routed the old way."""
+        self.plan.stages[stage].parallelism = len(handles)
+        for p, port in enumerate(self.routes):
+            for r, route in enumerate(port):
+                if route.stage != stage:
+                    continue
+                old = route.handles
+                queues = self._in_flight[p][r]
+                route.handles = list(handles)
+                fanout = route.fanout
+                fanout.consumers = len(handles)
+                fanout.told = (fanout.told + [(UNKNOWN, False)] * len(handles))[:len(handles)]
+                for i, handle in enumerate(old):
+                    queues[i].append(handle.handover.remote(route.channel))
+                self._retiring_refs += [q for q in queues[len(handles):]]
+                self._in_flight[p][r] = (queues + [deque() for _ in handles])[:len(handles)]
+                if self.ended:  # the new instances hear of the end as the old ones did
+                    for handle in handles[len(old):]:
+                        await handle.finish.remote(route.channel)
+
+    # --- an instance of the stage ---
+
+    def begin_rescale(self: Operator, old: int, new: int, peers: list[ActorHandle]) -> None:
+        """A move from ``old`` to ``new`` instances begins; ``peers``: the stage's new instances."""
+        self.handoff = Handoff(self.instance, old, new)
+        self.peers = list(peers)
+
+    async def handover(self: Operator, upstream: int) -> None:
+        """Producer channel ``upstream`` switched: after the last, the leaving keys go."""
+        handoff = self.handoff
+        handoff.handovers += 1
+        if handoff.handovers < self.logic.upstreams - self.retired:
+            return
+        mark = self.logic.progress.mark if self.logic.progress is not None else None
+        for j in hands_to(self.instance, handoff.old, handoff.new):
+            # (past the end of its input, what it held was emitted: nothing more is to come for it)
+            part = KeySlice() if self.ended else take_keys(self.logic, lambda k, j=j: partition(k, handoff.new) == j,
+                                                           self.uid)
+            await self.peers[j].adopt.remote(self.instance, part, mark)
+        handoff.handed = True
+        if handoff.retiring:
+            await self._retire()
+        await self._end_handoff()
+
+    async def adopt(self: Operator, owner: int, part: KeySlice, mark: float | None) -> None:
+        """Old instance ``owner``'s keys that come here, with its watermark: then the records held
+        for them go through, in the order they came."""
+        give_keys(self.logic, part, (self.stage, owner))
+        progress = self.logic.progress
+        if progress is not None and mark is not None and not self.handoff.old_instance:
+            progress.mark = max(progress.mark, mark)  # (a new instance: its inputs' marks come later)
+        for held in self.handoff.arrived(owner):
+            await self._process_held(held)
+        await self._end_handoff()
+
+    def rescaled(self: Operator) -> bool:
+        """Whether this instance's part of the move is over."""
+        return self.handoff is None
+
+    async def _process_held(self: Operator, held: Held) -> None:
+        outs = self._run(self.logic.process, held.records, held.now, held.upstream, held.times, None, False, held.seqs)
+        await self._emit(outs, held.born, None, self.logic.sender_code(held.upstream), held.seqs)
+
+    async def _end_handoff(self: Operator) -> None:
+        """Once every part came: the deferred watermark moves, and (a new instance) its
+        watermark to its consumers."""
+        handoff = self.handoff
+        if handoff is None or not handoff.done:
+            return
+        self.handoff = None
+        now = actorrt.now()
+        for upstream, mark, idle in handoff.deferred:
+            await self._emit(self._run(self.logic.advance, upstream, mark, idle, now), now)
+        if not handoff.old_instance and self.logic.progress is not None:
+            await self._emit(self._run(self.logic.close, self.logic.progress.mark), now)
+        for upstream in handoff.finishes:
+            await self.finish(upstream)
+
+    async def _retire(self: Operator) -> None:
+        """An instance beyond the new parallelism: once what it sent is processed, its consumers
+        count its channel as finished."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        await self._settle()
+        if self.ended:
+            return  # its consumers counted its end already
+        for port in self.routes:
+            for route in port:
+                for handle in route.handles:
+                    await handle.retire_channel.remote(route.channel)
+
+    # --- a consumer of the stage ---
+
+    def add_channel(self: Operator, input_index: int) -> int:
+        """A new instance of the stage of input ``input_index`` sends here: its channel number
+        (appended: no channel is ever renumbered)."""
+        put = self.plan.stages[self.stage].inputs[input_index]
+        self.logic.channels.append(put)
+        progress = self.logic.progress
+        if isinstance(progress, InputProgress):
+            progress.inputs += 1
+            progress.marks.append(UNKNOWN)
+            progress.idle_inputs.append(False)
+        return len(self.logic.channels) - 1
+
+    async def retire_channel(self: Operator, channel: int) -> None:
+        """Channel ``channel``'s sender retired: it no longer holds the watermark back, and counts
+        as finished."""
+        self.retired += 1
+        self.finished += 1
+        now = actorrt.now()
+        await self._emit(self._run(self.logic.upstream_done, channel, now), now)
+
+    def _defers(self: Operator, upstream: int, mark: float | None, idle: bool) -> bool:
+        """Whether a watermark move waits for the end of a handoff (held records must not be late)."""
+        if self.handoff is None or not self.handoff.awaiting or mark is None:
+            return False
+        self.handoff.deferred.append((upstream, mark, idle))
+        return True
+
+    def _hold(self: Operator, batch: list[Any], upstream: int, times: list[int] | None, seqs: Any, now: float,
+              born: float) -> tuple[list[Any], list[int] | None, Any]:
+        """The part of ``batch`` to process now; the rest waits for its keys' state."""
+        handoff = self.handoff
+        if handoff is None or not handoff.awaiting or self.logic.stage.keyed is None:
+            return batch, times, seqs
+        ready, held = handoff.split(batch, self.logic.channels[upstream].key, times, seqs, upstream, now, born)
+        if not held:
+            return batch, times, seqs
+        handoff.held += held
+        return ([batch[p] for p in ready], None if times is None else [times[p] for p in ready],
+                [seqs[p] for p in ready] if seqs else seqs)
