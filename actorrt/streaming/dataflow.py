@@ -165,15 +165,16 @@ class Dataflow:
         if self._driver_read():
             raise ValueError(f"dataflow {self._plan.name} reads its source(iterable) with run(); build it with "
                              f"source(Fed()) to start() it and feed() it records as they come")
-        parts = None if from_savepoint is None else savepoints.read(from_savepoint, self._plan)
-        return self._start(timeout, parts)
+        saved = None if from_savepoint is None else savepoints.read(from_savepoint, self._plan)
+        return self._start(timeout, saved)
 
     def _driver_read(self) -> list[int]:
         """The sources the driver reads (iterables)."""
         return [s for s in self._plan.sources
                 if not isinstance(self._plan.stages[s].source, Fed) and not pulled(self._plan.stages[s].source)]
 
-    def _start(self, timeout: float | None, savepoint: list[list[dict[str, Any]]] | None = None) -> RunningFlow:
+    def _start(self, timeout: float | None,
+               savepoint: tuple[list[list[dict[str, Any]]], list[int]] | None = None) -> RunningFlow:
         plan = self._plan
         if not plan.sources:
             raise ValueError(f"dataflow {plan.name} has no source")
@@ -184,7 +185,7 @@ class Dataflow:
         self.actors = [op for ops in stages for op in ops] + [monitor]
         running = RunningFlow(self, stages, Watch(monitor, timeout))
         if savepoint is not None:
-            running._restore(savepoint)
+            running._restore(*savepoint)
         running._start_reading()
         return running
 

@@ -28,12 +28,10 @@ class KeySlice:
     windows: dict[tuple[int, Any], Any] = field(default_factory=dict)
     sessions: dict[Any, list[list[Any]]] = field(default_factory=dict)
     joined: dict[Any, tuple[list[Any], list[Any]]] = field(default_factory=dict)
-    # Capturing record lineage: a fold key's history where it was, (instance, key number, length).
-    histories: dict[Any, tuple[int, int, int]] = field(default_factory=dict)
-
-    def keys(self) -> set[Any]:
-        out = set(self.values) | set(self.timers) | set(self.fold_times) | set(self.sessions) | set(self.joined)
-        return out | {key for _, key in self.windows}
+    # Capturing record lineage: a fold key's histories at the instances that held it, as
+    # (MOVED, instance, key number, length), and a window's records.
+    histories: dict[Any, list[tuple[int, int, int, int]]] = field(default_factory=dict)
+    window_origins: dict[tuple[int, Any], list[tuple[int, int]]] = field(default_factory=dict)
 
     def merge(self, other: KeySlice) -> None:
         """Add ``other``'s keys (no key is in both: each had one owner)."""
@@ -45,7 +43,7 @@ class KeySlice:
         out = [KeySlice() for _ in range(parts)]
         for f in fields(self):
             for k, v in getattr(self, f.name).items():
-                key = k[1] if f.name == "windows" else k
+                key = k[1] if f.name in ("windows", "window_origins") else k
                 getattr(out[owner(key)], f.name)[k] = v
         return out
 
@@ -55,9 +53,12 @@ def take_keys(logic: StageLogic, wanted: Callable[[Any], bool], instance: int = 
     them (what its heaps still say of them is skipped when it comes up, as for a key cleared)."""
     out = KeySlice()
     history = logic.history
-    for key in [k for k in history.numbers if wanted(k)]:
-        number = history.numbers.pop(key)
-        out.histories[key] = (instance, number, history.lengths[number])
+    for key in [k for k in set(history.numbers) | set(history.carried) if wanted(k)]:
+        number = history.numbers.pop(key, None)
+        here = [] if number is None else [(MOVED, instance, number, history.lengths[number])]
+        out.histories[key] = here + history.carried.pop(key, [])
+    for k in [k for k in logic.window_origins if wanted(k[1])]:
+        out.window_origins[k] = logic.window_origins.pop(k)
     state = logic.state
     for key in [k for k in state.values if wanted(k)]:
         out.values[key] = state.values.pop(key)
@@ -77,13 +78,12 @@ def take_keys(logic: StageLogic, wanted: Callable[[Any], bool], instance: int = 
     return out
 
 
-def give_keys(logic: StageLogic, keys: KeySlice, came_from: tuple[int, int] | None = None) -> None:
+def give_keys(logic: StageLogic, keys: KeySlice) -> None:
     """Put ``keys`` into ``logic`` (which holds none of them), with their expiries, timers and
-    join evictions scheduled again; ``came_from``: (stage, instance) that held them (the lineage
-    of a fold key's updates here goes on into its history there)."""
-    if came_from is not None:
-        for key, (instance, number, length) in keys.histories.items():
-            logic.history.carried[key] = (MOVED, instance, number, length)
+    join evictions scheduled again (and the lineage of a fold key's updates here goes on into its
+    histories where it was)."""
+    logic.history.carried.update(keys.histories)
+    logic.window_origins.update(keys.window_origins)
     state = logic.state
     state.values.update(keys.values)
     for key, at in keys.written.items():

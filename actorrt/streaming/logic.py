@@ -93,10 +93,12 @@ class StageLogic:
         self._connected = any(put.side for put in self.channels)  # two inputs: on_left and on_right
 
     @classmethod
-    def of(cls, plan: Plan, stage: int) -> StageLogic:
-        """The logic of one instance of ``plan``'s stage ``stage``."""
+    def of(cls, plan: Plan, stage: int, inputs: list[int] | None = None) -> StageLogic:
+        """The logic of one instance of ``plan``'s stage ``stage``; ``inputs``: the input each of
+        its channels belongs to, where rescales appended channels (else the plan's)."""
         own = plan.stages[stage]
-        return cls(own, own.time if own.is_source else plan.time, plan.channels(stage))
+        channels = plan.channels(stage) if inputs is None else [own.inputs[k] for k in inputs]
+        return cls(own, own.time if own.is_source else plan.time, channels)
 
     def sender_code(self, upstream: int) -> int:
         """How record lineage names the sender on channel ``upstream`` (``records.CHANNEL0``)."""

@@ -34,7 +34,7 @@ from actorrt.streaming.plan import Plan, pulled, tick_s
 from actorrt.streaming.progress import InputProgress, SourceProgress
 from actorrt.streaming.provenance import Capture
 from actorrt.streaming.rescale_steps import RescaleSteps
-from actorrt.streaming.rescaling import Handoff
+from actorrt.streaming.rescaling import Handoff, Joining
 from actorrt.util import pickling
 
 # A source with nothing new is asked again this often (unless it has a ``poll_s`` of its own).
@@ -169,29 +169,33 @@ class _Route:
 
 class Operator(RescaleSteps):
     def __init__(self, plan_blob: bytes, stage: int, instance: int, downstream: list[list[list[ActorHandle]]],
-                 monitor: ActorHandle, joining: tuple[int, list[list[int]], int] | None = None) -> None:
+                 monitor: ActorHandle, joining: Joining | None = None) -> None:
         """Instance ``instance`` of the plan's stage ``stage``; ``downstream``: per port of the
         stage, the instances of each stage that takes it (``Plan.consumers``' order); ``joining``:
-        an instance a rescale adds, as (the parallelism before it, per port and consumer its channel
-        there, its number among every instance the stage had)."""
+        an instance a rescale adds (``rescaling.Joining``)."""
         self.plan: Plan = pickling.loads(plan_blob)
         self.stage, self.instance = stage, instance  # (its place among the stage's instances now)
         # Its own name in the stage for its whole life, for record IDs and sink writers: a rescale
         # that adds an instance where one was retired gives it a new one.
-        self.uid = instance if joining is None else joining[2]
-        self.logic = StageLogic.of(self.plan, stage)
+        self.uid = instance if joining is None else joining.uid
+        self.logic = StageLogic.of(self.plan, stage, None if joining is None else joining.inputs)
         # Per port, per stage that takes it: its instances, this instance's channel there, the fanout.
-        self.routes = [[_Route(handles, consumer.base + instance if joining is None else joining[1][p][c],
+        self.routes = [[_Route(handles, consumer.base + instance if joining is None else joining.channels[p][c],
                                fanout_to(self.plan, stage, consumer), consumer.stage)
                         for c, (handles, consumer) in enumerate(zip(port, consumers, strict=True))]
                        for p, (port, consumers) in enumerate(zip(downstream, self.plan.consumers(stage), strict=True))]
         # A rescale of this stage under way (``rescaling.py``), the stage's instances after it, and
         # the channels whose senders retired.
-        self.handoff = None if joining is None else Handoff(instance, joining[0], self.plan.stages[stage].parallelism)
+        self.handoff = (None if joining is None
+                        else Handoff(instance, joining.before, self.plan.stages[stage].parallelism))
         self.peers: list[ActorHandle] = []
         self.retired = 0
-        self.monitor = monitor
         self.finished = 0
+        for channel in () if joining is None else joining.retired:  # senders gone before it came
+            self.retired += 1
+            self.finished += 1
+            self.logic.upstream_done(channel, 0.0)
+        self.monitor = monitor
         self.outputs: dict[str, list[Any]] = {}  # what the stage's collected ports emitted, by name
         self.records_in = self.records_out = 0
         self.timer: actorrt.Timer | None = None
@@ -209,6 +213,7 @@ class Operator(RescaleSteps):
         self.logic.capture = self.capture is not None
         self._in_flight = self._no_refs()
         self._retiring_refs: list[deque[ObjectRef]] = []  # sent to instances a rescale took away
+        self._handed: deque[ObjectRef] = deque()  # keys handed to other instances in a rescale
         self._metrics = OperatorMetrics()
 
     async def process(self, batch: list[Any], upstream: int = 0, born: float | None = None,
@@ -233,12 +238,17 @@ class Operator(RescaleSteps):
             if self._defers(upstream, mark, idle):
                 mark, idle = None, False
             batch, times, seqs = self._hold(batch, upstream, times, seqs, now, born)
-        if self.plan.time is None and self.timer is None:
-            tick = tick_s(self.logic.stage.keyed)  # processing time: windows, timers, state's ttl
-            if tick is not None:  # (the first tick aligned to a window boundary)
-                self.timer = actorrt.call_every(tick, self.tick, first_in=tick - now % tick)
+        self._start_clock(now)
         outs = self._run(self.logic.process, batch, now, upstream, times, mark, idle, seqs)
         await self._emit(outs, born, in_flight, self.logic.sender_code(upstream), seqs)
+
+    def _start_clock(self, now: float) -> None:
+        """In processing time, a stage with windows, timers or a ttl looks at the clock (from
+        its first record on; the first tick aligned to a window boundary)."""
+        if self.plan.time is None and self.timer is None:
+            tick = tick_s(self.logic.stage.keyed)
+            if tick is not None:
+                self.timer = actorrt.call_every(tick, self.tick, first_in=tick - now % tick)
 
     async def advance(self, upstream: int, mark: float, idle: bool, born: float) -> None:
         """Upstream channel ``upstream``'s watermark moved to ``mark`` (or it became idle), with
@@ -336,6 +346,11 @@ class Operator(RescaleSteps):
                 "position": self.position, "source": own.source if pulled(own.source) else None,
                 "sink_writes": dict(self.sink_writes)}
 
+    def writes(self) -> dict[str, Any]:
+        """A savepoint's part with only its sinks' write numbers (an instance a rescale retires)."""
+        return {"keys": None, "id": self.uid, "watermark": None, "newest": None, "position": None, "source": None,
+                "sink_writes": dict(self.sink_writes)}
+
     def restore_savepoint(self, part: dict[str, Any]) -> None:
         """Start from a savepoint's part for this instance (before any record comes)."""
         if part["keys"] is not None:
@@ -366,12 +381,19 @@ class Operator(RescaleSteps):
     async def finish(self, upstream: int = 0) -> None:
         """Upstream channel ``upstream`` is done; after the last, flush and pass the end on (not
         while records wait for keys a rescale moves here: after them)."""
+        if self.ended:
+            return  # (a sender a rescale added after the end: the end was passed on)
         if self.handoff is not None and self.handoff.awaiting:
             self.handoff.finishes.append(upstream)
             return
         self.finished += 1
+        await self._end_if_last(upstream)
+
+    async def _end_if_last(self, upstream: int) -> None:
+        """``upstream`` no longer holds the watermark back; after the last, flush and pass the
+        end on."""
         now = actorrt.now()
-        out = self._run(self.logic.upstream_done, upstream, now)  # it no longer holds the watermark back
+        out = self._run(self.logic.upstream_done, upstream, now)
         if self.finished < self.logic.upstreams:
             await self._emit(out, now)
             return
@@ -445,7 +467,7 @@ class Operator(RescaleSteps):
 
     async def _settle(self) -> None:
         """Wait until every batch this instance sent was processed."""
-        for queue in self._retiring_refs:
+        for queue in self._retiring_refs + [self._handed]:
             while queue:
                 await actorrt.ran(queue.popleft())
         for port in self._in_flight:
@@ -461,7 +483,8 @@ class Operator(RescaleSteps):
         # In-flight refs and metrics are not state: what refs wait for was sent (and is re-sent if
         # need be), and metrics describe this process's run. Relations not yet flushed are: a
         # replay from this checkpoint would not make them again.
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_in_flight", "_retiring_refs", "_metrics")}
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("_in_flight", "_retiring_refs", "_handed", "_metrics")}
         if self.capture is not None:
             state["_unwritten"] = relation_queue().unwritten(self.capture.prefix)
         return state
@@ -471,6 +494,7 @@ class Operator(RescaleSteps):
         self.__dict__.update(state)
         self._in_flight = self._no_refs()
         self._retiring_refs = []
+        self._handed = deque()
         self._metrics = OperatorMetrics()
         if unwritten is not None:
             relation_queue().add(unwritten)

@@ -31,7 +31,7 @@ class FoldHistory:
     numbers: dict[Any, int] = field(default_factory=dict)
     lengths: list[int] = field(default_factory=list)
     folded: list[tuple[int, int, list[int]]] = field(default_factory=list)  # this task's: (number, position, positions)
-    carried: dict[Any, tuple[int, int, int, int]] = field(default_factory=dict)  # key -> its history before a move
+    carried: dict[Any, list[tuple[int, int, int, int]]] = field(default_factory=dict)  # key -> histories before moves
 
     def fold(self, key: Any, positions: list[int]) -> tuple[int, int, int] | list[tuple[int, ...]]:
         """Records at ``positions`` of this task's batch were folded into ``key``: the origin of
@@ -45,13 +45,13 @@ class FoldHistory:
         self.folded.append((number, position, positions))
         self.lengths[number] = position + 1
         moved = self.carried.get(key)
-        return (HISTORY, number, position + 1) if moved is None else [(HISTORY, number, position + 1), moved]
+        return (HISTORY, number, position + 1) if not moved else [(HISTORY, number, position + 1), *moved]
 
     def so_far(self, key: Any) -> list[tuple[int, ...]]:
         """The origins of ``key``'s state now: its whole history (a final fold's one update)."""
-        number, moved = self.numbers.get(key), self.carried.get(key)
+        number = self.numbers.get(key)
         here = [] if number is None else [(HISTORY, number, self.lengths[number])]
-        return here if moved is None else here + [moved]
+        return here + self.carried.get(key, [])
 
     def take(self) -> list[tuple[int, int, list[int]]]:
         taken, self.folded = self.folded, []

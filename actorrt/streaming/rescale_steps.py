@@ -65,7 +65,8 @@ class RescaleSteps:
             # (past the end of its input, what it held was emitted: nothing more is to come for it)
             part = KeySlice() if self.ended else take_keys(self.logic, lambda k, j=j: partition(k, handoff.new) == j,
                                                            self.uid)
-            await self.peers[j].adopt.remote(self.instance, part, mark)
+            # Not awaited: two kept instances may hand keys to each other (awaited by a retirement).
+            self._handed.append(self.peers[j].adopt.remote(self.instance, part, mark))
         handoff.handed = True
         if handoff.retiring:
             await self._retire()
@@ -74,12 +75,15 @@ class RescaleSteps:
     async def adopt(self: Operator, owner: int, part: KeySlice, mark: float | None) -> None:
         """Old instance ``owner``'s keys that come here, with its watermark: then the records held
         for them go through, in the order they came."""
-        give_keys(self.logic, part, (self.stage, owner))
+        give_keys(self.logic, part)
         progress = self.logic.progress
         if progress is not None and mark is not None and not self.handoff.old_instance:
             progress.mark = max(progress.mark, mark)  # (a new instance: its inputs' marks come later)
+        now = actorrt.now()
+        self._start_clock(now)
         for held in self.handoff.arrived(owner):
             await self._process_held(held)
+        await self._emit(self._run(self.logic.close, now), now)  # what it took may be due already
         await self._end_handoff()
 
     def rescaled(self: Operator) -> bool:
@@ -87,7 +91,9 @@ class RescaleSteps:
         return self.handoff is None
 
     async def _process_held(self: Operator, held: Held) -> None:
-        outs = self._run(self.logic.process, held.records, held.now, held.upstream, held.times, None, False, held.seqs)
+        # In processing time as arriving now: the window it came in may have closed at its old owner.
+        now = actorrt.now() if self.plan.time is None else held.now
+        outs = self._run(self.logic.process, held.records, now, held.upstream, held.times, None, False, held.seqs)
         await self._emit(outs, held.born, None, self.logic.sender_code(held.upstream), held.seqs)
 
     async def _end_handoff(self: Operator) -> None:
@@ -112,12 +118,10 @@ class RescaleSteps:
             self.timer.cancel()
             self.timer = None
         await self._settle()
-        if self.ended:
-            return  # its consumers counted its end already
         for port in self.routes:
             for route in port:
                 for handle in route.handles:
-                    await handle.retire_channel.remote(route.channel)
+                    await handle.retire_channel.remote(route.channel, self.ended)
 
     # --- a consumer of the stage ---
 
@@ -133,17 +137,18 @@ class RescaleSteps:
             progress.idle_inputs.append(False)
         return len(self.logic.channels) - 1
 
-    async def retire_channel(self: Operator, channel: int) -> None:
+    async def retire_channel(self: Operator, channel: int, ended: bool) -> None:
         """Channel ``channel``'s sender retired: it no longer holds the watermark back, and counts
-        as finished."""
+        as finished (``ended``: it had passed its end on already, which counted)."""
         self.retired += 1
-        self.finished += 1
-        now = actorrt.now()
-        await self._emit(self._run(self.logic.upstream_done, channel, now), now)
+        if not ended:
+            self.finished += 1
+            await self._end_if_last(channel)
 
     def _defers(self: Operator, upstream: int, mark: float | None, idle: bool) -> bool:
-        """Whether a watermark move waits for the end of a handoff (held records must not be late)."""
-        if self.handoff is None or not self.handoff.awaiting or mark is None:
+        """Whether a watermark move waits for the end of this instance's part of a move (held
+        records must not be late; the moves are applied in their order)."""
+        if self.handoff is None or mark is None:
             return False
         self.handoff.deferred.append((upstream, mark, idle))
         return True

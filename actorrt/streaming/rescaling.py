@@ -12,9 +12,9 @@ instances, a key moves when its owner changes. The move, with no stage stopped:
    (``adopt``); an instance beyond the new parallelism then retires: its consumers count its
    channel as finished;
 3. meanwhile an instance holds the records of the keys it is to receive, per old owner, until that
-   owner's part arrives, then processes them in arrival order. Records of every other key go
-   through at once. It defers watermark moves until the last part arrived, so that no held
-   record becomes late.
+   owner's part arrives, then processes them in arrival order (in processing time, as arriving
+   then). Records of every other key go through at once. Every instance of the stage defers
+   watermark moves until its part of the move is over, so that no held record becomes late.
 
 Which old instance hands to which new one is arithmetic: a key whose owner is ``i`` among ``old``
 and ``j`` among ``new`` exists exactly when ``i`` and ``j`` are equal modulo the gcd of the two.
@@ -40,6 +40,19 @@ def takes_from(instance: int, old: int, new: int) -> set[int]:
     """The old instances that may hand keys to new instance ``instance``."""
     g = math.gcd(old, new)
     return {i for i in range(old) if i != instance and i % g == instance % g}
+
+
+@dataclass
+class Joining:
+    """What an instance a rescale adds is told: the parallelism before, per port and consumer its
+    channel there, its name for good (``uid``), and its own channels: the input each belongs to,
+    and those whose senders retired before it came (as its stage's other instances have them)."""
+
+    before: int
+    channels: list[list[int]]
+    uid: int
+    inputs: list[int]
+    retired: list[int]
 
 
 @dataclass

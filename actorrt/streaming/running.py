@@ -69,12 +69,18 @@ class RunningFlow:
         self._feeds: dict[int, int] = {}  # per source stage: feeds so far
         self._failure: BaseException | None = None
         self._finished = False
-        # What rescales changed: per stage, the (stage, instance) behind each channel (appended to,
-        # never renumbered), every instance it had, and the results of instances they retired.
-        self._layouts = [[list(self._plan.producer(s, c)) for c in range(len(self._plan.channels(s)))]
-                         for s in range(len(stages))]
+        # What rescales change (``rescale_driver.py``), per stage: the (stage, uid) behind each
+        # channel and the input it is of (appended to, never renumbered), the channels whose
+        # senders retired, the next uid to give, the results of instances retired, and their
+        # sinks' write numbers.
+        plan = self._plan
+        self._layouts = [[list(plan.producer(s, c)) for c in range(len(plan.channels(s)))] for s in range(len(stages))]
+        self._channel_inputs = [[k for k, put in enumerate(stage.inputs)
+                                 for _ in range(plan.stages[put.stage].parallelism)] for stage in plan.stages]
+        self._retired_channels: list[list[int]] = [[] for _ in stages]
         self._instances = [len(ops) for ops in stages]
-        self._retired: list[tuple[int, Any]] = []  # (stage, what results() gave)
+        self._retired: list[tuple[int, Any]] = []
+        self._retired_writes: list[list[dict[str, Any]]] = [[] for _ in stages]  # (stage, what results() gave)
 
     @property
     def flow(self) -> Dataflow:
@@ -215,13 +221,16 @@ class RunningFlow:
                 self._watch.get([op.drain.remote() for _, op in sources])
                 result = self._results()
                 if savepoint is not None:
-                    parts = [self._watch.get([op.savepoint_state.remote() for op in ops]) for ops in self._stages]
-                    savepoints.write(savepoint, self._plan, parts)
+                    parts = [self._watch.get([op.savepoint_state.remote() for op in ops]) + retired
+                             for ops, retired in zip(self._stages, self._retired_writes, strict=True)]
+                    savepoints.write(savepoint, self._plan, parts, self._instances)
             self._stop()
             return result
 
-    def _restore(self, parts: list[list[dict[str, Any]]]) -> None:
-        """Give every instance its part of a savepoint (``Dataflow.start(from_savepoint=)``)."""
+    def _restore(self, parts: list[list[dict[str, Any]]], instances: list[int]) -> None:
+        """Give every instance its part of a savepoint (``Dataflow.start(from_savepoint=)``);
+        ``instances``: the uids the saved run gave, per stage (later ones are new names)."""
+        self._instances = [max(mine, saved) for mine, saved in zip(self._instances, instances, strict=True)]
         with self._stopped_on_failure():
             self._watch.get([op.restore_savepoint.remote(part) for ops, stage_parts in zip(self._stages, parts,
                                                                                           strict=True)

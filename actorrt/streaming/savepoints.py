@@ -10,7 +10,9 @@ processed, and every instance of a stage ends at one watermark), then writes, in
   far a pulled source was read (and the source, with what it counted), and each sink writer's
   last write number, by the writer's instance name (so that writes after the restart are new ones);
 - ``manifest.json``, last (a directory without it is no savepoint): ``{"format": 1, "flow":
-  name, "saved_at": ISO time, "stages": [{"name", "parallelism", "keyed", "file"}]}``.
+  name, "saved_at": ISO time, "stages": [{"name", "parallelism", "instances", "keyed", "file"}]}``
+  (``instances``: how many instance names the run gave, rescales included: the resumed run's
+  later instances take new ones, so that no sink writer's numbers are used twice).
 
 ``Dataflow.start(from_savepoint=path)`` checks that the flow has the same stages (names and keyed
 steps; the parallelism may differ), splits each stage's keys over its instances as records will
@@ -39,8 +41,9 @@ class SavepointError(ValueError):
     """A savepoint that cannot start this flow: missing, of another format, or of other stages."""
 
 
-def write(path: str | Path, plan: Plan, parts: list[list[dict[str, Any]]]) -> Path:
-    """Write the savepoint of ``plan`` whose instances gave ``parts`` (per stage, per instance)."""
+def write(path: str | Path, plan: Plan, parts: list[list[dict[str, Any]]], instances: list[int]) -> Path:
+    """Write the savepoint of ``plan`` whose instances gave ``parts`` (per stage, per instance;
+    instances rescales retired last); ``instances``: per stage, the uids given so far."""
     directory = Path(path)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / MANIFEST).unlink(missing_ok=True)  # incomplete until the new one is written
@@ -49,7 +52,7 @@ def write(path: str | Path, plan: Plan, parts: list[list[dict[str, Any]]]) -> Pa
         saved = _merged(instances)
         name = f"stage-{s}.pkl"
         _write_atomically(directory / name, pickling.dumps(saved))
-        stages.append({"name": stage.name, "parallelism": stage.parallelism,
+        stages.append({"name": stage.name, "parallelism": stage.parallelism, "instances": instances[s],
                        "keyed": stage.keyed.kind if stage.keyed is not None else None, "file": name})
     manifest = {"format": FORMAT, "flow": plan.name, "saved_at": datetime.datetime.now(datetime.UTC).isoformat(),
                 "stages": stages}
@@ -57,8 +60,9 @@ def write(path: str | Path, plan: Plan, parts: list[list[dict[str, Any]]]) -> Pa
     return directory
 
 
-def read(path: str | Path, plan: Plan) -> list[list[dict[str, Any]]]:
-    """Per stage of ``plan``, per instance, the part of the savepoint at ``path`` it starts from."""
+def read(path: str | Path, plan: Plan) -> tuple[list[list[dict[str, Any]]], list[int]]:
+    """Per stage of ``plan``, per instance, the part of the savepoint at ``path`` it starts from;
+    and per stage the instance names (uids) the saved run gave (a new instance takes a new one)."""
     directory = Path(path)
     try:
         manifest = json.loads((directory / MANIFEST).read_text())
@@ -77,7 +81,7 @@ def read(path: str | Path, plan: Plan) -> list[list[dict[str, Any]]]:
     for stage, entry in zip(plan.stages, manifest["stages"], strict=True):
         whole = pickling.loads((directory / entry["file"]).read_bytes())
         out.append(_split(whole, stage.parallelism))
-    return out
+    return out, [entry.get("instances", entry["parallelism"]) for entry in manifest["stages"]]
 
 
 def _merged(instances: list[dict[str, Any]]) -> dict[str, Any]:
