@@ -223,7 +223,7 @@ class RunningFlow:
                 if savepoint is not None:
                     parts = [self._watch.get([op.savepoint_state.remote() for op in ops]) + retired
                              for ops, retired in zip(self._stages, self._retired_writes, strict=True)]
-                    savepoints.write(savepoint, self._plan, parts, self._instances)
+                    savepoints.write(savepoint, self._plan, parts, [len(ops) for ops in self._stages], self._instances)
             self._stop()
             return result
 

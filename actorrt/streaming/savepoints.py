@@ -41,9 +41,11 @@ class SavepointError(ValueError):
     """A savepoint that cannot start this flow: missing, of another format, or of other stages."""
 
 
-def write(path: str | Path, plan: Plan, parts: list[list[dict[str, Any]]], instances: list[int]) -> Path:
+def write(path: str | Path, plan: Plan, parts: list[list[dict[str, Any]]], parallelism: list[int],
+          names: list[int]) -> Path:
     """Write the savepoint of ``plan`` whose instances gave ``parts`` (per stage, per instance;
-    instances rescales retired last); ``instances``: per stage, the uids given so far."""
+    instances rescales retired last); per stage, its ``parallelism`` now and the instance
+    ``names`` (uids) given so far."""
     directory = Path(path)
     directory.mkdir(parents=True, exist_ok=True)
     (directory / MANIFEST).unlink(missing_ok=True)  # incomplete until the new one is written
@@ -52,7 +54,7 @@ def write(path: str | Path, plan: Plan, parts: list[list[dict[str, Any]]], insta
         saved = _merged(instances)
         name = f"stage-{s}.pkl"
         _write_atomically(directory / name, pickling.dumps(saved))
-        stages.append({"name": stage.name, "parallelism": stage.parallelism, "instances": instances[s],
+        stages.append({"name": stage.name, "parallelism": parallelism[s], "instances": names[s],
                        "keyed": stage.keyed.kind if stage.keyed is not None else None, "file": name})
     manifest = {"format": FORMAT, "flow": plan.name, "saved_at": datetime.datetime.now(datetime.UTC).isoformat(),
                 "stages": stages}

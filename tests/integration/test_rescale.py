@@ -73,3 +73,22 @@ def test_rescale_refuses_what_it_cannot_move(cluster):
     with pytest.raises(ValueError, match="parallelism must be an int >= 1"):
         running.rescale(2, 0)
     running.cancel()
+
+
+def test_a_rescaled_flow_stops_with_a_savepoint_and_resumes_from_it(cluster, tmp_path):
+    running = counts(Fed()).start(timeout=60)
+    parts = [TEXT[i:i + 300] for i in range(0, 1200, 300)]
+    running.feed(parts[0])
+    running.rescale("count", 1)
+    running.feed(parts[1])
+    running.rescale("count", 2)
+    running.feed(parts[2])
+    before = running.stop(savepoint=tmp_path / "sp")
+    after = counts(Fed()).start(timeout=60, from_savepoint=tmp_path / "sp")
+    after.feed(parts[3])
+    result = after.finish()
+    final = collections.defaultdict(int)
+    for word, n in before.outputs + result.outputs:
+        final[word] = max(final[word], n)
+    assert dict(final) == collections.Counter(w for line in TEXT[:1200] for w in line.split())
+    assert {op["instance"] for op in result.operators if op["stage"] == 2} == {0, 1}
