@@ -40,7 +40,8 @@ def window_join_pairs(key: Any, state: tuple[list[Any], list[Any]]) -> list[tupl
 
 @dataclass
 class IntervalJoin:
-    """The records an interval join keeps, per key and side: ``(time µs, record)`` in arrival order."""
+    """The records an interval join keeps, per key and side: ``(time µs, record, ref)`` in
+    arrival order (``ref``: the record's ID where record lineage is captured, else None)."""
 
     before: int  # µs: a right record matches from this long before a left one's time...
     after: int  # ...to this long after it
@@ -48,22 +49,23 @@ class IntervalJoin:
     _ends: list[tuple[int, int, Any]] = field(default_factory=list)  # (no use after, seq, key)
     _seq: int = 0
 
-    def add(self, key: Any, side: int, t: int, record: Any) -> tuple[list[tuple[Any, Any, Any]], list[int]]:
-        """A record of ``side`` at ``t``: the pairs it makes with those kept, and their times."""
+    def add(self, key: Any, side: int, t: int, record: Any,
+            ref: Any = None) -> tuple[list[tuple[Any, Any, Any]], list[int], list[Any]]:
+        """A record of ``side`` at ``t``: the pairs it makes with those kept, their times, and
+        the other records' refs."""
         lefts, rights = self.kept.setdefault(key, ([], []))
         if side == LEFT:
             low, high = t - self.before, t + self.after
-            matches = [(key, record, right) for tr, right in rights if low <= tr <= high]
-            times = [max(t, tr) for tr, _ in rights if low <= tr <= high]
-            lefts.append((t, record))
-            self._push(high, key)
+            found = [(tr, right, r) for tr, right, r in rights if low <= tr <= high]
+            matches = [(key, record, right) for _, right, _ in found]
+            lefts.append((t, record, ref))
         else:
             low, high = t - self.after, t + self.before
-            matches = [(key, left, record) for tl, left in lefts if low <= tl <= high]
-            times = [max(t, tl) for tl, _ in lefts if low <= tl <= high]
-            rights.append((t, record))
-            self._push(high, key)
-        return matches, times
+            found = [(tl, left, r) for tl, left, r in lefts if low <= tl <= high]
+            matches = [(key, left, record) for _, left, _ in found]
+            rights.append((t, record, ref))
+        self._push(high, key)
+        return matches, [max(t, other) for other, _, _ in found], [r for _, _, r in found]
 
     def evict(self, mark: float) -> None:
         """Records still to come are at or after ``mark``: forget those no such record matches."""
@@ -74,8 +76,8 @@ class IntervalJoin:
             if kept is None or key in swept:
                 continue
             swept.add(key)
-            lefts = [(t, r) for t, r in kept[LEFT] if t + self.after >= mark]
-            rights = [(t, r) for t, r in kept[RIGHT] if t + self.before >= mark]
+            lefts = [kept_ for kept_ in kept[LEFT] if kept_[0] + self.after >= mark]
+            rights = [kept_ for kept_ in kept[RIGHT] if kept_[0] + self.before >= mark]
             if lefts or rights:
                 self.kept[key] = (lefts, rights)
             else:

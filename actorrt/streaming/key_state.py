@@ -100,7 +100,7 @@ def give_keys(logic: StageLogic, keys: KeySlice) -> None:
         join = logic.joined
         for key, (lefts, rights) in keys.joined.items():
             join.kept[key] = (list(lefts), list(rights))
-            for t, _ in lefts:
+            for t, *_ in lefts:
                 join._push(t + join.after, key)
-            for t, _ in rights:
+            for t, *_ in rights:
                 join._push(t + join.before, key)

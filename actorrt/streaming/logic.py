@@ -191,9 +191,12 @@ class StageLogic:
             fn = step.fn
             method = fn.on_record if not self._connected else fn.on_left if put.side == 0 else fn.on_right
             at = to_us(now)
+            # Capturing lineage, each record is an entry of its key's history (it may change the
+            # key's state), and what the call emits comes of the key's records so far.
             return self._called(step, method, [(keys[i], at if times is None else times[i], record)
                                                for i, record in enumerate(batch)],
-                                self.progress.mark if self.progress is not None else at)
+                                self.progress.mark if self.progress is not None else at,
+                                (lambda i, key: self.history.fold(key, [i])) if self.capture else None)
         self._into_windows(step, batch if step.kind == "window" else [(put.side, r) for r in batch], times, now, keys)
         return self._nothing()
 
@@ -249,9 +252,7 @@ class StageLogic:
             done = sorted((k for k in self.windows if step.window.end(k[0]) <= before), key=_order)
             out = [(key, start, step.window.end(start), self.windows.pop((start, key))) for start, key in done]
             if self.capture:
-                origins = [self.window_origins.pop(k, []) for k in done]
-                return Out([(key, seconds(start), seconds(end), state) for key, start, end, state in out],
-                           None if self.time is None else [end - 1 for _, _, end, _ in out], origins)
+                return self._closed_with_origins(step, out, [self.window_origins.pop(k, None) for k in done])
         if step.kind == "window_join" and step.emit == "groups":
             return Out([(key, seconds(start), seconds(end), *state) for key, start, end, state in out],
                        None if self.time is None else [end - 1 for _, _, end, _ in out])
@@ -260,6 +261,22 @@ class StageLogic:
             return Out([pair for pair, _ in records], None if self.time is None else [t for _, t in records])
         return Out([(key, seconds(start), seconds(end), state) for key, start, end, state in out],
                    None if self.time is None else [end - 1 for _, _, end, _ in out])
+
+    def _closed_with_origins(self, step: Step, out: list[Any], origins: list[Any]) -> Out:
+        """``_closed``'s windows, each with the records it holds (a join's pair: its two)."""
+        times = None if self.time is None else [end - 1 for _, _, end, _ in out]
+        if step.kind != "window_join":
+            return Out([(key, seconds(start), seconds(end), state) for key, start, end, state in out], times,
+                       [o or [] for o in origins])
+        if step.emit == "groups":
+            return Out([(key, seconds(start), seconds(end), *state) for key, start, end, state in out], times,
+                       [lefts + rights for lefts, rights in (o or ([], []) for o in origins)])
+        records, pair_times, pair_origins = [], [], []
+        for (key, _, end, state), (lefts, rights) in zip(out, (o or ([], []) for o in origins), strict=True):
+            records += window_join_pairs(key, state)
+            pair_origins += [[left, right] for left in lefts for right in rights]
+            pair_times += [end - 1] * (len(lefts) * len(rights))
+        return Out(records, None if self.time is None else pair_times, pair_origins)
 
     def _fold(self, step: Step, batch: list[Any], times: list[int] | None, keys: list[Any], now: float) -> Out:
         changed: dict[Any, float] = {}  # key -> the newest time among its records here
@@ -307,20 +324,28 @@ class StageLogic:
                 if ok:
                     self.windows[k] = state
                     if self.capture:
-                        self.window_origins.setdefault(k, []).append((self._code, self._seqs[i]))
+                        ref = (self._code, self._seqs[i])
+                        if joined:  # per side, in the order of the window's records
+                            self.window_origins.setdefault(k, ([], []))[record[0]].append(ref)
+                        else:
+                            self.window_origins.setdefault(k, []).append(ref)
 
     def _interval(self, batch: list[Any], times: list[int], keys: list[Any], side: int) -> Out:
         """An interval join's pairs for ``batch`` (records behind the watermark are late)."""
         records, out_times = [], []
+        out_origins: list[Any] | None = [] if self.capture else None
         mark = self.progress.mark
-        for record, t, key in zip(batch, times, keys, strict=True):
+        for i, (record, t, key) in enumerate(zip(batch, times, keys, strict=True)):
             if t < mark:
                 self.late.append(record)
                 continue
-            pairs, pair_times = self.joined.add(key, side, t, record)
+            ref = (self._code, self._seqs[i]) if self.capture else None
+            pairs, pair_times, pair_refs = self.joined.add(key, side, t, record, ref)
             records += pairs
             out_times += pair_times
-        return Out(records, out_times)
+            if out_origins is not None:
+                out_origins += [[other, ref] if side else [ref, other] for other in pair_refs]
+        return Out(records, out_times, out_origins)
 
     def _timers(self, step: Step, now_us: float) -> Out:
         """The timers due by ``now_us``, fired in time order: in event time those before the
@@ -329,23 +354,28 @@ class StageLogic:
         ``clear()`` cancelled does not."""
         bound = now_us if self.progress is None or now_us == DONE else now_us - 1
         due = iter(lambda: self.state.next_due(bound), None)  # one at a time: each sees the last one's effects
-        return self._called(step, step.fn.on_timer, ((key, at, seconds(at)) for at, key in due), now_us)
+        return self._called(step, step.fn.on_timer, ((key, at, seconds(at)) for at, key in due), now_us,
+                            (lambda _, key: self.history.so_far(key)) if self.capture else None)
 
-    def _called(self, step: Step, method: Any, calls: Any, watermark: float) -> Out:
+    def _called(self, step: Step, method: Any, calls: Any, watermark: float, origin_of: Any = None) -> Out:
         """A process step's ``method(ctx, arg)`` for each ``(key, at, arg)`` of ``calls`` (``at``:
         the record's or the timer's time, µs), with the key's context; what they emit, at ``at``
-        in event time."""
+        in event time (capturing lineage, with ``origin_of(call's index, key)``)."""
         out: list[Any] = []
         out_times: list[int] | None = None if self.time is None else []
+        out_origins: list[Any] | None = None if origin_of is None else []
         listed = _listed(method)
-        for key, at, arg in calls:
+        for n, (key, at, arg) in enumerate(calls):
+            origin = None if origin_of is None else origin_of(n, key)
             ctx = Context(self.state, step.fn.init, key, at, None if self.time is None else at, watermark)
             ok, made = self._apply(step, listed, ctx, arg)
             if ok:
                 out += made
                 if out_times is not None:
                     out_times += [at] * len(made)
-        return Out(out, out_times)
+                if out_origins is not None:
+                    out_origins += [origin] * len(made)
+        return Out(out, out_times, out_origins)
 
     def _into_session(self, step: Step, key: Any, t: int, record: Any) -> None:
         gap = step.window.gap_us

@@ -89,12 +89,14 @@ def _current(running: RunningFlow) -> Any:
 
 
 def check(plan: Any, stage: int | str, parallelism: Any) -> int:
-    """The index of ``stage`` (an index or a name), if it can be rescaled to ``parallelism``."""
-    if isinstance(stage, str):
+    """The index of ``stage`` (an index, its name, or its keyed step's name), if it can be
+    rescaled to ``parallelism``."""
+    if isinstance(stage, str):  # a stage's name, or its keyed step's
         names = [s.name for s in plan.stages]
-        if stage not in names:
+        found = [i for i, s in enumerate(plan.stages) if stage in (s.name, s.keyed.name if s.keyed else None)]
+        if not found:
             raise ValueError(f"dataflow {plan.name} has no stage {stage!r}: its stages are {names}")
-        stage = names.index(stage)
+        stage = found[0]
     if not isinstance(stage, int) or not 0 <= stage < len(plan.stages):
         raise ValueError(f"dataflow {plan.name} has no stage {stage!r}")
     if plan.stages[stage].keyed is None:

@@ -1,6 +1,7 @@
 """Record lineage, captured by the operators' own logic and queried from a real redis-server,
 against a plain-Python provenance oracle: the same flow run with every record tagged with the
-source rows it came from (a fold and a window take the union of their records' tags).
+source rows it came from (a fold, a window, a join's pair and a process function's state take
+the union of their records' tags).
 
 Flows run in one process (``tests/support/local_flow.py``), their messages delivered in seeded
 random orders, so hypothesis draws many shapes and schedules; the same capture on a real cluster,
@@ -22,7 +23,7 @@ from actorrt.lineage.records import RecordId, SourceRecord
 from actorrt.store.clients import ShardedStore
 from actorrt.store.redis_server import RedisShard
 from actorrt.store.relations import RelationQueue, RelationReader, save_flow
-from actorrt.streaming import Dataflow, EventTime, Fed, Tumbling
+from actorrt.streaming import Dataflow, EventTime, Fed, KeyedProcess, Tumbling
 from actorrt.streaming.provenance import flow_shape
 from tests.support.flows import property_settings
 from tests.support.local_flow import LocalFlow
@@ -177,3 +178,101 @@ def _untagged(output):
         return output[0], output[1][0]
     key, start, end, (count, _) = output
     return key, start, end, count
+
+
+class Relay(KeyedProcess):
+    """Per key: counts its records, emits the count on each record, and a total at a timer 0.05 s
+    after each (what a timer emits comes of the key's records so far). The oracle's version
+    carries the rows its records came from in its state."""
+
+    def __init__(self, tagged: bool) -> None:
+        self.tagged = tagged
+
+    def on_record(self, ctx, record):
+        n, rows = ctx.state or (0, frozenset())
+        ctx.state = (n + 1, rows | record[3]) if self.tagged else (n + 1, rows)
+        ctx.timer(ctx.time + 0.05)
+        yield (ctx.key, ctx.state) if self.tagged else (ctx.key, ctx.state[0])
+
+    def on_timer(self, ctx, at):
+        yield (ctx.key, ctx.state) if self.tagged else (ctx.key, ctx.state[0])
+
+
+@dataclass(frozen=True)
+class JoinCase:
+    seed: int
+    kind: str  # "interval", "pairs", "groups" or "process"
+    rows: int
+    batch_size: int
+    parallelism: int
+
+    def events(self, side: int) -> list[tuple]:
+        rng = random.Random(self.seed * 2 + side)
+        return [(f"k{rng.randrange(4)}", i * 0.01 + rng.randrange(3) * 0.003, rng.randrange(9))
+                for i in range(self.rows)]
+
+    def build(self, tagged: bool) -> Dataflow:
+        flow = Dataflow("joins", batch_size=self.batch_size)
+        time = EventTime(lambda e: e[1], max_delay_s=0.01)
+        left = flow.source(Fed(), time=time, name="left").key_by(lambda e: e[0])
+        if self.kind == "process":
+            left.process(Relay(tagged), parallelism=self.parallelism).collect()
+            return flow
+        both = left.connect(flow.source(Fed(), time=time, name="right").key_by(lambda e: e[0]))
+        if self.kind == "interval":
+            both.interval_join(0.02, 0.01, parallelism=self.parallelism).collect()
+        elif self.kind == "pairs":
+            both.window_join(Tumbling(0.05), parallelism=self.parallelism).collect()
+        else:
+            both.window_cogroup(Tumbling(0.05), parallelism=self.parallelism).collect()
+        return flow
+
+
+def _join_rows(output) -> set:
+    """The (source, row) tags of a tagged output: a pair's two records', a group's all, a relay's state."""
+    if len(output) == 2:  # a relay: (key, (n, rows))
+        return set(output[1][1])
+    if len(output) == 3:  # a pair: (key, left, right)
+        return set(output[1][3]) | set(output[2][3])
+    return {tag for side in output[3:] for record in side for tag in record[3]}
+
+
+def _untag(output):
+    if len(output) == 2:
+        return output[0], output[1][0]
+    if len(output) == 3:
+        return output[0], output[1][:3], output[2][:3]
+    return (*output[:3], *([record[:3] for record in side] for side in output[3:]))
+
+
+@property_settings(ci_examples=24)
+@given(st.builds(JoinCase, seed=st.integers(0, 2**32), kind=st.sampled_from(["interval", "pairs", "groups", "process"]),
+                 rows=st.integers(1, 60), batch_size=st.integers(1, 12), parallelism=st.integers(1, 3)))
+def test_joins_and_process_functions_name_both_sides_and_the_keys_records(store, case):
+    loop, client = store
+    name = f"joins.{uuid.uuid4().hex}"
+    runs = []
+    for tagged in (False, True):
+        plan = case.build(tagged).plan
+        if not tagged:
+            plan.lineage, plan.lineage_keep = name, None
+        local = LocalFlow(plan, case.seed)
+        for s, side in zip(plan.sources, ("left", "right"), strict=False):
+            events = case.events(s)
+            local.feed([(*e, frozenset([(side, i)])) if tagged else e for i, e in enumerate(events)], source=s)
+        runs.append((plan, local.finish()))
+    (plan, captured), (_, oracle) = runs
+    assert [_untag(o) for o in oracle.outputs] == captured.outputs
+    ids = captured.ids.get("outputs", [])
+
+    async def query():
+        await save_flow(client, name, flow_shape(plan, {s: "row" for s in plan.sources}))
+        queue = RelationQueue(client)
+        for writes in captured.writes:
+            queue.add(writes)
+        await queue.write()
+        reader = RelationReader(client)
+        return [await queries.backward(reader, rid) for rid in ids]
+
+    for trace, tagged in zip(loop.run_until_complete(query()), oracle.outputs, strict=True):
+        assert {(s.source, s.id) for s in trace.ends} == _join_rows(tagged) and not trace.expired
