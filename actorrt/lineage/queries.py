@@ -112,8 +112,7 @@ async def backward(reader: Any, record: RecordId, until: str | int = "source") -
                     entries = [kept.entries.get(p) for p in range(kept.floor, length)]
                     if kept.floor > 0 or None in entries:
                         trace.expired.add(r)
-                    refs = [ref for p, e in enumerate(entries, kept.floor) if e is not None
-                            for ref in e.folded_into(number, p)]
+                    refs = [(code, seq) for e in entries if e is not None for code, seqs in [e[1:]] for seq in seqs]
                 else:
                     refs = [origin]
                 for ref in refs:
@@ -167,17 +166,13 @@ def _history_of(r: RecordId, origin: Any) -> tuple[int, int, int] | None:
 
 
 class _History:
-    """A fold key's history: the first position kept, and each entry's task relation."""
+    """A fold key's history: the first position kept, its entries (emitted, code, seqs) by
+    position, and the records made of its state by no entry, with the length they come of."""
 
-    def __init__(self, floor: int, entries: dict[int, bytes | None]) -> None:
+    def __init__(self, floor: int, fields: dict[bytes, bytes]) -> None:
         self.floor = floor
-        decoded: dict[bytes, TaskRelation] = {}  # (a task may be several keys' entry)
-        self.entries: dict[int, TaskRelation] = {}
-        for p, blob in entries.items():
-            if blob is not None:
-                if blob not in decoded:
-                    decoded[blob] = records.decode(blob)
-                self.entries[p] = decoded[blob]
+        self.entries = {int(f): records.read_history_entry(v) for f, v in fields.items() if f.isdigit()}
+        self.made = [(int(f[2:]), int(v)) for f, v in fields.items() if f.startswith(b"x:")]
 
 
 async def _relations(reader: Any, flow: _Flow, wanted: Iterable[RecordId]) -> dict[RecordId, TaskRelation]:
@@ -242,9 +237,9 @@ async def _derived(reader: Any, flow: _Flow, frontier: list[Record]) -> list[tup
                            if positions.intersection(taken)]
     histories = await _histories(reader, flow, {(t, j, n) for _, t, j, n, _ in folded})
     for r, t, j, number, position in folded:  # every update of the key from this entry on
-        for p, rel in sorted(kept for kept in histories[(t, j, number)].entries.items()):
+        kept = histories[(t, j, number)]
+        for p, (emitted, _, _) in sorted(kept.entries.items()):
             if p >= position:
-                out += [(r, RecordId(flow.flow, t, j, rel.first + k)) for k, origins in enumerate(rel.origins)
-                        if any(type(o) is tuple and o[0] == HISTORY and o[1] == number and o[2] > position
-                               for o in origins)]
+                out += [(r, RecordId(flow.flow, t, j, seq)) for seq in emitted]
+        out += [(r, RecordId(flow.flow, t, j, seq)) for seq, length in kept.made if length > position]
     return out

@@ -79,13 +79,6 @@ class TaskRelation(NamedTuple):
         """Output ``first + i``'s origins with batch positions made ``(code, seq)``."""
         return [(self.code, self.in_seqs[o]) if isinstance(o, int) else o for o in self.origins[i]]
 
-    def folded_into(self, number: int, position: int) -> list[tuple[int, int]]:
-        """The records this task folded into key ``number`` as its history's entry ``position``."""
-        for n, p, positions in self.folded:
-            if n == number and p == position:
-                return [(self.code, self.in_seqs[x]) for x in positions]
-        return []
-
 
 def encode(first: int, code: int, in_seqs: Sequence[int], origins: list[Any],
            folded: Sequence[tuple[int, int, list[int]]] = ()) -> bytes:
@@ -99,6 +92,17 @@ def decode(blob: bytes) -> TaskRelation:
     if version != FORMAT:
         raise ValueError(f"record lineage in format {version}; this version reads format {FORMAT}")
     return TaskRelation(first, code, in_seqs, [o if type(o) is list else [o] for o in origins], folded)
+
+
+def history_entry(emitted: Sequence[int], code: int, seqs: Sequence[int]) -> bytes:
+    """One entry of a fold key's history: the records a task folded into the key (their sender
+    ``code`` and IDs) and the records it emitted of the key then (none: a final fold's, or a
+    filter's)."""
+    return marshal.dumps((list(emitted), code, list(seqs)))
+
+
+def read_history_entry(entry: bytes) -> tuple[list[int], int, list[int]]:
+    return marshal.loads(entry)
 
 
 def bucket(seq: int) -> int:

@@ -7,8 +7,10 @@ and each read of an instance is one script call on one shard:
   seq of its first output; the hash's ``floor`` field is the seq below which retention dropped them;
 - ``…:f:<code>:<bucket>`` (set): the tasks that took records of sender ``code`` in that bucket of
   its seqs (``records.bucket``), for forward queries;
-- ``…:h:<key number>`` (hash): a fold key's history: by position, the first output seq of each
-  task that folded records into it (whose relation says which).
+- ``…:h:<key number>`` (hash): a fold key's history: by position, what each task that folded
+  records into it folded and emitted (``records.history_entry``); ``x:<seq>`` fields name the
+  records made of the key's state by no entry (a timer's, a final fold's) and the history's
+  length they come of.
 
 Every write is idempotent (a replayed task writes the same fields and members again), so a
 recovery never records a relation twice. A flow's shape (``flow_key``) is written once by its driver.
@@ -42,9 +44,9 @@ while i <= #ARGV do
     i = i + 3
   elseif op == 'h' then
     local key = KEYS[tonumber(ARGV[i + 1])]
-    local position = tonumber(ARGV[i + 2])
-    redis.call('HSET', key, position, ARGV[i + 3])
-    if keep > 0 and position >= keep then
+    local position = tonumber(ARGV[i + 2])  -- (nil for an "x:<seq>" field: a record made of the key's state)
+    redis.call('HSET', key, ARGV[i + 2], ARGV[i + 3])
+    if position and keep > 0 and position >= keep then
       redis.call('HDEL', key, position - keep)
       redis.call('HSET', key, 'floor', position - keep + 1)
     end
@@ -98,15 +100,14 @@ end
 return out
 """
 
-# KEYS = blobs, a key's history; returns the history's floor (0: nothing dropped), then for each
-# entry its position and its task's blob (false: retention dropped the task).
+# KEYS = a key's history; returns its floor (0: nothing dropped), then position, entry pairs.
 HISTORY = """
-local out = {redis.call('HGET', KEYS[2], 'floor') or '0'}
-local all = redis.call('HGETALL', KEYS[2])
+local out = {redis.call('HGET', KEYS[1], 'floor') or '0'}
+local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
   if all[i] ~= 'floor' then
     out[#out + 1] = all[i]
-    out[#out + 1] = redis.call('HGET', KEYS[1], all[i + 1])
+    out[#out + 1] = all[i + 1]
   end
 end
 return out
@@ -137,7 +138,7 @@ class InstanceWrites:
     prefix: bytes
     tasks: list[tuple[int, bytes]] = field(default_factory=list)
     forward: list[tuple[int, int, int]] = field(default_factory=list)  # (code, bucket, task first)
-    history: list[tuple[int, int, int]] = field(default_factory=list)  # (key number, position, task first)
+    history: list[tuple[int, int | str, bytes]] = field(default_factory=list)  # (key number, field, entry)
     deletes: list[bytes] = field(default_factory=list)
     floor: int = -1
     keep_history: int = 0
@@ -240,12 +241,11 @@ class RelationReader:
         return await self.store.run_script(FORWARD, [prefix + b":b"] + [forward_key(prefix, c, b) for c, b in buckets],
                                            [])
 
-    async def history(self, flow: str, stage: int, instance: int, number: int) -> tuple[int, dict[int, bytes | None]]:
-        """A fold key's history: the first position kept, and by position the blob of the task
-        that made the entry (None: dropped)."""
-        prefix = instance_prefix(flow, stage, instance)
-        found = await self.store.run_script(HISTORY, [prefix + b":b", history_key(prefix, number)], [])
-        return int(found[0]), {int(p): blob or None for p, blob in zip(found[1::2], found[2::2], strict=True)}
+    async def history(self, flow: str, stage: int, instance: int, number: int) -> tuple[int, dict[bytes, bytes]]:
+        """A fold key's history: the first position kept, and its fields (positions, and
+        ``x:<seq>``)."""
+        found = await self.store.run_script(HISTORY, [history_key(instance_prefix(flow, stage, instance), number)], [])
+        return int(found[0]), dict(zip(found[1::2], found[2::2], strict=True))
 
 
 async def save_flow(store: Store, flow: str, shape: dict[str, Any]) -> None:

@@ -7,8 +7,8 @@ relations again, which the store takes once), and makes what the instance writes
 relation, the forward entries that find it from its inputs, and fold keys' histories.
 
 A fold does not repeat its key's past in every update: each task that folds records into a key
-adds an entry to that key's history (the task; its relation says which of its records went into
-which key), and an update names the length of its key's history (``records.HISTORY``). A window
+adds an entry to that key's history (``records.history_entry``: the records, and the updates it
+emitted), and an update names the length of its key's history (``records.HISTORY``). A window
 keeps its records' IDs until it closes, and names them all.
 """
 
@@ -86,13 +86,32 @@ class Capture:
             return numbers, None
         writes = InstanceWrites(self.prefix, keep_history=self.keep or 0)
         writes.tasks.append((first, records.encode(first, code, in_seqs, origins, folded)))
-        writes.history = [(number, position, first) for number, position, _ in folded]
+        emitted = self._emitted(first, origins)
+        if folded:
+            writes.history = [(number, position, records.history_entry(emitted.pop((number, position), []), code,
+                                                                        [in_seqs[p] for p in positions]))
+                              for number, position, positions in folded]
+        # Records of a key's state made by no entry of this task (a timer's, a final fold's): by
+        # the length of the history they come of, for forward queries.
+        writes.history += [(number, f"x:{seq}", b"%d" % (length + 1)) for (number, length), seqs in emitted.items()
+                           for seq in seqs]
         for code_bucket in self._buckets(code, in_seqs, origins):
             writes.forward.append((*code_bucket, first))
             self.forward_last[code_bucket] = first
         if self.keep is not None and self.seq - self.keep > self.floor + self.keep // 8:
             self._drop_below(self.seq - self.keep, writes)
         return numbers, writes
+
+    @staticmethod
+    def _emitted(first: int, origins: list[Any]) -> dict[tuple[int, int], list[int]]:
+        """Per fold key history entry ``(number, position)``, the records emitted of the key's
+        state as of it."""
+        out: dict[tuple[int, int], list[int]] = {}
+        for j, o in enumerate(origins):
+            head = o[0] if type(o) is list and o else o
+            if type(head) is tuple and head[0] == HISTORY:
+                out.setdefault((head[1], head[2] - 1), []).append(first + j)
+        return out
 
     @staticmethod
     def _buckets(code: int, in_seqs: Sequence[int], origins: list[Any]) -> set[tuple[int, int]]:

@@ -272,7 +272,12 @@ def test_joins_and_process_functions_name_both_sides_and_the_keys_records(store,
             queue.add(writes)
         await queue.write()
         reader = RelationReader(client)
-        return [await queries.backward(reader, rid) for rid in ids]
+        rows = [(side, i) for side in ("left", "right")[:len(plan.sources)] for i in range(case.rows)]
+        return ([await queries.backward(reader, rid) for rid in ids],
+                {row: await queries.forward(reader, SourceRecord(name, *row)) for row in rows})
 
-    for trace, tagged in zip(loop.run_until_complete(query()), oracle.outputs, strict=True):
+    backward, forward = loop.run_until_complete(query())
+    for trace, tagged in zip(backward, oracle.outputs, strict=True):
         assert {(s.source, s.id) for s in trace.ends} == _join_rows(tagged) and not trace.expired
+    for row, trace in forward.items():  # (a process function's timers' outputs included)
+        assert {ids.index(r) for r in trace.ends} == {k for k, o in enumerate(oracle.outputs) if row in _join_rows(o)}
