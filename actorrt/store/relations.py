@@ -67,19 +67,23 @@ end
 return 1
 """
 
-# KEYS = tasks, blobs; ARGV = seqs. Returns the floor, then per seq the first seq of the task that
-# may hold it and that task's blob (false, false: none).
+# KEYS = tasks, blobs; ARGV = seqs. Returns the floor; per seq the first seq of the task that may
+# hold it ('' if none); then each of those tasks' first seq and blob, once (many seqs share one).
 FIND = """
 local out = {redis.call('HGET', KEYS[2], 'floor') or '0'}
+local seen = {}
+local firsts = {}
 for i = 1, #ARGV do
-  local first = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[i], '-inf', 'LIMIT', 0, 1)[1]
-  if first then
-    out[#out + 1] = first
-    out[#out + 1] = redis.call('HGET', KEYS[2], first)
-  else
-    out[#out + 1] = false
-    out[#out + 1] = false
+  local first = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[i], '-inf', 'LIMIT', 0, 1)[1] or ''
+  out[#out + 1] = first
+  if first ~= '' and not seen[first] then
+    seen[first] = true
+    firsts[#firsts + 1] = first
   end
+end
+for _, first in ipairs(firsts) do
+  out[#out + 1] = first
+  out[#out + 1] = redis.call('HGET', KEYS[2], first)
 end
 return out
 """
@@ -230,7 +234,10 @@ class RelationReader:
         whose first output is at or before it (None: no such task)."""
         found = await self.store.run_script(FIND, [instance_prefix(flow, stage, instance) + s for s in (b":t", b":b")],
                                             list(seqs))
-        return int(found[0]), [blob or None for blob in found[2::2]]
+        firsts = found[1:len(seqs) + 1]
+        rest = found[len(seqs) + 1:]
+        blobs = dict(zip(rest[0::2], rest[1::2], strict=True))
+        return int(found[0]), [blobs.get(first) if first else None for first in firsts]
 
     async def forward(self, flow: str, stage: int, instance: int,
                       buckets: Sequence[tuple[int, int]]) -> list[list[bytes]]:
