@@ -14,7 +14,7 @@ from typing import Any
 from actorrt import lineage
 from actorrt.core import context, values
 from actorrt.core.object_ref import ObjectRef
-from actorrt.core.record_lineage import lineage_store
+from actorrt.core.record_lineage import lineage_store, relation_queue
 from actorrt.exceptions import ActorRTError
 from actorrt.functions import FunctionOptions, RemoteFunction, function_options
 from actorrt.handles import ActorClass, ActorHandle, ActorOptions, actor_options
@@ -217,7 +217,8 @@ async def ran(ref: ObjectRef) -> None:
 async def commit_lineage() -> int:
     """Inside an actor task, before it acts on the outside world (writes a file, a table, calls a
     service): write the task's uncommitted lineage to the store and wait for the acks (end-to-end
-    exactly-once).
+    exactly-once). Record lineage queued so far (``actorrt.lineage.relate``) is written too, so a
+    query then sees it.
 
     From then on a replay after any failure reproduces this task at this point of its actor's
     order, with the same arguments, so it emits the same output: made idempotent, the write is
@@ -236,7 +237,11 @@ async def commit_lineage() -> int:
     if sender is None or not sender.current_task or worker.ft is None:
         raise ActorRTError("commit_lineage() is for actor tasks: call it as `await actorrt.commit_lineage()` in an "
                            "actor method")
-    return await worker.ft.commit_lineage(sender.current_task)
+    written = await worker.ft.commit_lineage(sender.current_task)
+    flusher = getattr(worker.ft, "flusher", None)
+    if flusher is not None:
+        await flusher.write_relations_now()
+    return written
 
 
 @public
@@ -276,3 +281,5 @@ def _lineage_query(make: Any, timeout: float | None) -> Any:
 
 
 lineage._run = _lineage_query
+lineage._relate = lambda namespace, output, inputs, keep_s: relation_queue().add_named(namespace, output, inputs,
+                                                                                      keep_s)

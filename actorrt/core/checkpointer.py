@@ -118,6 +118,9 @@ class Checkpointer:
         actor = self._actor
         ft = actor.services.ft
         await asyncio.to_thread(checkpoints.write_checkpoint, path, snapshot)
+        flusher = getattr(ft, "flusher", None)
+        if flusher is not None:  # record lineage the tasks it covers related: a replay from it will not again
+            await flusher.write_relations_now()
         if ft.store is not None:
             # Until every process hears of it, a replay may start from ``base`` (a standby's copy).
             await ft.store.set_checkpoint(actor.actor_id, seq, str(path), announced=base)

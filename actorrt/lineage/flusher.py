@@ -138,6 +138,11 @@ class Flusher:
             if self._relations:
                 await self._write_relations()
 
+    async def write_relations_now(self) -> None:
+        """Write the record lineage queued so far (before a checkpoint that covers its tasks)."""
+        if self._relations:
+            await self._relations.write()
+
     async def _write_relations(self) -> None:
         try:
             await self._relations.write()

@@ -16,9 +16,19 @@ from typing import Any
 
 from actorrt.exceptions import ActorRTError
 from actorrt.lineage import records
-from actorrt.lineage.records import CHANNEL0, HISTORY, MOVED, SELF, SOURCE, RecordId, SourceRecord, TaskRelation
+from actorrt.lineage.records import (
+    CHANNEL0,
+    HISTORY,
+    MOVED,
+    SELF,
+    SOURCE,
+    NamedRecord,
+    RecordId,
+    SourceRecord,
+    TaskRelation,
+)
 
-Record = RecordId | SourceRecord
+Record = RecordId | SourceRecord | NamedRecord
 
 
 class LineageNotFoundError(ActorRTError):
@@ -243,3 +253,31 @@ async def _derived(reader: Any, flow: _Flow, frontier: list[Record]) -> list[tup
                 out += [(r, RecordId(flow.flow, t, j, seq)) for seq in emitted]
         out += [(r, RecordId(flow.flow, t, j, seq)) for seq, length in kept.made if length > position]
     return out
+
+
+async def walk_named(reader: Any, record: NamedRecord, forward: bool) -> Trace:
+    """A named record's lineage (``actorrt.lineage.relate``): backward, the records it came from
+    down to those that came from nothing related (``Trace.ends``); forward, the records made of
+    it, up to those nothing was made of."""
+    trace = Trace(record)
+    seen: set[Record] = {record}
+    frontier = [record]
+    while frontier:
+        by_namespace: dict[str, list[NamedRecord]] = defaultdict(list)
+        for r in frontier:
+            by_namespace[r.namespace].append(r)
+        answers = await asyncio.gather(*(reader.named(ns, [r.name for r in rs], forward)
+                                         for ns, rs in by_namespace.items()))
+        later = []
+        for rs, found in zip(by_namespace.values(), answers, strict=True):
+            for r, names in zip(rs, found, strict=True):
+                if not names and r != record:
+                    trace.ends.add(r)
+                for name in names:
+                    other = NamedRecord(r.namespace, name)
+                    trace.edges.append((r, other))
+                    if other not in seen:
+                        seen.add(other)
+                        later.append(other)
+        frontier = later
+    return trace

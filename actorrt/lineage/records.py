@@ -61,6 +61,16 @@ class SourceRecord(NamedTuple):
         return f"{self.flow}/{self.source}/{self.id}"
 
 
+class NamedRecord(NamedTuple):
+    """A record a plain actor names itself (``actorrt.lineage.relate``): ``name`` in ``namespace``."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}:{self.name}"
+
+
 Origin = int | tuple[int, int] | tuple[int, int, int]
 
 

@@ -14,6 +14,10 @@ and each read of an instance is one script call on one shard:
 
 Every write is idempotent (a replayed task writes the same fields and members again), so a
 recovery never records a relation twice. A flow's shape (``flow_key``) is written once by its driver.
+
+Plain actors relate records they name themselves (``actorrt.lineage.relate``): per namespace (one
+hash tag), ``rn:{ns}:<name>`` is the set of a record's inputs and ``rnf:{ns}:<name>`` the set of
+the records made of it, each kept ``ttl`` seconds after its last write if the relation says so.
 """
 
 from __future__ import annotations
@@ -118,6 +122,44 @@ return out
 """
 
 
+# KEYS = per relation: the output's inputs set, then each input's outputs set; ARGV = ttl (0:
+# kept), then per relation: its number of inputs, the output's name, the inputs' names.
+RELATE_NAMED = """
+local ttl = tonumber(ARGV[1])
+local k, a = 1, 2
+while a <= #ARGV do
+  local n = tonumber(ARGV[a])
+  local output = ARGV[a + 1]
+  for j = 1, n do
+    redis.call('SADD', KEYS[k], ARGV[a + 1 + j])
+    redis.call('SADD', KEYS[k + j], output)
+    if ttl > 0 then
+      redis.call('EXPIRE', KEYS[k + j], ttl)
+    end
+  end
+  if ttl > 0 then
+    redis.call('EXPIRE', KEYS[k], ttl)
+  end
+  k, a = k + n + 1, a + n + 2
+end
+return 1
+"""
+
+# KEYS = sets; returns each one's members.
+MEMBERS = """
+local out = {}
+for i = 1, #KEYS do
+  out[i] = redis.call('SMEMBERS', KEYS[i])
+end
+return out
+"""
+
+
+def named_key(namespace: str, name: str, forward: bool = False) -> bytes:
+    """The set of a named record's inputs (``forward``: of the records made of it)."""
+    return f"{'rnf' if forward else 'rn'}:{{{namespace}}}:{name}".encode()
+
+
 def instance_prefix(flow: str, stage: int, instance: int) -> bytes:
     return f"rl:{{{flow}/{stage}/{instance}}}".encode()
 
@@ -185,11 +227,18 @@ class RelationQueue:
     def __init__(self, store: Store, wake: Any = None) -> None:
         self.store = store
         self._pending: dict[bytes, InstanceWrites] = {}
+        self._named: dict[tuple[str, int], list[tuple[str, list[str]]]] = {}  # (namespace, ttl) -> relations
         self._wake = wake  # called when something is queued
         self.written_tasks = 0
 
     def __bool__(self) -> bool:
-        return bool(self._pending)
+        return bool(self._pending or self._named)
+
+    def add_named(self, namespace: str, output: str, inputs: list[str], ttl_s: int = 0) -> None:
+        """A plain actor's relation: record ``output`` of ``namespace`` came from ``inputs``."""
+        self._named.setdefault((namespace, ttl_s), []).append((output, inputs))
+        if self._wake is not None:
+            self._wake()
 
     def add(self, writes: InstanceWrites) -> None:
         held = self._pending.get(writes.prefix)
@@ -207,15 +256,29 @@ class RelationQueue:
         """Write what is queued, one script call per instance (instances in parallel); what fails
         stays queued for the next try."""
         taken, self._pending = self._pending, {}
+        named, self._named = self._named, {}
         try:
-            await asyncio.gather(*[self.store.run_script(RELATE, *w.script_call()) for w in taken.values()])
+            await asyncio.gather(*[self.store.run_script(RELATE, *w.script_call()) for w in taken.values()],
+                                 *[self.store.run_script(RELATE_NAMED, *_named_call(ns, ttl, relations))
+                                   for (ns, ttl), relations in named.items()])
         except BaseException:
             for prefix, writes in taken.items():  # (idempotent: what did go in is written again)
                 if prefix in self._pending:
                     writes.merge(self._pending[prefix])
                 self._pending[prefix] = writes
+            for key, relations in named.items():
+                self._named[key] = relations + self._named.get(key, [])
             raise
         self.written_tasks += sum(len(w.tasks) for w in taken.values())
+
+
+def _named_call(namespace: str, ttl_s: int, relations: list[tuple[str, list[str]]]) -> tuple[list[bytes], list]:
+    keys: list[bytes] = []
+    args: list[Any] = [ttl_s]
+    for output, inputs in relations:
+        keys += [named_key(namespace, output)] + [named_key(namespace, i, forward=True) for i in inputs]
+        args += [len(inputs), output, *inputs]
+    return keys, args
 
 
 class RelationReader:
@@ -247,6 +310,11 @@ class RelationReader:
             return []
         return await self.store.run_script(FORWARD, [prefix + b":b"] + [forward_key(prefix, c, b) for c, b in buckets],
                                            [])
+
+    async def named(self, namespace: str, names: Sequence[str], forward: bool = False) -> list[list[str]]:
+        """Per name, its inputs (``forward``: the records made of it)."""
+        found = await self.store.run_script(MEMBERS, [named_key(namespace, n, forward) for n in names], [])
+        return [sorted(m.decode() for m in members) for members in found]
 
     async def history(self, flow: str, stage: int, instance: int, number: int) -> tuple[int, dict[bytes, bytes]]:
         """A fold key's history: the first position kept, and its fields (positions, and

@@ -1,6 +1,7 @@
 """Record lineage on a real cluster: queries after a node kill (the replayed operators number
-their records alike and write the same relations once), retention, and the modes that cannot
-capture it. The oracle is plain Python over the input text."""
+their records alike and write the same relations once), retention, the modes that cannot
+capture it, the CLI, and a plain actor relating records it names. The oracle is plain Python
+over the input."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import actorrt
 from actorrt.cluster.cli import cli
 from actorrt.core.record_lineage import RecordLineageUnavailableError
 from actorrt.lifecycle import current_driver
-from actorrt.lineage import RecordId, SourceRecord
+from actorrt.lineage import NamedRecord, RecordId, SourceRecord
 from actorrt.streaming import Dataflow, ListSource
 from actorrt.streaming.testing import KillNodeAt
 
@@ -86,3 +87,37 @@ def test_the_cli_prints_a_records_chain_down_to_its_source_lines(cluster):
     assert out.exit_code == 0 and str(result.ids[-1]) in out.output, out.output
     out = CliRunner().invoke(cli, ["lineage", "backward", "nothing/0/0/0", *target])
     assert out.exit_code == 1 and "no record lineage of a flow 'nothing'" in out.output
+
+
+@actorrt.remote
+class Totals:
+    """A plain actor that names its records: each order ``raw/<i>`` adds to ``total/<customer>``."""
+
+    def __init__(self):
+        self.totals = collections.Counter()
+
+    async def add(self, orders):
+        for i, customer, amount in orders:
+            self.totals[customer] += amount
+            actorrt.lineage.relate(("orders", f"total/{customer}"), [("orders", f"raw/{i}")])
+        await actorrt.commit_lineage()  # (the relations are written with the next flush; now, for the queries)
+        return len(orders)
+
+    def total(self, customer):
+        return self.totals[customer]
+
+
+def test_a_plain_actor_relates_the_records_it_names_through_a_node_kill(cluster):
+    orders = [(i, f"c{i % 5}", i % 7) for i in range(300)]
+    totals = Totals.options(node=1).remote()
+    for k in range(0, len(orders), 30):
+        if k == 150:
+            actorrt.kill_node(1)  # its task log replays, relating the same records again
+        actorrt.get(totals.add.remote(orders[k:k + 30]), timeout=60)
+    for customer in {c for _, c, _ in orders}:
+        trace = actorrt.lineage.backward(NamedRecord("orders", f"total/{customer}"))
+        assert {r.name for r in trace.ends} == {f"raw/{i}" for i, c, _ in orders if c == customer}
+        assert actorrt.get(totals.total.remote(customer), timeout=30) == sum(a for _, c, a in orders if c == customer)
+    assert actorrt.lineage.forward(NamedRecord("orders", "raw/42")).ends == {NamedRecord("orders", "total/c2")}
+    with pytest.raises(ValueError, match="of one namespace"):
+        actorrt.lineage.relate(("a", "x"), [("b", "y")])
