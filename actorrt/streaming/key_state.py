@@ -9,12 +9,15 @@ instance, rebuilding the expiry, timer and eviction heaps from it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from actorrt.lineage.records import MOVED
 from actorrt.streaming.logic import StageLogic
+
+_BY_WINDOW = ("windows", "window_origins")  # fields by (window start, key)
 
 
 @dataclass
@@ -38,12 +41,21 @@ class KeySlice:
         for f in fields(self):
             getattr(self, f.name).update(getattr(other, f.name))
 
+    def chunks(self, keys_each: int) -> list[KeySlice]:
+        """This slice in pieces of ``keys_each`` keys (at least one piece), in the order its keys
+        first appear (the same in a replay)."""
+        order: dict[Any, int] = {}
+        for f in fields(self):
+            for k in getattr(self, f.name):
+                order.setdefault(k[1] if f.name in _BY_WINDOW else k, len(order))
+        return self.split(lambda key: order[key] // keys_each, max(1, math.ceil(len(order) / keys_each)))
+
     def split(self, owner: Callable[[Any], int], parts: int) -> list[KeySlice]:
         """This slice cut in ``parts``, each key into part ``owner(key)``."""
         out = [KeySlice() for _ in range(parts)]
         for f in fields(self):
             for k, v in getattr(self, f.name).items():
-                key = k[1] if f.name in ("windows", "window_origins") else k
+                key = k[1] if f.name in _BY_WINDOW else k
                 getattr(out[owner(key)], f.name)[k] = v
         return out
 

@@ -189,6 +189,7 @@ class Operator(RescaleSteps):
         self.handoff = (None if joining is None
                         else Handoff(instance, joining.before, self.plan.stages[stage].parallelism))
         self.peers: list[ActorHandle] = []
+        self.me_rescaling: ActorHandle | None = None  # its own handle, while it hands keys over
         self.retired = 0
         self.finished = 0
         for channel in () if joining is None else joining.retired:  # senders gone before it came

@@ -47,7 +47,10 @@ def rescale(running: RunningFlow, stage: int, parallelism: int) -> None:
     options = operator_options(plan, stage, flow._checkpoint_every)
     new = [options.remote(blob, stage, j, downstream, watch.monitor, joining[j]) for j in range(before, parallelism)]
     peers = (old + new)[:parallelism]
-    watch.get([op.begin_rescale.remote(before, parallelism, peers) for op in old])
+    # Up and running before any record goes to them: a producer that found one still starting
+    # would fill its window to it and stop sending to every other instance meanwhile.
+    watch.get([op.rescaled.remote() for op in new])
+    watch.get([op.begin_rescale.remote(before, parallelism, peers, op) for op in old])
     producers = {id(op): op for put in plan.stages[stage].inputs for op in running._stages[put.stage]}
     watch.get([op.reroute.remote(stage, peers) for op in producers.values()])
     moving = old + new

@@ -14,7 +14,7 @@ from actorrt.handles import ActorHandle
 from actorrt.streaming.key_state import KeySlice, give_keys, take_keys
 from actorrt.streaming.keys import partition
 from actorrt.streaming.progress import UNKNOWN, InputProgress
-from actorrt.streaming.rescaling import Handoff, Held, hands_to
+from actorrt.streaming.rescaling import HANDOFF_KEYS, Handoff, Held, hands_to
 
 if TYPE_CHECKING:
     from actorrt.streaming.operator import Operator
@@ -49,33 +49,51 @@ class RescaleSteps:
 
     # --- an instance of the stage ---
 
-    def begin_rescale(self: Operator, old: int, new: int, peers: list[ActorHandle]) -> None:
-        """A move from ``old`` to ``new`` instances begins; ``peers``: the stage's new instances."""
+    def begin_rescale(self: Operator, old: int, new: int, peers: list[ActorHandle], me: ActorHandle) -> None:
+        """A move from ``old`` to ``new`` instances begins; ``peers``: the stage's new instances;
+        ``me``: this instance's handle (it sends its keys in pieces, a task each)."""
         self.handoff = Handoff(self.instance, old, new)
         self.peers = list(peers)
+        self.me_rescaling = me
 
     async def handover(self: Operator, upstream: int) -> None:
-        """Producer channel ``upstream`` switched: after the last, the leaving keys go."""
+        """Producer channel ``upstream`` switched: after the last, the leaving keys are taken out,
+        to go in pieces."""
         handoff = self.handoff
         handoff.handovers += 1
         if handoff.handovers < self.logic.upstreams - self.retired:
             return
-        mark = self.logic.progress.mark if self.logic.progress is not None else None
+        handoff.mark = self.logic.progress.mark if self.logic.progress is not None else None
         for j in hands_to(self.instance, handoff.old, handoff.new):
             # (past the end of its input, what it held was emitted: nothing more is to come for it)
             part = KeySlice() if self.ended else take_keys(self.logic, lambda k, j=j: partition(k, handoff.new) == j,
                                                            self.uid)
+            pieces = part.chunks(HANDOFF_KEYS)
+            handoff.outgoing += [(j, piece, n == len(pieces) - 1) for n, piece in enumerate(pieces)]
+        await self.send_keys()
+
+    async def send_keys(self: Operator) -> None:
+        """One piece of the keys this instance hands over; the next goes in a task of its own, so
+        that the records of the keys it keeps go through between pieces (each is pickled here)."""
+        handoff = self.handoff
+        if handoff.outgoing:
+            j, piece, last = handoff.outgoing.pop(0)
             # Not awaited: two kept instances may hand keys to each other (awaited by a retirement).
-            self._handed.append(self.peers[j].adopt.remote(self.instance, part, mark))
+            self._handed.append(self.peers[j].adopt.remote(self.instance, piece, handoff.mark, last))
+        if handoff.outgoing:
+            self.me_rescaling.send_keys.remote()
+            return
         handoff.handed = True
         if handoff.retiring:
             await self._retire()
         await self._end_handoff()
 
-    async def adopt(self: Operator, owner: int, part: KeySlice, mark: float | None) -> None:
-        """Old instance ``owner``'s keys that come here, with its watermark: then the records held
-        for them go through, in the order they came."""
+    async def adopt(self: Operator, owner: int, part: KeySlice, mark: float | None, last: bool = True) -> None:
+        """A piece of old instance ``owner``'s keys that come here, with its watermark: after the
+        last, the records held for them go through, in the order they came."""
         give_keys(self.logic, part)
+        if not last:
+            return
         progress = self.logic.progress
         if progress is not None and mark is not None and not self.handoff.old_instance:
             progress.mark = max(progress.mark, mark)  # (a new instance: its inputs' marks come later)

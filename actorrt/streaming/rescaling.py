@@ -9,8 +9,9 @@ instances, a key moves when its owner changes. The move, with no stage stopped:
    channel, nothing more comes for keys the old instance gives up;
 2. an old instance that heard it from all its producers takes the keys that leave it out of its
    state (``key_state.take_keys``: values, windows, timers) and hands each new owner its part
-   (``adopt``); an instance beyond the new parallelism then retires: its consumers count its
-   channel as finished;
+   (``adopt``), ``HANDOFF_KEYS`` keys at a time, each piece a task of its own: between pieces it
+   processes the records of the keys it keeps. An instance beyond the new parallelism then
+   retires: its consumers count its channel as finished;
 3. meanwhile an instance holds the records of the keys it is to receive, per old owner, until that
    owner's part arrives, then processes them in arrival order (in processing time, as arriving
    then). Records of every other key go through at once. Every instance of the stage defers
@@ -27,7 +28,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from actorrt.streaming.key_state import KeySlice
 from actorrt.streaming.keys import partition
+
+# Keys per piece of a handoff: with 5 KB of state a key, 5 MB, some tens of ms to pickle.
+HANDOFF_KEYS = 1000
 
 
 def hands_to(instance: int, old: int, new: int) -> list[int]:
@@ -80,6 +85,8 @@ class Handoff:
     handed: bool = False  # this (old) instance gave its leaving keys away
     held: list[Held] = field(default_factory=list)
     deferred: list[tuple[int, float, bool]] = field(default_factory=list)  # (upstream, mark, idle)
+    outgoing: list[tuple[int, KeySlice, bool]] = field(default_factory=list)  # pieces to hand: (to, keys, last)
+    mark: float | None = None  # the watermark when the leaving keys were taken
     finishes: list[int] = field(default_factory=list)  # upstreams whose end came while records waited
 
     def __post_init__(self) -> None:

@@ -70,3 +70,19 @@ def test_instances_that_took_over_keys_emit_what_one_instance_would(kind, before
         logic.progress.mark = mark_of(batches[cut - 1])
     emitted += _run(second, batches[cut:], mark_of)
     assert sorted(emitted, key=repr) == sorted(whole, key=repr)
+
+
+def test_a_slice_in_pieces_keeps_each_keys_state_together_and_loses_nothing():
+    whole = KeySlice(values={f"k{i}": i for i in range(25)}, timers={"k3": {5}, "z": {7}},
+                     windows={(0, f"k{i}"): i for i in range(0, 25, 2)}, fold_times={"k24": 9})
+    pieces = whole.chunks(10)
+    assert len(pieces) == 3  # 26 keys (z has only a timer), 10 a piece
+    merged = KeySlice()
+    for piece in pieces:
+        keys = set(piece.values) | set(piece.timers) | {k for _, k in piece.windows} | set(piece.fold_times)
+        assert 0 < len(keys) <= 10
+        for _, key in piece.windows:
+            assert key in piece.values  # a key's windows go with its value
+        merged.merge(piece)
+    assert merged == whole
+    assert whole.chunks(10) == pieces  # the same pieces every time (a replay sends the same)
