@@ -106,7 +106,7 @@ async def backward(reader: Any, record: RecordId, until: str | int = "source") -
     while frontier:
         found = await _relations(reader, flow, frontier)
         histories = await _histories(reader, flow, {
-            key for r, rel in found.items() for o in rel.origins[r.seq - rel.first] if (key := _history_of(r, o))})
+            key for r, rel in found.items() for o in rel.origins_of(r.seq - rel.first) if (key := _history_of(r, o))})
         later: list[RecordId] = []
         for r in frontier:
             rel = found.get(r)
@@ -240,7 +240,8 @@ async def _derived(reader: Any, flow: _Flow, frontier: list[Record]) -> list[tup
         for r, code, seq in by_instance[(t, j)]:
             for rel in rels:
                 positions = {p for p, v in enumerate(rel.in_seqs) if v == seq} if rel.code == code else set()
-                for k, origins in enumerate(rel.origins):
+                for k in range(len(rel.origins)):
+                    origins = rel.origins_of(k)
                     if any(o in positions if type(o) is int else (o[0] == code and o[1] == seq) for o in origins):
                         out.append((r, RecordId(flow.flow, t, j, rel.first + k)))
                 folded += [(r, t, j, number, position) for number, position, taken in rel.folded

@@ -82,12 +82,17 @@ class TaskRelation(NamedTuple):
     first: int
     code: int
     in_seqs: list[int]
-    origins: list[list[Origin]]
+    origins: list[Any]  # per output: one origin, or a list of them (as encoded; ``origins_of``)
     folded: list[tuple[int, int, list[int]]]
+
+    def origins_of(self, i: int) -> list[Origin]:
+        """Output ``first + i``'s origins, as a list."""
+        o = self.origins[i]
+        return o if type(o) is list else [o]
 
     def resolved(self, i: int) -> list[tuple[int, int] | tuple[int, int, int]]:
         """Output ``first + i``'s origins with batch positions made ``(code, seq)``."""
-        return [(self.code, self.in_seqs[o]) if isinstance(o, int) else o for o in self.origins[i]]
+        return [(self.code, self.in_seqs[o]) if type(o) is int else o for o in self.origins_of(i)]
 
 
 def encode(first: int, code: int, in_seqs: Sequence[int], origins: list[Any],
@@ -101,7 +106,7 @@ def decode(blob: bytes) -> TaskRelation:
     version, first, code, in_seqs, origins, folded = marshal.loads(zlib.decompress(blob))
     if version != FORMAT:
         raise ValueError(f"record lineage in format {version}; this version reads format {FORMAT}")
-    return TaskRelation(first, code, in_seqs, [o if type(o) is list else [o] for o in origins], folded)
+    return TaskRelation(first, code, in_seqs, origins, folded)
 
 
 def history_entry(emitted: Sequence[int], code: int, seqs: Sequence[int]) -> bytes:
