@@ -228,6 +228,7 @@ class RelationQueue:
         self.store = store
         self._pending: dict[bytes, InstanceWrites] = {}
         self._named: dict[tuple[str, int], list[tuple[str, list[str]]]] = {}  # (namespace, ttl) -> relations
+        self._writing = asyncio.Lock()  # one write at a time: a write returns once all queued before it is in
         self._wake = wake  # called when something is queued
         self.written_tasks = 0
 
@@ -253,8 +254,12 @@ class RelationQueue:
         return self._pending.get(prefix)
 
     async def write(self) -> None:
-        """Write what is queued, one script call per instance (instances in parallel); what fails
-        stays queued for the next try."""
+        """Write what is queued, one script call per instance (instances in parallel), after the
+        write under way if any; what fails stays queued for the next try."""
+        async with self._writing:
+            await self._write()
+
+    async def _write(self) -> None:
         taken, self._pending = self._pending, {}
         named, self._named = self._named, {}
         try:
