@@ -209,9 +209,10 @@ class Operator(RescaleSteps):
         self.sink_writes: dict[int, int] = {}  # per port with a sink: the writes so far
         self.output_ids: dict[str, list[int]] = {}  # capturing lineage: the seqs of ``outputs``' records
         # Record lineage: the numbers of what it emits, and the relations it writes.
-        self.capture = (Capture(instance_prefix(self.plan.lineage, stage, self.uid), self.plan.lineage_keep)
-                        if self.plan.captures(stage) else None)
-        self.logic.capture = self.capture is not None
+        self.capture = (Capture(instance_prefix(self.plan.lineage, stage, self.uid), self.plan.lineage_keep,
+                                relates=self.plan.captures(stage))
+                        if self.plan.numbers(stage) else None)
+        self.logic.capture = self.plan.captures(stage)
         self._in_flight = self._no_refs()
         self._retiring_refs: list[deque[ObjectRef]] = []  # sent to instances a rescale took away
         self._handed: deque[ObjectRef] = deque()  # keys handed to other instances in a rescale
@@ -294,7 +295,7 @@ class Operator(RescaleSteps):
             else:
                 actorrt.call_later(getattr(source, "poll_s", PULL_IDLE_S), self.pull)
             return
-        if self.capture is not None:
+        if self.logic.capture:
             batch, seqs = read_with_ids(source, found, self.records_in)
         else:
             batch, seqs = source.read(found), ()

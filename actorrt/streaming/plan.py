@@ -304,6 +304,11 @@ class Plan:
         return self.lineage is not None and (self.lineage_stages is None
                                              or self.stages[stage].name in self.lineage_stages)
 
+    def numbers(self, stage: int) -> bool:
+        """Whether instances of ``stage`` number what they emit: they capture record lineage, or
+        a stage that takes their records does (it names them by those numbers)."""
+        return self.captures(stage) or any(self.captures(c.stage) for port in self.consumers(stage) for c in port)
+
     def producer(self, stage: int, channel: int) -> tuple[int, int]:
         """The (stage, instance) that sends to ``stage`` on ``channel``."""
         base = 0

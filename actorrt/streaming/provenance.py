@@ -61,10 +61,12 @@ class FoldHistory:
 @dataclass
 class Capture:
     """Numbers an instance's output records and makes the relations it writes; ``keep``: the
-    newest records whose relations retention keeps (None: all)."""
+    newest records whose relations retention keeps (None: all); ``relates``: whether it relates
+    them (else it numbers them only, for a stage after it that captures)."""
 
     prefix: bytes
     keep: int | None = None
+    relates: bool = True  # False: it only numbers its records (a stage after it captures)
     seq: int = 0  # the next output record's number
     forward_last: dict[tuple[int, int], int] = field(default_factory=dict)  # (code, bucket) -> last task that used it
     floor: int = 0
@@ -80,7 +82,7 @@ class Capture:
             n = len(out.records)
             numbers.append(range(self.seq, self.seq + n))
             self.seq += n
-            if n:
+            if n and self.relates:
                 origins += out.origins
         if not origins and not folded:
             return numbers, None

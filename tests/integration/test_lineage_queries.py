@@ -281,3 +281,28 @@ def test_joins_and_process_functions_name_both_sides_and_the_keys_records(store,
         assert {(s.source, s.id) for s in trace.ends} == _join_rows(tagged) and not trace.expired
     for row, trace in forward.items():  # (a process function's timers' outputs included)
         assert {ids.index(r) for r in trace.ends} == {k for k, o in enumerate(oracle.outputs) if row in _join_rows(o)}
+
+
+def test_a_flow_capturing_some_stages_names_the_records_where_the_walk_stops(store):
+    loop, client = store
+    case = Case(seed=3, rows=40, batch_size=5, source=1, split=2, count=2, window=False)
+    plan = case.build(tagged=False).plan
+    name = f"partial.{uuid.uuid4().hex}"
+    plan.lineage, plan.lineage_keep = name, None
+    plan.lineage_stages = frozenset({plan.stages[2].name})  # the counts, not the split
+    local = LocalFlow(plan, case.seed)
+    local.feed(case.lines())
+    captured = local.finish()
+
+    async def query():
+        await save_flow(client, name, flow_shape(plan, {0: "row"}))
+        queue = RelationQueue(client)
+        for writes in captured.writes:
+            queue.add(writes)
+        await queue.write()
+        return [await queries.backward(RelationReader(client), rid) for rid in captured.ids["outputs"]]
+
+    for (word, n), trace in zip(captured.outputs, loop.run_until_complete(query()), strict=True):
+        # Each update's words, named by the split instance that emitted them, where the walk stopped.
+        assert not trace.ends and len(trace.expired) == n
+        assert all(r.stage == 1 for r in trace.expired)

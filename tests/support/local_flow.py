@@ -64,11 +64,12 @@ class LocalFlow:
         self.result = LocalResult()
         self._turn: dict[int, int] = {}
         self._rows: dict[int, int] = {}  # per source: the records fed so far (their IDs)
-        self.capture = [[Capture(instance_prefix(plan.lineage, s, i), plan.lineage_keep) if plan.captures(s) else None
-                         for i in range(stage.parallelism)] for s, stage in enumerate(plan.stages)]
+        self.capture = [[Capture(instance_prefix(plan.lineage, s, i), plan.lineage_keep, relates=plan.captures(s))
+                         if plan.numbers(s) else None for i in range(stage.parallelism)]
+                        for s, stage in enumerate(plan.stages)]
         for s, instances in enumerate(self.logic):
-            for i, logic in enumerate(instances):
-                logic.capture = self.capture[s][i] is not None
+            for logic in instances:
+                logic.capture = plan.captures(s)
 
     def feed(self, records: list[Any], now: float = 0.0, source: int | None = None) -> None:
         """The driver's batches, in turn over a source's instances (as ``RunningFlow.feed`` sends
