@@ -137,7 +137,7 @@ def run(case: Case, flow_name: str, tagged: bool):
     return plan, local.finish()
 
 
-@property_settings(ci_examples=40)
+@property_settings(ci_examples=30)
 @given(cases())
 def test_backward_and_forward_queries_equal_the_provenance_oracle(store, case):
     loop, client = store
@@ -245,7 +245,7 @@ def _untag(output):
     return (*output[:3], *([record[:3] for record in side] for side in output[3:]))
 
 
-@property_settings(ci_examples=24)
+@property_settings(ci_examples=20)
 @given(st.builds(JoinCase, seed=st.integers(0, 2**32), kind=st.sampled_from(["interval", "pairs", "groups", "process"]),
                  rows=st.integers(1, 60), batch_size=st.integers(1, 12), parallelism=st.integers(1, 3)))
 def test_joins_and_process_functions_name_both_sides_and_the_keys_records(store, case):
