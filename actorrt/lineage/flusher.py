@@ -140,7 +140,7 @@ class Flusher:
 
     async def write_relations_now(self) -> None:
         """Write the record lineage queued so far (before a checkpoint that covers its tasks)."""
-        if self._relations:
+        if self._relations is not None:  # (also when nothing is queued: a write may be under way)
             await self._relations.write()
 
     async def _write_relations(self) -> None:

@@ -4,7 +4,9 @@ The keys of one operator instance share a hash tag (``{flow/stage/instance}``), 
 and each read of an instance is one script call on one shard:
 
 - ``…:t`` (sorted set) and ``…:b`` (hash): each task's relation blob (``records.encode``) under the
-  seq of its first output; the hash's ``floor`` field is the seq below which retention dropped them;
+  seq of its first output; the hash's ``floor`` field is the seq below which retention dropped them.
+  A task that emitted nothing (it folded records into keys) is under ``<seq>.<task number>``,
+  listed in ``…:z`` (sorted by seq) for retention, not in ``…:t``;
 - ``…:f:<code>:<bucket>`` (set): the tasks that took records of sender ``code`` in that bucket of
   its seqs (``records.bucket``), for forward queries;
 - ``…:h:<key number>`` (hash): a fold key's history: by position, what each task that folded
@@ -30,19 +32,20 @@ from typing import Any
 
 from actorrt.store.clients import Store
 
-# KEYS = tasks (sorted set), blobs (hash), then the sets and hashes the ops name by position;
-# ARGV = floor (drop the tasks wholly below it; -1: none), history kept per key (0: all), then ops:
-# "t" first blob | "f" key member | "h" key position entry | "d" key.
+# KEYS = tasks (sorted set), blobs (hash), tasks that emitted nothing (sorted set), then the sets
+# and hashes the ops name by position; ARGV = floor (drop the tasks wholly below it; -1: none),
+# history kept per key (0: all), then ops: "t" first field blob | "z" first field blob |
+# "d" key | "f" key member | "h" key position entry (deletes come first: they are of older tasks).
 RELATE = """
 local floor = tonumber(ARGV[1])
 local keep = tonumber(ARGV[2])
 local i = 3
 while i <= #ARGV do
   local op = ARGV[i]
-  if op == 't' then
-    redis.call('ZADD', KEYS[1], ARGV[i + 1], ARGV[i + 1])
-    redis.call('HSET', KEYS[2], ARGV[i + 1], ARGV[i + 2])
-    i = i + 3
+  if op == 't' or op == 'z' then
+    redis.call('ZADD', KEYS[op == 't' and 1 or 3], ARGV[i + 1], ARGV[i + 2])
+    redis.call('HSET', KEYS[2], ARGV[i + 2], ARGV[i + 3])
+    i = i + 4
   elseif op == 'f' then
     redis.call('SADD', KEYS[tonumber(ARGV[i + 1])], ARGV[i + 2])
     i = i + 3
@@ -66,6 +69,10 @@ if floor >= 0 then
     redis.call('HDEL', KEYS[2], below[j])
     redis.call('ZREM', KEYS[1], below[j])
   end
+  for _, field in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', '(' .. floor)) do
+    redis.call('HDEL', KEYS[2], field)
+  end
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. floor)
   redis.call('HSET', KEYS[2], 'floor', floor)
 end
 return 1
@@ -182,8 +189,8 @@ class InstanceWrites:
     keys to delete, and the floor of its retention."""
 
     prefix: bytes
-    tasks: list[tuple[int, bytes]] = field(default_factory=list)
-    forward: list[tuple[int, int, int]] = field(default_factory=list)  # (code, bucket, task first)
+    tasks: list[tuple[int, str, bytes]] = field(default_factory=list)  # (first, field, blob)
+    forward: list[tuple[int, int, str]] = field(default_factory=list)  # (code, bucket, task's field)
     history: list[tuple[int, int | str, bytes]] = field(default_factory=list)  # (key number, field, entry)
     deletes: list[bytes] = field(default_factory=list)
     floor: int = -1
@@ -198,7 +205,7 @@ class InstanceWrites:
         self.keep_history = other.keep_history
 
     def script_call(self) -> tuple[list[bytes], list[Any]]:
-        keys = [self.prefix + b":t", self.prefix + b":b"]
+        keys = [self.prefix + b":t", self.prefix + b":b", self.prefix + b":z"]
         index: dict[bytes, int] = {}
 
         def at(key: bytes) -> int:
@@ -208,14 +215,14 @@ class InstanceWrites:
             return index[key]
 
         args: list[Any] = [self.floor, self.keep_history]
-        for first, blob in self.tasks:
-            args += [b"t", first, blob]
-        for code, bucket, first in self.forward:
-            args += [b"f", at(forward_key(self.prefix, code, bucket)), first]
-        for number, position, entry in self.history:
-            args += [b"h", at(history_key(self.prefix, number)), position, entry]
         for key in self.deletes:
             args += [b"d", at(key)]
+        for first, name, blob in self.tasks:
+            args += [b"t" if name == str(first) else b"z", first, name, blob]
+        for code, bucket, name in self.forward:
+            args += [b"f", at(forward_key(self.prefix, code, bucket)), name]
+        for number, position, entry in self.history:
+            args += [b"h", at(history_key(self.prefix, number)), position, entry]
         return keys, args
 
 

@@ -41,6 +41,14 @@ class KeySlice:
         for f in fields(self):
             getattr(self, f.name).update(getattr(other, f.name))
 
+    def without_lineage(self) -> KeySlice:
+        """This slice, its record lineage left out (a savepoint: the resumed run is another flow
+        in the lineage store, where these IDs would name other records)."""
+        self.histories, self.window_origins = {}, {}
+        self.joined = {key: ([(t, r, None) for t, r, _ in lefts], [(t, r, None) for t, r, _ in rights])
+                       for key, (lefts, rights) in self.joined.items()}
+        return self
+
     def chunks(self, keys_each: int) -> list[KeySlice]:
         """This slice in pieces of ``keys_each`` keys (at least one piece), in the order its keys
         first appear (the same in a replay)."""

@@ -214,6 +214,7 @@ class StageLogic:
         if self.state.ttl_us is not None and now_us != DONE:  # (at the end, a final fold still emits its keys)
             for key in self.state.expire(now_us):
                 self.fold_times.pop(key, None)
+                self.history.forget(key)  # its state starts afresh: so does what it comes of
         return out
 
     def _nothing(self) -> Out:
@@ -366,14 +367,14 @@ class StageLogic:
         out_origins: list[Any] | None = None if origin_of is None else []
         listed = _listed(method)
         for n, (key, at, arg) in enumerate(calls):
-            origin = None if origin_of is None else origin_of(n, key)
             ctx = Context(self.state, step.fn.init, key, at, None if self.time is None else at, watermark)
             ok, made = self._apply(step, listed, ctx, arg)
             if ok:
                 out += made
                 if out_times is not None:
                     out_times += [at] * len(made)
-                if out_origins is not None:
+                if out_origins is not None:  # (once per call that went through: one set aside is no origin)
+                    origin = origin_of(n, key)
                     out_origins += [origin] * len(made)
         return Out(out, out_times, out_origins)
 

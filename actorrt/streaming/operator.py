@@ -341,7 +341,8 @@ class Operator(RescaleSteps):
         state (taken out), watermark, how far its source was read, and its sinks' write numbers."""
         progress = self.logic.progress
         own = self.plan.stages[self.stage]
-        return {"keys": take_keys(self.logic, lambda key: True, self.uid) if own.keyed is not None else None,
+        return {"keys": take_keys(self.logic, lambda key: True, self.uid).without_lineage()
+                if own.keyed is not None else None,
                 "id": self.uid,
                 "watermark": None if progress is None else progress.mark,
                 "newest": getattr(progress, "newest", None),

@@ -53,6 +53,11 @@ class FoldHistory:
         here = [] if number is None else [(HISTORY, number, self.lengths[number])]
         return here + self.carried.get(key, [])
 
+    def forget(self, key: Any) -> None:
+        """``key``'s state expired: its next records start a history of their own."""
+        self.numbers.pop(key, None)
+        self.carried.pop(key, None)
+
     def take(self) -> list[tuple[int, int, list[int]]]:
         taken, self.folded = self.folded, []
         return taken
@@ -68,6 +73,7 @@ class Capture:
     keep: int | None = None
     relates: bool = True  # False: it only numbers its records (a stage after it captures)
     seq: int = 0  # the next output record's number
+    tasks: int = 0  # the tasks it related (a task that emitted nothing is named by its number)
     forward_last: dict[tuple[int, int], int] = field(default_factory=dict)  # (code, bucket) -> last task that used it
     floor: int = 0
 
@@ -87,7 +93,9 @@ class Capture:
         if not origins and not folded:
             return numbers, None
         writes = InstanceWrites(self.prefix, keep_history=self.keep or 0)
-        writes.tasks.append((first, records.encode(first, code, in_seqs, origins, folded)))
+        self.tasks += 1
+        name = str(first) if origins else f"{first}.{self.tasks}"
+        writes.tasks.append((first, name, records.encode(first, code, in_seqs, origins, folded)))
         emitted = self._emitted(first, origins)
         if folded:
             writes.history = [(number, position, records.history_entry(emitted.pop((number, position), []), code,
@@ -98,7 +106,7 @@ class Capture:
         writes.history += [(number, f"x:{seq}", b"%d" % (length + 1)) for (number, length), seqs in emitted.items()
                            for seq in seqs]
         for code_bucket in self._buckets(code, in_seqs, origins):
-            writes.forward.append((*code_bucket, first))
+            writes.forward.append((*code_bucket, name))
             self.forward_last[code_bucket] = first
         if self.keep is not None and self.seq - self.keep > self.floor + self.keep // 8:
             self._drop_below(self.seq - self.keep, writes)

@@ -302,7 +302,38 @@ def test_a_flow_capturing_some_stages_names_the_records_where_the_walk_stops(sto
         await queue.write()
         return [await queries.backward(RelationReader(client), rid) for rid in captured.ids["outputs"]]
 
-    for (word, n), trace in zip(captured.outputs, loop.run_until_complete(query()), strict=True):
+    for (_, n), trace in zip(captured.outputs, loop.run_until_complete(query()), strict=True):
         # Each update's words, named by the split instance that emitted them, where the walk stopped.
         assert not trace.ends and len(trace.expired) == n
         assert all(r.stage == 1 for r in trace.expired)
+
+
+def test_a_fold_that_emits_at_the_end_relates_each_key_to_every_row_it_counted(store):
+    loop, client = store
+    lines = Case(seed=9, rows=60, batch_size=4, source=1, split=2, count=2, window=False).lines()
+    flow = Dataflow("final", batch_size=4)
+    (flow.source(Fed()).flat_map(str.split, parallelism=2).key_by(_word)
+     .fold(_zero, _count, parallelism=2, emit="final").collect())
+    plan = flow.plan
+    name = f"final.{uuid.uuid4().hex}"
+    plan.lineage, plan.lineage_keep = name, None
+    local = LocalFlow(plan, 9)
+    local.feed(lines)
+    captured = local.finish()  # (every task before the end emitted nothing)
+
+    async def query():
+        await save_flow(client, name, flow_shape(plan, {0: "row"}))
+        queue = RelationQueue(client)
+        for writes in captured.writes:
+            queue.add(writes)
+        await queue.write()
+        reader = RelationReader(client)
+        return ([await queries.backward(reader, rid) for rid in captured.ids["outputs"]],
+                [await queries.forward(reader, SourceRecord(name, "source0", row)) for row in range(len(lines))])
+
+    backward, forward = loop.run_until_complete(query())
+    ids = captured.ids["outputs"]
+    for (word, _), trace in zip(captured.outputs, backward, strict=True):
+        assert {s.id for s in trace.ends} == {row for row, line in enumerate(lines) if word in line.split()}
+    for row, trace in enumerate(forward):
+        assert {captured.outputs[ids.index(r)][0] for r in trace.ends} == set(lines[row].split())
