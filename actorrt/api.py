@@ -238,9 +238,8 @@ async def commit_lineage() -> int:
         raise ActorRTError("commit_lineage() is for actor tasks: call it as `await actorrt.commit_lineage()` in an "
                            "actor method")
     written = await worker.ft.commit_lineage(sender.current_task)
-    flusher = getattr(worker.ft, "flusher", None)
-    if flusher is not None:
-        await flusher.write_relations_now()
+    if hasattr(worker.ft, "write_relations"):
+        await worker.ft.write_relations()
     return written
 
 

@@ -118,9 +118,8 @@ class Checkpointer:
         actor = self._actor
         ft = actor.services.ft
         await asyncio.to_thread(checkpoints.write_checkpoint, path, snapshot)
-        flusher = getattr(ft, "flusher", None)
-        if flusher is not None:  # record lineage the tasks it covers related: a replay from it will not again
-            await flusher.write_relations_now()
+        if hasattr(ft, "write_relations"):  # what its tasks related: a replay from it will not relate it again
+            await ft.write_relations()
         if ft.store is not None:
             # Until every process hears of it, a replay may start from ``base`` (a standby's copy).
             await ft.store.set_checkpoint(actor.actor_id, seq, str(path), announced=base)

@@ -9,7 +9,8 @@ waits on these writes. A simulated store latency
 the batch is retried with backoff: flushes slow down, tasks do not (until the stash bound).
 
 Record lineage (``relations``: which records each output record came from) rides on the same
-loop: what operators queued is written after each batch of specs, never on a task's path.
+loop: what operators queued by the time a batch of specs is taken is written once that batch is
+in the store (the tasks' order is committed first), never on a task's path.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
 from actorrt.store.clients import StoreRefusedError
 from actorrt.store.lineage_store import LineageStore, Write
-from actorrt.store.relations import RelationQueue
+from actorrt.store.relations import Queued, RelationQueue
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,11 @@ class Flusher:
         self.committed = 0  # writes the store acked at (at least) the version written
         self.latencies_ms: deque[float] = deque(maxlen=10_000)
         self._relations: RelationQueue | None = None
+
+    @property
+    def relates(self) -> bool:
+        """Whether a task of this process ever queued record lineage."""
+        return self._relations is not None
 
     @property
     def relations(self) -> RelationQueue:
@@ -129,23 +135,19 @@ class Flusher:
                 await asyncio.sleep(self.linger_s)  # group commit: more specs come meanwhile
             self._wake.clear()
             batch, self._queue = [w for w in self._queue if self._needed(w[0])], []
+            relations = self._relations.take() if self._relations else None
             if batch:
                 acks = await self._write(batch)
                 if self.delay_s:
                     loop.call_later(self.delay_s, self._on_acks, acks)
                 else:
                     self._on_acks(acks)
-            if self._relations:
-                await self._write_relations()
+            if relations is not None:
+                await self._write_relations(relations)
 
-    async def write_relations_now(self) -> None:
-        """Write the record lineage queued so far (before a checkpoint that covers its tasks)."""
-        if self._relations is not None:  # (also when nothing is queued: a write may be under way)
-            await self._relations.write()
-
-    async def _write_relations(self) -> None:
+    async def _write_relations(self, relations: Queued) -> None:
         try:
-            await self._relations.write()
+            await self._relations.write(relations)
         except Exception as exc:  # noqa: BLE001 - kept queued; tried again, like specs
             now = time.monotonic()
             if now - self._warned_at >= RETRY_WARNING_EVERY_S:

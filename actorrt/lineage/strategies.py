@@ -109,6 +109,18 @@ class LoggedLineage(FaultTolerance):
             await self.flusher.write_now(specs)
         return len(specs)
 
+    async def write_relations(self) -> None:
+        """Write the record lineage queued so far, after the lineage of every task not yet
+        committed (before a checkpoint that covers them, or a sink's commit), and after a write of
+        relations under way."""
+        if not self.flusher.relates:
+            return  # (nothing here ever related a record: no round trip)
+        relations = self.flusher.relations
+        queued = relations.take()
+        if any(queued):
+            await self.flush()
+        await relations.write(queued)
+
     async def register_actor(self, slot: int, actor_id: bytes) -> None:
         # The actor waits for the store: unregistered, a restart of its slot would not rebuild it.
         await until_reachable(f"registering actor {actor_id.hex()[:8]}", self._store.register_actor, slot, actor_id)

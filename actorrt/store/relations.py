@@ -226,10 +226,15 @@ class InstanceWrites:
         return keys, args
 
 
+Queued = tuple[dict[bytes, InstanceWrites], dict[tuple[str, int], list[tuple[str, list[str]]]]]
+
+
 class RelationQueue:
-    """Relations waiting for the next flush, per operator instance (``Flusher`` writes them). An
-    instance's unwritten relations go into its checkpoint (``unwritten``), so that a crash after
-    the checkpoint and before the flush does not lose them: the restored instance queues them again."""
+    """Relations waiting for the next flush, per operator instance. They are written only after
+    the lineage of the tasks that made them is committed (``Flusher``; ``LoggedLineage.
+    write_relations`` before a checkpoint or a sink's commit): were a task's relation in the store
+    and its order not, the task's replay could take its inputs in another order and number its
+    records otherwise."""
 
     def __init__(self, store: Store, wake: Any = None) -> None:
         self.store = store
@@ -257,18 +262,19 @@ class RelationQueue:
         if self._wake is not None:
             self._wake()
 
-    def unwritten(self, prefix: bytes) -> InstanceWrites | None:
-        return self._pending.get(prefix)
+    def take(self) -> Queued:
+        """What is queued now, taken out (to be written once the lineage of its tasks is)."""
+        taken = (self._pending, self._named)
+        self._pending, self._named = {}, {}
+        return taken
 
-    async def write(self) -> None:
-        """Write what is queued, one script call per instance (instances in parallel), after the
-        write under way if any; what fails stays queued for the next try."""
+    async def write(self, queued: Queued) -> None:
+        """Write ``queued`` (what ``take`` gave), one script call per instance (instances in
+        parallel), after the write under way if any; what fails is queued again for the next try."""
         async with self._writing:
-            await self._write()
+            await self._write(*queued)
 
-    async def _write(self) -> None:
-        taken, self._pending = self._pending, {}
-        named, self._named = self._named, {}
+    async def _write(self, taken: dict[bytes, InstanceWrites], named: dict[tuple[str, int], Any]) -> None:
         try:
             await asyncio.gather(*[self.store.run_script(RELATE, *w.script_call()) for w in taken.values()],
                                  *[self.store.run_script(RELATE_NAMED, *_named_call(ns, ttl, relations))

@@ -83,6 +83,16 @@ class IntervalJoin:
             else:
                 del self.kept[key]
 
+    def adopt(self, kept: dict[Any, tuple[list[Any], list[Any]]]) -> None:
+        """Keys another instance kept records of (a rescale, a savepoint), with their evictions
+        scheduled here."""
+        for key, (lefts, rights) in kept.items():
+            self.kept[key] = (list(lefts), list(rights))
+            for t, *_ in lefts:
+                self._push(t + self.after, key)
+            for t, *_ in rights:
+                self._push(t + self.before, key)
+
     def __len__(self) -> int:
         """Records kept."""
         return sum(len(lefts) + len(rights) for lefts, rights in self.kept.values())

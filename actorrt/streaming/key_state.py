@@ -104,23 +104,9 @@ def give_keys(logic: StageLogic, keys: KeySlice) -> None:
     histories where it was)."""
     logic.history.carried.update(keys.histories)
     logic.window_origins.update(keys.window_origins)
-    state = logic.state
-    state.values.update(keys.values)
-    for key, at in keys.written.items():
-        state.written[key] = at
-        state._push(state._expiry, at + state.ttl_us, key)
-    for key, times in keys.timers.items():
-        state.timers[key] = set(times)
-        for at in sorted(times):
-            state._push(state._due, at, key)
+    logic.state.adopt(keys.values, keys.written, keys.timers)
     logic.fold_times.update(keys.fold_times)
     logic.windows.update(keys.windows)
     logic.sessions.update(keys.sessions)
     if keys.joined:
-        join = logic.joined
-        for key, (lefts, rights) in keys.joined.items():
-            join.kept[key] = (list(lefts), list(rights))
-            for t, *_ in lefts:
-                join._push(t + join.after, key)
-            for t, *_ in rights:
-                join._push(t + join.before, key)
+        logic.joined.adopt(keys.joined)

@@ -10,9 +10,6 @@ is read through ``actorrt.now()``, so a replay sees the times the lost run saw.
 
 from __future__ import annotations
 
-import hashlib
-import io
-import pickle
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -27,9 +24,11 @@ from actorrt.handles import ActorHandle
 from actorrt.lineage.records import SOURCE
 from actorrt.store.relations import instance_prefix
 from actorrt.streaming.connectors import read_with_ids
+from actorrt.streaming.digests import digest
 from actorrt.streaming.fanout import Batch, Fanout, fanout_to
 from actorrt.streaming.key_state import give_keys, take_keys
 from actorrt.streaming.logic import OperatorStoppedError, Out, RecordError, StageLogic
+from actorrt.streaming.operator_metrics import OperatorMetrics
 from actorrt.streaming.plan import Plan, pulled, tick_s
 from actorrt.streaming.progress import InputProgress, SourceProgress
 from actorrt.streaming.provenance import Capture
@@ -48,9 +47,6 @@ PARTIAL_IN_FLIGHT = 2
 # (how soon it sees it is idle, and how smoothly its watermark then moves on), at most every 50 ms.
 IDLE_TICKS = 4
 IDLE_TICK_MIN_S = 0.05
-# Rates are over this much of the recent past; latency percentiles over this many batches.
-RATE_WINDOW_S = 10.0
-LATENCY_SAMPLES = 2048
 
 
 class Monitor:
@@ -69,91 +65,6 @@ class Monitor:
 
     def first_failure(self) -> ActorRTError | None:
         return self.failures[0] if self.failures else None
-
-
-class OperatorMetrics:
-    """Rates over the last ``RATE_WINDOW_S`` and, where records leave the flow, latencies (from
-    the source's read of a batch to its arrival here). Read from this process's clock: they
-    describe the run, they are not state, and nothing the operator emits depends on them."""
-
-    def __init__(self) -> None:
-        self._counts: deque[tuple[float, int, int]] = deque()  # (time, records in, records out)
-        self._latencies_ms: deque[float] = deque(maxlen=LATENCY_SAMPLES)
-
-    def counted(self, records_in: int, records_out: int) -> None:
-        now = time.monotonic()
-        if not self._counts or now - self._counts[-1][0] >= 0.5:
-            self._counts.append((now, records_in, records_out))
-            while self._counts and now - self._counts[0][0] > RATE_WINDOW_S:
-                self._counts.popleft()
-
-    def arrived(self, born: float) -> None:
-        self._latencies_ms.append(max(0.0, (time.time() - born) * 1e3))
-
-    def summary(self) -> dict[str, float]:
-        out = {}
-        if len(self._counts) >= 2:
-            (t0, in0, out0), (t1, in1, out1) = self._counts[0], self._counts[-1]
-            out["records_in_per_s"] = (in1 - in0) / (t1 - t0)
-            out["records_out_per_s"] = (out1 - out0) / (t1 - t0)
-        if self._latencies_ms:
-            ordered = sorted(self._latencies_ms)
-            for p in (50, 90, 99):
-                out[f"latency_p{p}_ms"] = ordered[min(len(ordered) - 1, len(ordered) * p // 100)]
-        return out
-
-
-# Types pickle writes the same for equal values (a dict in its insertion order, which a replay keeps).
-_PLAIN_TYPES = frozenset({str, int, float, bytes, bool, type(None), tuple, list, dict})
-
-
-class _Unchecked(Exception):  # noqa: N818 - not an error: a batch whose digest would not be faithful
-    pass
-
-
-class _DigestPickler(pickle.Pickler):
-    """Pickles records for ``batch_digest`` so that equal records give equal bytes in any process:
-    a set stands for its elements' digests in sorted order (its iteration order depends on its
-    history: a set restored from a checkpoint may iterate otherwise, and in Python 3.11 ``None``
-    hashes by address), a ref or a handle for its ID (its pickle names an owner's address, which a
-    restart changes). An Arrow object leaves the batch unchecked: the slots of its nulls are
-    undefined bytes."""
-
-    def persistent_id(self, obj: Any) -> Any:  # called for every object: the common types first
-        kind = type(obj)
-        if kind in _PLAIN_TYPES:
-            return None
-        if kind is set or kind is frozenset:
-            return "set", sorted(batch_digest([item]) for item in obj)
-        if isinstance(obj, ObjectRef):
-            return "ref", obj.object_id
-        if isinstance(obj, ActorHandle):
-            return "actor", obj.actor_id
-        if kind.__module__.startswith("pyarrow"):
-            raise _Unchecked
-        return None
-
-
-def _digest(batch: list[Any], times: list[int] | None) -> bytes:
-    return batch_digest(batch if times is None else [batch, times])
-
-
-def batch_digest(batch: list[Any]) -> bytes:
-    """8 bytes that stand for a batch's records, sent beside it as a plain argument. A receiver's
-    ledger compares the plain arguments of a replayed call with those of the call it ran, so an
-    operator whose replay emits other records (it read something nondeterministic without a
-    causal service, e.g. ``time.time()``) is caught and stopped, not silently obeyed. The records
-    are pickled without the pickler's memo, so the bytes depend on the values, not on which
-    objects a run happened to share; records pickle cannot take (or Arrow objects) go unchecked
-    (an empty digest)."""
-    out = io.BytesIO()
-    pickler = _DigestPickler(out, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.fast = True
-    try:
-        pickler.dump(batch)
-    except Exception:  # noqa: BLE001 - a local class, a lambda, a cycle: nothing to compare by
-        return b""
-    return hashlib.blake2b(out.getbuffer(), digest_size=8).digest()
 
 
 @dataclass
@@ -308,11 +219,9 @@ class Operator(RescaleSteps):
     def finished_all(self) -> bool:
         return self.done
 
-    def pause(self) -> Any:
-        """Stop reading the source (for a savepoint): pulls after this one do nothing. Returns
-        how far it read."""
+    def pause(self) -> None:
+        """Stop reading the source (for a savepoint): pulls after this one do nothing."""
         self.paused = True
-        return self.position
 
     async def drain(self, upstream: int = 0, mark: float | None = None, idle: bool = False) -> None:
         """A savepoint's barrier from channel ``upstream``, which sends nothing more, with its
@@ -341,13 +250,12 @@ class Operator(RescaleSteps):
         state (taken out), watermark, how far its source was read, and its sinks' write numbers."""
         progress = self.logic.progress
         own = self.plan.stages[self.stage]
-        return {"keys": take_keys(self.logic, lambda key: True, self.uid).without_lineage()
+        return {**self.writes(),
+                "keys": take_keys(self.logic, lambda key: True, self.uid).without_lineage()
                 if own.keyed is not None else None,
-                "id": self.uid,
                 "watermark": None if progress is None else progress.mark,
                 "newest": getattr(progress, "newest", None),
-                "position": self.position, "source": own.source if pulled(own.source) else None,
-                "sink_writes": dict(self.sink_writes)}
+                "position": self.position, "source": own.source if pulled(own.source) else None}
 
     def writes(self) -> dict[str, Any]:
         """A savepoint's part with only its sinks' write numbers (an instance a rescale retires)."""
@@ -454,7 +362,7 @@ class Operator(RescaleSteps):
                                  numbers):
             consumer = route.handles[message.to]
             if isinstance(message, Batch):
-                args = (message.records, route.channel, born, _digest(message.records, message.times))
+                args = (message.records, route.channel, born, digest(message.records, message.times))
                 if message.mark is not None:  # event time
                     args += (message.times, message.mark, message.idle)
                 if message.seqs is not None:
@@ -484,23 +392,17 @@ class Operator(RescaleSteps):
 
     def checkpoint(self) -> dict[str, Any]:
         # In-flight refs and metrics are not state: what refs wait for was sent (and is re-sent if
-        # need be), and metrics describe this process's run. Relations not yet flushed are: a
-        # replay from this checkpoint would not make them again.
-        state = {k: v for k, v in self.__dict__.items()
-                 if k not in ("_in_flight", "_retiring_refs", "_handed", "_metrics")}
-        if self.capture is not None:
-            state["_unwritten"] = relation_queue().unwritten(self.capture.prefix)
-        return state
+        # need be), and metrics describe this process's run. (Relations it queued are written
+        # before the checkpoint is made durable: see the checkpointer.)
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("_in_flight", "_retiring_refs", "_handed", "_metrics")}
 
     def restore(self, state: dict[str, Any]) -> None:
-        unwritten = state.pop("_unwritten", None)
         self.__dict__.update(state)
         self._in_flight = self._no_refs()
         self._retiring_refs = []
         self._handed = deque()
         self._metrics = OperatorMetrics()
-        if unwritten is not None:
-            relation_queue().add(unwritten)
 
     def __actorrt_stopped__(self, why: str) -> None:
         self.monitor.stopped.remote(f"operator {self.__actorrt_label__()} was stopped: {why}")

@@ -59,6 +59,18 @@ class KeyedState:
                 dropped.append(key)
         return dropped
 
+    def adopt(self, values: dict[Any, Any], written: dict[Any, int], timers: dict[Any, set[int]]) -> None:
+        """Keys another instance held (a rescale, a savepoint): their values, when they were
+        written and their timers, with their expiries and firings scheduled here."""
+        self.values.update(values)
+        for key, at in written.items():
+            self.written[key] = at
+            self._push(self._expiry, at + self.ttl_us, key)
+        for key, times in timers.items():
+            self.timers[key] = set(times)
+            for at in sorted(times):
+                self._push(self._due, at, key)
+
     def set_timer(self, key: Any, at: int) -> None:
         """Fire once for ``key`` at ``at`` (a second timer at the same time is the same timer)."""
         times = self.timers.setdefault(key, set())

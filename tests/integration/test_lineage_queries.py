@@ -127,6 +127,15 @@ def store(tmp_path_factory):
     loop.close()
 
 
+async def stored(client, name: str, plan, id_kinds: dict, captured) -> None:
+    """What a local run's operators would have written, in the store, with the flow's shape."""
+    await save_flow(client, name, flow_shape(plan, id_kinds))
+    queue = RelationQueue(client)
+    for writes in captured.writes:
+        queue.add(writes)
+    await queue.write(queue.take())
+
+
 def run(case: Case, flow_name: str, tagged: bool):
     plan = case.build(tagged).plan
     if not tagged:
@@ -150,11 +159,7 @@ def test_backward_and_forward_queries_equal_the_provenance_oracle(store, case):
     assert len(ids) == len(captured.outputs)
 
     async def write_and_query():
-        await save_flow(client, name, flow_shape(plan, {0: "row"}))
-        queue = RelationQueue(client)
-        for writes in captured.writes:
-            queue.add(writes)
-        await queue.write()
+        await stored(client, name, plan, {0: "row"}, captured)
         reader = RelationReader(client)
         backward = [await queries.backward(reader, rid) for rid in ids]
         forward = {row: await queries.forward(reader, SourceRecord(name, "source0", row)) for row in range(case.rows)}
@@ -266,11 +271,7 @@ def test_joins_and_process_functions_name_both_sides_and_the_keys_records(store,
     ids = captured.ids.get("outputs", [])
 
     async def query():
-        await save_flow(client, name, flow_shape(plan, {s: "row" for s in plan.sources}))
-        queue = RelationQueue(client)
-        for writes in captured.writes:
-            queue.add(writes)
-        await queue.write()
+        await stored(client, name, plan, {s: "row" for s in plan.sources}, captured)
         reader = RelationReader(client)
         rows = [(side, i) for side in ("left", "right")[:len(plan.sources)] for i in range(case.rows)]
         return ([await queries.backward(reader, rid) for rid in ids],
@@ -295,11 +296,7 @@ def test_a_flow_capturing_some_stages_names_the_records_where_the_walk_stops(sto
     captured = local.finish()
 
     async def query():
-        await save_flow(client, name, flow_shape(plan, {0: "row"}))
-        queue = RelationQueue(client)
-        for writes in captured.writes:
-            queue.add(writes)
-        await queue.write()
+        await stored(client, name, plan, {0: "row"}, captured)
         return [await queries.backward(RelationReader(client), rid) for rid in captured.ids["outputs"]]
 
     for (_, n), trace in zip(captured.outputs, loop.run_until_complete(query()), strict=True):
@@ -322,11 +319,7 @@ def test_a_fold_that_emits_at_the_end_relates_each_key_to_every_row_it_counted(s
     captured = local.finish()  # (every task before the end emitted nothing)
 
     async def query():
-        await save_flow(client, name, flow_shape(plan, {0: "row"}))
-        queue = RelationQueue(client)
-        for writes in captured.writes:
-            queue.add(writes)
-        await queue.write()
+        await stored(client, name, plan, {0: "row"}, captured)
         reader = RelationReader(client)
         return ([await queries.backward(reader, rid) for rid in captured.ids["outputs"]],
                 [await queries.forward(reader, SourceRecord(name, "source0", row)) for row in range(len(lines))])

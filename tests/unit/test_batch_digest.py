@@ -8,7 +8,7 @@ import pickle
 import pyarrow as pa
 
 from actorrt.core.object_ref import ObjectRef
-from actorrt.streaming.operator import batch_digest
+from actorrt.streaming.digests import batch_digest
 
 
 def test_equal_records_give_equal_digests_whatever_objects_they_share():
