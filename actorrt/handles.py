@@ -14,7 +14,9 @@ from actorrt.core import context
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.task_spec import CALL_METHOD, ONCE_METHOD
 from actorrt.exceptions import ActorMethodError, ActorRTError
-from actorrt.lineage import ids
+from actorrt.lineage import ids, policies
+from actorrt.lineage.options import FaultToleranceMode
+from actorrt.lineage.policies import Policy
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import head_pb2
 from actorrt.util import pickling
@@ -55,6 +57,14 @@ class ActorOptions:
             (pickled: passed to a task, an actor or ``put``). ``"detached"``: it lives until it is
             killed or the cluster stops, as every named actor and every actor an actor or a remote
             function creates does. An actor outlives the driver that created it either way.
+        ft: how the actor survives a failure, in a cluster that logs lineage: ``"lineage_stash"``
+            (the default: its lineage is logged as it runs, and replayed), ``"checkpoint"`` or
+            ``actorrt.policies.checkpoint(every_tasks=, every_s=)`` (lazily: logged only when
+            its work must leave before its next checkpoint; its calls to other actors wait for
+            that checkpoint), ``"eager"`` (a checkpoint after every task, before anything it made
+            leaves) or ``"ephemeral"`` (nothing kept: its constructor runs again after a failure,
+            and its callers send again what it had not answered; it calls no actor). See
+            ``actorrt.lineage.policies``.
     """
 
     node: int | None = None
@@ -66,9 +76,18 @@ class ActorOptions:
     standby: int = 0
     max_concurrency: int = 1
     lifetime: str | None = None
+    ft: Policy | str | None = None
 
     def __post_init__(self) -> None:
         check_node(self.node)
+        object.__setattr__(self, "ft", policies.policy(self.ft))
+        if self.ft.kind != "lineage_stash":
+            if self.checkpoint_every is not None:
+                raise ValueError(f"ft={self.ft} sets when the actor checkpoints: give no checkpoint_every")
+            if self.standby:
+                raise ValueError(f"standby= is for actors that log their lineage, not ft={self.ft}")
+            if self.max_concurrency > 1:
+                raise ValueError(f"max_concurrency > 1 needs the lineage stash (ft='lineage_stash'), not ft={self.ft}")
         if not isinstance(self.nondeterministic, bool):
             raise TypeError("nondeterministic must be a bool")
         if self.checkpoint_every is not None and (not isinstance(self.checkpoint_every, int)
@@ -162,7 +181,7 @@ class ActorClass(Generic[T]):
     def options(self, **kwargs: Any) -> ActorClass[T]:
         """A copy with other ``ActorOptions`` (``node=``, ``nondeterministic=``, ``checkpoint_every=``,
         ``name=``, ``get_if_exists=``, ``max_in_flight=``, ``standby=``, ``max_concurrency=``,
-        ``lifetime=``)."""
+        ``lifetime=``, ``ft=``)."""
         copy = ActorClass(self._cls, replace(self._options, **actor_options(kwargs)))
         copy._blob = self._blob
         return copy
@@ -189,10 +208,14 @@ class ActorClass(Generic[T]):
             class_name=self._cls.__qualname__,
             methods=self._methods,
             nondeterministic=self._options.nondeterministic,
-            checkpoint_every=self._options.checkpoint_every or 0,
+            checkpoint_every=self._options.checkpoint_every or self._options.ft.every_tasks or 0,
             standby=self._options.standby,
             max_concurrency=self._options.max_concurrency,
+            policy=self._options.ft.to_proto(),
         )
+        if self._options.ft.kind != "lineage_stash" and rt.worker.ft.mode is not FaultToleranceMode.LINEAGE_STASH:
+            raise ActorRTError(f"ft={self._options.ft} needs a cluster that stashes lineage (actorrt.init(ft="
+                               f"'lineage_stash'), the default), not ft={rt.worker.ft.mode.value!r}")
 
         def take_name(actor_id: bytes, slot: int) -> None:
             if name is None:

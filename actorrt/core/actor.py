@@ -25,14 +25,16 @@ from actorrt.core.awaits import Awaits
 from actorrt.core.blocking_calls import may_block
 from actorrt.core.checkpointer import Checkpointer
 from actorrt.core.concurrent_calls import ConcurrentCall, run_concurrently
+from actorrt.core.held_outputs import HeldOutputs
 from actorrt.core.ledger import SenderLedger
-from actorrt.core.serialization import error_from_exception, missing_module, object_value, runtime_error
+from actorrt.core.serialization import error_from_exception, missing_module, object_value, runtime_error, serialize
 from actorrt.core.submitter import Submitter
 from actorrt.core.task_spec import CALL_METHOD, CHECKPOINT_METHOD, KILL_METHOD, ONCE_METHOD, SenderContext
 from actorrt.core.timers import TIMER_METHOD, TIMERS_EXTRA, ActorTimers, TimerTable
 from actorrt.exceptions import task_failure
 from actorrt.lineage import ids
 from actorrt.lineage.application_log import RunningTask
+from actorrt.lineage.policies import Policy
 from actorrt.lineage.strategy import FaultTolerance
 from actorrt.objects.fetches import Fetches
 from actorrt.objects.shared import SharedObjects
@@ -49,6 +51,8 @@ REPLAY_YIELD_EVERY = 32
 REPLAY_PREFETCH = 32
 # What a task cancelled before it started records first in its log.
 _CANCELLED = "actorrt: cancelled before it started"
+# A method's None result, serialized: a lazily checkpointing actor sends it at once.
+NONE_VALUE = serialize(None)
 _CANCELLED_ENTRY = pickling.dumps(_CANCELLED)
 
 
@@ -117,6 +121,12 @@ class ActorInstance:
         self.last_sender = b""  # its sender: a deterministic actor records where the sender changes
         self.ledger = SenderLedger(actor_id, self.who, senders_replay=services.ft.logs_lineage, shared=services.shared,
                                    functions_rerun=not services.ft.rolls_back)
+        self.policy = Policy.from_proto(creation.policy)
+        services.ft.hosts(actor_id, self.policy)
+        if self.policy.kind == "ephemeral":
+            services.submitter.ephemeral.add(actor_id)
+        # What it made and may not send yet (a checkpointing policy: core/held_outputs.py).
+        self.held = HeldOutputs() if self.policy.holds_outputs else None
         self.checkpointer = Checkpointer(self)
         self.standby: int | None = None  # the slot of its standby (created with one: core/standbys.py)
         self.watermarks: dict[str, tuple[int, int]] = {}  # ONCE_METHOD marks applied, per source
@@ -132,12 +142,17 @@ class ActorInstance:
         self.killed_queued: set[bytes] = set()  # tasks queued ahead of a kill, which skips them
         self.awaiting: RunningTask | None = None  # the live method whose coroutine runs now, which a kill interrupts
         self.timers = ActorTimers(self.timer_table, self._send_firing)
+        self.between_tasks = True  # no task is under way (a checkpoint may be taken now)
         self._runner = asyncio.ensure_future(self._run())
         self._runner.add_done_callback(self._runner_ended)
+        if self.policy.every_s:
+            self._idle = asyncio.ensure_future(self.checkpointer.when_idle(self.policy.every_s))
 
     def stop(self) -> None:
         self.timers.stop()
         self._runner.cancel()
+        if self.policy.every_s:
+            self._idle.cancel()
 
     def published(self) -> dict[str, Any]:
         """What the actor's instance publishes for monitoring: ``__actorrt_metrics__()`` (name to
@@ -203,13 +218,16 @@ class ActorInstance:
             await run_concurrently(self, self.creation.max_concurrency)
         while True:
             spec = await self.mailbox.get()
+            self.between_tasks = False
             if not await self.ready(spec):
+                self.between_tasks = True
                 continue
             started = await self.start(spec)
             self.running = started.spec.task_id
             value = await self._execute(started.spec, started.keep)  # (no extra coroutine on the hot path)
             self.running = b""
             await self.finish(started, value)
+            self.between_tasks = True
             if not self.mailbox.empty() and (not self.replaying or self.executed % REPLAY_YIELD_EVERY == 0):
                 await asyncio.sleep(0)  # fairness: a backlog here must not starve the node's other actors
 
@@ -263,11 +281,14 @@ class ActorInstance:
         self.checkpointer.since += 1
         if started.keep:
             self.ledger.keep(spec, value)
-        if checkpoint and self.checkpointer.due(spec):
-            await self.checkpoint_now()
         # A replayed task's owner has its result already, or re-sends the task, which is then
         # answered from the ledger: sending it again would only load the streams.
-        if not started.replayed:
+        send = not started.replayed
+        if send and self.held is not None:
+            send = await self._send_or_hold(spec, value)
+        if checkpoint and self.checkpointer.due(spec):
+            await self.checkpoint_now()
+        if send:
             self.services.send_result(spec.owner_address, value, spec)
         if started.replay_done and replay_done:
             self.replayed.set()
@@ -276,6 +297,26 @@ class ActorInstance:
     async def checkpoint_now(self) -> None:
         await self.services.lease.held()
         await self.checkpointer.take_or_log()
+
+    async def _send_or_hold(self, spec: pb.TaskSpec, value: pb.ObjectValue) -> bool:
+        """Under a checkpointing policy: whether ``spec``'s result goes now. Its caller keeps the
+        call until a checkpoint covers it. A lazy actor's acknowledgement (None) goes at once, and
+        a value once its lineage is written (with what was held before it); an eager actor's
+        results wait for the checkpoint after their task."""
+        value.keep_call = True
+        if self.policy.kind == "eager":
+            self.held.hold_result(lambda: self.services.send_result(spec.owner_address, value, spec))
+            return False
+        if not (value.HasField("value") and value.value == NONE_VALUE):
+            await self.escape(spec.task_id)
+        return True
+
+    async def escape(self, task_id: bytes) -> None:
+        """What task ``task_id`` made must leave before the next checkpoint (it waits for a call
+        it made, or returns a value): write the lineage of the tasks since the checkpoint, so that
+        a replay reproduces what they made, then send everything held."""
+        await self.services.ft.commit_lineage(task_id)
+        self.held.release()
 
     def _skipped(self, spec: pb.TaskSpec, replayed: bool) -> pb.RemoteError | None:
         """Why ``spec`` does not run, if it was cancelled or queued ahead of a kill: decided when

@@ -164,6 +164,13 @@ class ActorHost:
             value = pb.ObjectValue(object_id=ids.object_id(spec.task_id), error=error)
             self.services.send_result(spec.owner_address, value)
 
+    async def before_waiting(self, waiter: SenderContext, object_id: bytes) -> None:
+        """An actor's task waits for ``object_id``: if that is the result of a call the actor holds
+        (a checkpointing policy), everything it holds leaves now, its lineage written first."""
+        actor = self.actors.get(waiter.sender_id)
+        if actor is not None and actor.held is not None and waiter.current_task and actor.held.holds([object_id]):
+            await actor.escape(waiter.current_task)
+
     def yet_to_end(self, producer: bytes, task_id: bytes) -> bool:
         """Whether task ``task_id`` of ``producer`` (an actor, or a function call) is queued or
         running here: awaiting its value waits for it to run, not merely for the value to come."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from actorrt.core.serialization import serialize
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 # Periodic checkpoints snapshotted while earlier ones are still being written, at most: past it the
 # actor waits for the writes (the disk or the store is slower than its tasks; snapshots take memory).
 MAX_UNWRITTEN = 4
+# A checkpointing actor that holds this many outputs checkpoints after its task, whatever its cadence.
+MAX_HELD = 10_000
 
 
 class Checkpointer:
@@ -49,6 +52,7 @@ class Checkpointer:
         self._collected_before: dict[bytes, int] = {}
         self._writing: asyncio.Task | None = None  # the newest checkpoint being made durable
         self._unwritten = 0  # checkpoints snapshotted and not yet durable
+        self._taken_at = time.monotonic()  # when the last one was snapshotted (or the actor made)
         self.announced: node_pb2.Checkpointed | None = None  # the newest durable one, as told to every process
 
     def due(self, spec: pb.TaskSpec | None = None) -> bool:
@@ -65,8 +69,24 @@ class Checkpointer:
         every = actor.creation.checkpoint_every
         if every and self.since >= every:
             return True
+        if actor.held is not None and (len(actor.held) >= MAX_HELD or self._overdue()):
+            return True
         return actor.services.ft.logs_lineage and any(
             getattr(value, "wants_checkpoint", bool)() for value in actor.context.extras.values())
+
+    def _overdue(self) -> bool:
+        every_s = self._actor.policy.every_s
+        return bool(every_s) and self.since > 0 and time.monotonic() - self._taken_at >= every_s
+
+    async def when_idle(self, every_s: float) -> None:
+        """A lazily checkpointing actor that ran tasks since its checkpoint and waits for more
+        checkpoints all the same, every ``every_s``: what it holds must not wait for its next task."""
+        actor = self._actor
+        while actor.death is None:
+            await asyncio.sleep(every_s / 2)
+            if (self._overdue() and actor.between_tasks and actor.mailbox.empty() and not actor.replaying
+                    and self._unwritten < MAX_UNWRITTEN and actor.services.lease.valid()):
+                await self.take_or_log()  # (snapshotted before its first await: between two tasks)
 
     async def take(self, spec: pb.TaskSpec | None = None, wait: bool = True) -> dict[str, Any]:
         """Checkpoint now, between tasks; ``spec`` is the ``__checkpoint__`` task running, whose
@@ -78,6 +98,7 @@ class Checkpointer:
             await asyncio.wait([self._writing])
         self.seq += 1
         self.since = 0
+        self._taken_at = time.monotonic()
         directory = ft.options.checkpoint_dir
         path = checkpoints.checkpoint_path(directory, actor.actor_id, self.seq,
                                            f"{actor.services.slot}.{actor.services.epoch}")
@@ -90,12 +111,13 @@ class Checkpointer:
         self._collected_before, self._collected = self._collected, dict(self._cut)
         self._cut, self._cut_seq = dict(actor.ledger.last_counter), self.seq
         snapshot = self._snapshot()  # now, synchronously: the state between two tasks
+        held = actor.held.mark() if actor.held is not None else 0  # what it made before now leaves once durable
         covered = self._extras_covered()  # as of the snapshot: later calls are not covered by it
         for value in actor.context.extras.values():
             getattr(value, "checkpointed", bool)()
         # After the one before it: the store's pointer must only move forward.
         self._unwritten += 1
-        durable = self._make_durable(self._writing, self.seq, path, snapshot, to_collect, covered, base)
+        durable = self._make_durable(self._writing, self.seq, path, snapshot, to_collect, covered, base, held)
         if wait:
             self._writing = asyncio.ensure_future(durable)
             await self._writing
@@ -105,11 +127,13 @@ class Checkpointer:
 
     async def _make_durable(self, previous: asyncio.Task | None, seq: int, path: Any,
                             snapshot: checkpoint_pb2.ActorCheckpoint, to_collect: list[bytes],
-                            covered: list[tuple[bytes, int]], base: int) -> None:
+                            covered: list[tuple[bytes, int]], base: int, held: int) -> None:
         try:
             if previous is not None and not previous.done():
                 await asyncio.wait([previous])
             await self._write(seq, path, snapshot, to_collect, covered, base)
+            if self._actor.held is not None:
+                self._actor.held.release(held)
         finally:
             self._unwritten -= 1
 

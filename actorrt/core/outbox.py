@@ -25,6 +25,7 @@ from actorrt.rpc import checkpoint_pb2, head_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
 
 if TYPE_CHECKING:
+    from actorrt.core.held_outputs import HeldOutputs
     from actorrt.core.worker import Worker
 
 
@@ -66,6 +67,8 @@ class Outbox:
         slot's restart (which replays its actors first), or to its heir; a function's call to any
         live node. They fail if there is none, or under global rollback."""
         w = self._w
+        if not w.ft.rolls_back:
+            self._resend_uncovered()
         for tid, t in list(self.inflight.items()):
             if not t.spec.function:
                 t.slot = w.membership.slot_for(t.spec.receiver, t.slot)
@@ -88,6 +91,21 @@ class Outbox:
                 w.objects.put(self._died(ids.object_id(tid), t.slot))
             else:
                 t.address = ""  # the head is restarting the slot
+
+    def _resend_uncovered(self) -> None:
+        """Calls to actors that log no lineage, answered and not yet covered by their checkpoints,
+        go again to a receiver's new node: it went back to its checkpoint. (Before the calls still
+        unanswered, which come after them in each channel; a receiver that ran one answers it from
+        its ledger.)"""
+        w = self._w
+        for kept in self.uncovered.values():
+            for t in sorted(kept.values(), key=lambda t: t.spec.task_counter):
+                t.slot = w.membership.slot_for(t.spec.receiver, t.slot)
+                info = w.membership.serving(t.slot)
+                if info is None or info.state != head_pb2.ALIVE:
+                    t.address = ""  # to the slot's restart, once it is alive
+                elif info.address != t.address:
+                    self.resend(t)
 
     def checkpointed(self, receiver: bytes, covered: dict[bytes, int]) -> None:
         """``receiver``'s checkpoint covers these calls (per sender, up to a counter): not kept any more."""
@@ -132,6 +150,10 @@ class Outbox:
             self._answered(spec)
             return
         task = _Inflight(spec, slot, "", refs, large, push_large)
+        held = self._held_by(spec, push_large)
+        if held is not None:  # an actor that checkpoints: its call leaves once reproducible
+            held.hold_call(spec, slot, large, lambda: self._dispatch(task))
+            return
         if deferred:
             self._w.windows.answered(spec.task_id)  # its receiver ran it: it holds no room in a window
             self.deferred[spec.task_id] = task
@@ -141,6 +163,15 @@ class Outbox:
                                   lambda: self.deferred.pop(spec.task_id, None))
             return
         self._dispatch(task)
+
+    def _held_by(self, spec: pb.TaskSpec, fresh: bool) -> HeldOutputs | None:
+        """Where ``spec`` waits, if an actor here made it that holds its outputs (a call to
+        itself goes at once: it goes back with it; a replay's calls went out before)."""
+        host = self._w.host
+        actor = host.actors.get(spec.sender) if host is not None else None
+        if actor is None or actor.held is None or spec.receiver == spec.sender or not fresh:
+            return None
+        return actor.held
 
     def _to_shared(self, value: pb.ObjectValue) -> None:
         """Move ``value``'s buffers (held in this process's memory) to shared memory, if it can."""
@@ -155,9 +186,11 @@ class Outbox:
         rollback those its receivers' checkpoints do not cover yet, in the order they were sent."""
         uncovered = [t for kept in self.uncovered.values() for t in kept.values() if t.spec.sender == sender]
         unanswered = [t for t in [*self.inflight.values(), *self.deferred.values()] if t.spec.sender == sender]
+        actor = self._w.host.actors.get(sender) if self._w.host is not None else None
+        held = actor.held.calls() if actor is not None and actor.held is not None else []
         return [checkpoint_pb2.PendingTask(spec=t.spec, slot=t.slot,
                                            large_args=[self._w.shared.materialize(v) for v in t.large_args])
-                for t in sorted(uncovered + unanswered, key=lambda t: t.spec.task_counter)]
+                for t in sorted([*uncovered, *unanswered, *held], key=lambda t: t.spec.task_counter)]
 
     def send_again(self, pending: checkpoint_pb2.PendingTask) -> None:
         """Send again a task an actor restored from its checkpoint had sent before it (its receiver
@@ -242,7 +275,10 @@ class Outbox:
         self._answered(task.spec)
         if value.error.kind == pb.REPLAY_DIVERGED and self._w.host is not None:
             self._w.host.replay_diverged(task.spec, value.error)
-        if self._w.ft.rolls_back and self._sent_by_actor_here(task.spec):
+        rolls_back = self._w.ft.rolls_back and self._sent_by_actor_here(task.spec)
+        if (value.keep_call or rolls_back) and not task.spec.function:
+            # Its receiver logs no lineage of it (a checkpointing policy), or rolls back with
+            # everyone: kept until the receiver's checkpoint covers it.
             self.uncovered.setdefault(task.spec.receiver, {})[task.spec.task_id] = task
         elif not self._w.ft.logs_lineage or task.spec.function:  # no replay of the receiver needs them
             self.drop_large_args(task.large_args)

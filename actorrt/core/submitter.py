@@ -41,6 +41,7 @@ class Submitter:
         self._on_loop_thread = on_loop_thread
         self._hand_off = hand_off
         self.windows = windows  # calls in flight on bounded channels (max_in_flight)
+        self.ephemeral: set[bytes] = set()  # actors here that keep no state (and so make no calls)
         # Submissions built (in callers' threads, under the sender's lock) and handled (on the loop):
         # two counters with one writer each, so their difference needs no lock.
         self.built = 0
@@ -56,6 +57,10 @@ class Submitter:
         the ref to its result. ``bounded``: the call counts in its channel's window until answered
         (the caller waited for room first: ``wait_for_room``)."""
         ctx = self.sender()
+        if ctx.sender_id in self.ephemeral and actor_id != ctx.sender_id:
+            raise ActorRTError(f"an ephemeral actor (ft='ephemeral') calls no actor: it keeps no state, so after a "
+                               f"failure it could not tell which of its calls were made (it called {method}); give "
+                               f"it ft='checkpoint' or 'lineage_stash'")
         task = context.running_task.get(None)
         interruptions.may_send(task)
         encoded = encode_args(args, kwargs, self._inline_max_bytes(), to_shared=task is None or not task.replayed)

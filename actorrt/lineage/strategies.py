@@ -11,6 +11,11 @@
   when the stash is over its bound.
 - ``WriteFirst``: the baseline: before a task runs its spec is written and the ack awaited; a
   receiver then writes and awaits its execution order too, where it records one.
+
+Under the lineage stash an actor may choose another policy (``lineage/policies.py``): the tasks of
+a checkpointing actor are stashed and not written (its checkpoint covers them, or an escape writes
+them with ``commit_lineage``); those of an ephemeral actor are neither stashed nor written, and
+their senders hear at once that no record is needed.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from collections.abc import Callable
 from actorrt.lineage.commit_marks import CommitMarks, Mark
 from actorrt.lineage.flusher import Ack, Flusher
 from actorrt.lineage.options import FaultToleranceMode, FaultToleranceOptions
+from actorrt.lineage.policies import Policy
 from actorrt.lineage.stash import Stash
 from actorrt.lineage.strategy import Announce, FaultTolerance, GlobalRollback, NoLogging, Notify, Spawn
 from actorrt.rpc import common_pb2 as pb
@@ -101,7 +107,10 @@ class LoggedLineage(FaultTolerance):
             self._below_limit.set()
 
     def on_record(self, spec: pb.TaskSpec) -> None:
-        self._stash(spec, whole=False)
+        self._keep(spec, whole=False)
+
+    def _keep(self, spec: pb.TaskSpec, source: str | None = None, whole: bool = True) -> None:
+        self._stash(spec, source, whole)
 
     async def flush(self) -> int:
         specs = self.stash.uncommitted()
@@ -175,6 +184,22 @@ class LineageStash(LoggedLineage):
         self._unconfirmed: dict[bytes, float] = {}  # task id -> when to write it here, oldest first
         self.marks = CommitMarks(self.stash.committed_version)  # of the channels into actors here
         self._marks_due = False  # a look at them is scheduled for the end of this loop turn
+        self._deferred: set[bytes] = set()  # checkpointing actors here: their tasks are not written as they run
+        self._unlogged: set[bytes] = set()  # ephemeral actors here: their tasks are not even stashed
+
+    def hosts(self, actor_id: bytes, policy: Policy) -> None:
+        if policy.kind == "ephemeral":
+            self._unlogged.add(actor_id)
+        elif not policy.logs_continuously:
+            self._deferred.add(actor_id)
+
+    def _keep(self, spec: pb.TaskSpec, source: str | None = None, whole: bool = True) -> None:
+        """Stash ``spec`` and write it, unless its receiver defers its writes (then only stash it)."""
+        if spec.receiver in self._deferred:
+            if self.stash.add(spec, source):
+                self._check_limit()
+        elif spec.receiver not in self._unlogged:
+            self._stash(spec, source, whole)
 
     def start(self, spawn: Spawn, notify: Notify, announce: Announce, address: str) -> None:
         super().start(spawn, notify, announce, address)
@@ -194,7 +219,7 @@ class LineageStash(LoggedLineage):
                 self._unconfirmed[spec.task_id] = time.monotonic() + UNCONFIRMED_WRITE_S
                 self._check_limit()
         else:
-            self._stash(spec)
+            self._keep(spec)
         lineage = self.stash.lineage_for(spec, destination)
         self.stash.mark_sent(spec.task_id, destination)  # the receiver stashes the task on arrival
         return lineage
@@ -202,7 +227,14 @@ class LineageStash(LoggedLineage):
     def on_receive(self, spec: pb.TaskSpec, source: str) -> None:
         """Stashed now, not when it runs: its sender counts it as held here from now on, and a
         result may soon bring lineage that depends on it. Written here; the sender hears when the
-        store has it."""
+        store has it. For a checkpointing actor here, when its checkpoint covers it (or an escape
+        writes it); for an ephemeral one, at once: nothing needs it."""
+        if spec.receiver in self._unlogged:
+            self._notify(source, [(spec.task_id, spec.version)])
+            return
+        if spec.receiver in self._deferred:
+            self._keep(spec, source)
+            return
         self._stash(spec, source)
         committed = self.stash.committed_version(spec.task_id)
         if committed < 0 and self.stash.marked(spec):  # a re-send of a task a mark covers
@@ -231,6 +263,8 @@ class LineageStash(LoggedLineage):
     def on_executed(self, spec: pb.TaskSpec, replayed: bool) -> None:
         """``spec`` ran here: its version is final once the store holds it. A replayed task ran as
         the store has it, unless its log ran out and it recorded afresh: that version is stashed."""
+        if spec.receiver in self._deferred or spec.receiver in self._unlogged:
+            return  # its channels are committed by its checkpoints, not by the store's acks
         stashed = self.stash.get(spec.task_id)
         if stashed is not None:
             version = stashed.version
@@ -296,7 +330,11 @@ class LineageStash(LoggedLineage):
 
     def on_result(self, spec: pb.TaskSpec, owner: str) -> list[pb.TaskSpec]:
         """The owner depends on the version that ran (a nondeterministic receiver's order) once it
-        passes the value on, so that version goes ahead of the result."""
+        passes the value on, so that version goes ahead of the result. Not for a checkpointing or
+        ephemeral actor's: its caller keeps the call and sends it again instead (a result with a
+        value leaves such an actor once its lineage is written, and then there is nothing to send)."""
+        if spec.receiver in self._deferred or spec.receiver in self._unlogged:
+            return []
         return self.stash.lineage_for(spec, owner, include_self=True)
 
     def on_fetched(self, task_id: bytes, destination: str) -> list[pb.TaskSpec]:
@@ -308,11 +346,13 @@ class LineageStash(LoggedLineage):
         # A nondeterministic receiver records the order of every execution, a deterministic one
         # where it goes from one sender's task to another's: replay follows these records, so a
         # task whose order was to be recorded and was not is one nobody can depend on.
+        if spec.receiver in self._unlogged:
+            return spec
         if record_order and predecessor:
             spec = reordered(spec, predecessor)
-            self._stash(spec, whole=False)  # a new version (the spec is written already): the change only
+            self._keep(spec, whole=False)  # a new version (the spec is written already): the change only
         elif spec.task_id not in self.stash:
-            self._stash(spec)  # a local submission
+            self._keep(spec)  # a local submission
         return spec
 
     async def commit_lineage(self, task_id: bytes) -> int:

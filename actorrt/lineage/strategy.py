@@ -21,6 +21,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar
 
 from actorrt.lineage.options import FaultToleranceMode, FaultToleranceOptions
+from actorrt.lineage.policies import Policy
 from actorrt.rpc import common_pb2 as pb
 from actorrt.rpc import node_pb2
 from actorrt.store.lineage_store import LineageStore
@@ -116,6 +117,10 @@ class FaultTolerance:
 
     async def register_actor(self, slot: int, actor_id: bytes) -> None:
         """Record where an actor lives before it runs (a restarted slot looks it up)."""
+
+    def hosts(self, actor_id: bytes, policy: Policy) -> None:
+        """An actor of ``policy`` lives in this process from now on (its tasks are logged as
+        the policy says)."""
 
     # ---- back-pressure ----------------------------------------------------------------------------
 

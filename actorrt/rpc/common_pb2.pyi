@@ -137,7 +137,7 @@ class Arg(_message.Message):
     def __init__(self, keyword: _Optional[str] = ..., value: _Optional[_Union[SerializedObject, _Mapping]] = ..., ref: _Optional[_Union[ObjectRefProto, _Mapping]] = ...) -> None: ...
 
 class ActorCreation(_message.Message):
-    __slots__ = ("class_blob", "class_name", "methods", "nondeterministic", "slot", "checkpoint_every", "standby", "max_concurrency")
+    __slots__ = ("class_blob", "class_name", "methods", "nondeterministic", "slot", "checkpoint_every", "standby", "max_concurrency", "policy")
     CLASS_BLOB_FIELD_NUMBER: _ClassVar[int]
     CLASS_NAME_FIELD_NUMBER: _ClassVar[int]
     METHODS_FIELD_NUMBER: _ClassVar[int]
@@ -146,6 +146,7 @@ class ActorCreation(_message.Message):
     CHECKPOINT_EVERY_FIELD_NUMBER: _ClassVar[int]
     STANDBY_FIELD_NUMBER: _ClassVar[int]
     MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
     class_blob: bytes
     class_name: str
     methods: _containers.RepeatedScalarFieldContainer[str]
@@ -154,7 +155,18 @@ class ActorCreation(_message.Message):
     checkpoint_every: int
     standby: int
     max_concurrency: int
-    def __init__(self, class_blob: _Optional[bytes] = ..., class_name: _Optional[str] = ..., methods: _Optional[_Iterable[str]] = ..., nondeterministic: _Optional[bool] = ..., slot: _Optional[int] = ..., checkpoint_every: _Optional[int] = ..., standby: _Optional[int] = ..., max_concurrency: _Optional[int] = ...) -> None: ...
+    policy: ActorPolicy
+    def __init__(self, class_blob: _Optional[bytes] = ..., class_name: _Optional[str] = ..., methods: _Optional[_Iterable[str]] = ..., nondeterministic: _Optional[bool] = ..., slot: _Optional[int] = ..., checkpoint_every: _Optional[int] = ..., standby: _Optional[int] = ..., max_concurrency: _Optional[int] = ..., policy: _Optional[_Union[ActorPolicy, _Mapping]] = ...) -> None: ...
+
+class ActorPolicy(_message.Message):
+    __slots__ = ("kind", "every_tasks", "every_s")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    EVERY_TASKS_FIELD_NUMBER: _ClassVar[int]
+    EVERY_S_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    every_tasks: int
+    every_s: float
+    def __init__(self, kind: _Optional[str] = ..., every_tasks: _Optional[int] = ..., every_s: _Optional[float] = ...) -> None: ...
 
 class TaskSpec(_message.Message):
     __slots__ = ("task_id", "version", "receiver", "sender", "task_counter", "application_log", "parent_id", "predecessor_id", "argument_ids", "dependencies", "method", "args", "owner_address", "actor_creation", "function", "answered_upto", "from_function")
@@ -205,11 +217,13 @@ class TaskVersion(_message.Message):
     def __init__(self, version: _Optional[int] = ..., predecessor_id: _Optional[bytes] = ..., application_log: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class ObjectValue(_message.Message):
-    __slots__ = ("object_id", "value", "error")
+    __slots__ = ("object_id", "value", "error", "keep_call")
     OBJECT_ID_FIELD_NUMBER: _ClassVar[int]
     VALUE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    KEEP_CALL_FIELD_NUMBER: _ClassVar[int]
     object_id: bytes
     value: SerializedObject
     error: RemoteError
-    def __init__(self, object_id: _Optional[bytes] = ..., value: _Optional[_Union[SerializedObject, _Mapping]] = ..., error: _Optional[_Union[RemoteError, _Mapping]] = ...) -> None: ...
+    keep_call: bool
+    def __init__(self, object_id: _Optional[bytes] = ..., value: _Optional[_Union[SerializedObject, _Mapping]] = ..., error: _Optional[_Union[RemoteError, _Mapping]] = ..., keep_call: _Optional[bool] = ...) -> None: ...
