@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from actorrt.core import context
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
 
@@ -73,3 +74,12 @@ class HeldOutputs:
     def calls(self) -> list[HeldCall]:
         """The calls held now, for a checkpoint: a restore sends them (their receivers run each once)."""
         return [call for call in self._held if isinstance(call, HeldCall)]
+
+
+def held_here(object_id: bytes) -> bool:
+    """Whether the actor running now holds the call whose result is ``object_id`` (a producer's
+    back-pressure does not wait for such a call: the actor's checkpoint sends it)."""
+    sender = context.current_sender.get(None)
+    host = context.current().worker.host if sender is not None else None
+    actor = host.actors.get(sender.sender_id) if host is not None else None
+    return actor is not None and actor.held is not None and actor.held.holds([object_id])

@@ -26,6 +26,8 @@ import actorrt
 from actorrt.core.record_lineage import lineage_store
 from actorrt.handles import ActorHandle, ActorOptions
 from actorrt.lifecycle import current_driver
+from actorrt.lineage import policies
+from actorrt.lineage.policies import Policy
 from actorrt.store.relations import save_flow
 from actorrt.streaming import savepoints
 from actorrt.streaming.connectors import Source, id_kind
@@ -53,13 +55,24 @@ DEFAULT_CHECKPOINT_EVERY = 1000
 DEFAULT_LINEAGE_KEEP = 1_000_000
 
 
+def stage_policy(ft: Policy | str | None) -> Policy:
+    """``ft`` as a stage's policy. Not ``ephemeral``: every operator sends its records on, which
+    an actor that keeps no state cannot number again after a failure."""
+    policy = policies.policy(ft)
+    if policy.kind == "ephemeral":
+        raise ValueError("a stage's operators send records on, and an ephemeral actor calls no actor: give the "
+                         "stage ft='checkpoint' (its state is its counters, checkpointed often) or 'lineage_stash'")
+    return policy
+
+
 class Dataflow:
     """A dataflow: sources, then stages of operators. Build it, then ``run()`` it, or ``start()``
     it if it is fed (on the cluster of ``actorrt.init()``)."""
 
     def __init__(self, name: str, *, batch_size: int = 100, max_in_flight: int = 8,
                  checkpoint_every: int | None = DEFAULT_CHECKPOINT_EVERY, standby: int = 0,
-                 lineage: bool | Collection[str] = False, lineage_keep: int | None = DEFAULT_LINEAGE_KEEP) -> None:
+                 lineage: bool | Collection[str] = False, lineage_keep: int | None = DEFAULT_LINEAGE_KEEP,
+                 ft: Policy | str | None = None) -> None:
         """``batch_size``: records per batch from a source; ``max_in_flight``: batches a producer
         may have unprocessed at each consumer; ``checkpoint_every``: each operator checkpoints after
         that many of its tasks (None: only when asked), which bounds what a failure replays;
@@ -69,7 +82,10 @@ class Dataflow:
         ``lineage``: capture record lineage, of every stage (True) or of the stages named, so that
         ``actorrt.lineage.backward`` and ``forward`` can tell which records an output came from and
         what a record affected (``RunResult.ids`` names the outputs); ``lineage_keep``: each
-        operator instance keeps the relations of its newest that many records (None: all)."""
+        operator instance keeps the relations of its newest that many records (None: all);
+        ``ft``: the operators' fault-tolerance policy (``ActorOptions.ft``: the lineage stash by
+        default, ``"checkpoint"``, ``"eager"``), which a stage may set for its own (``ft=``).
+        ``checkpoint_every`` is the lineage stash's cadence; a checkpointing policy has its own."""
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, not {batch_size!r}")
         if not isinstance(max_in_flight, int) or max_in_flight < 1:
@@ -83,12 +99,14 @@ class Dataflow:
         self._plan.lineage_keep = lineage_keep
         self._checkpoint_every = checkpoint_every
         self._standby = ActorOptions(standby=standby).standby  # checked now, not at the run
+        self._ft = stage_policy(ft)
         # The actors of the run under way: every stage's instances and the flow's monitor (what a
         # global checkpoint of the flow takes, with ``ft="checkpoint"``).
         self.actors: list[ActorHandle] = []
 
     def source(self, records: Iterable[Any] | Source | Fed, *, parallelism: int = 1,
-               time: EventTime | None = None, name: str | None = None, standby: int | None = None) -> Stream:
+               time: EventTime | None = None, name: str | None = None, standby: int | None = None,
+               ft: Policy | str | None = None) -> Stream:
         """Records from ``records``: any iterable, read by the driver that runs the flow (each
         batch it sends is logged); a pulled ``Source`` (``RedisStreamSource``, ``ListSource``),
         read by its operator, whose lineage keeps the offsets it read; or ``Fed()``, records
@@ -102,6 +120,7 @@ class Dataflow:
                 (every source of a flow has one, or none has).
             name: what ``RunningFlow.feed(..., source=)`` calls it (a flow fed from several).
             standby: standbys of each of its instances (0 or 1; None: the flow's).
+            ft: its instances' fault-tolerance policy (None: the flow's), as on every stage.
         """
         if time is not None and not isinstance(time, EventTime):
             raise TypeError(f"source(time=) takes EventTime(of, max_delay_s=..., idle_s=...), not {time!r}")
@@ -120,7 +139,7 @@ class Dataflow:
                              "iterables (run() reads them); a pulled source goes with either")
         if pulled(records) and parallelism != 1:
             raise ValueError("a pulled source is read by one operator: parallelism=1 (spread the work after it)")
-        stage = self._new_stage(parallelism, [], standby)
+        stage = self._new_stage(parallelism, [], standby, ft)
         stage.source, stage.time, stage.source_name = records, time, name
         return Stream(self, [(len(self._plan.stages) - 1, None)])
 
@@ -226,13 +245,17 @@ class Dataflow:
             kinds[s] = id_kind(source) if pulled(source) else "marked" if isinstance(source, Fed) else "row"
         return kinds
 
-    def _new_stage(self, parallelism: int, inputs: list[Input], standby: int | None = None) -> Stage:
+    def _new_stage(self, parallelism: int, inputs: list[Input], standby: int | None = None,
+                   ft: Policy | str | None = None) -> Stage:
         standby = self._standby if standby is None else ActorOptions(standby=standby).standby  # checked now
-        stage = Stage(check_parallelism(parallelism), inputs, standby=standby)
+        ft = self._ft if ft is None else stage_policy(ft)
+        ActorOptions(standby=standby, ft=ft)  # the two together, checked now
+        stage = Stage(check_parallelism(parallelism), inputs, standby=standby, ft=ft)
         self._plan.stages.append(stage)
         return stage
 
-    def _stage_of(self, step: Step, parallelism: int, inputs: list[Input], standby: int | None = None) -> Stream:
+    def _stage_of(self, step: Step, parallelism: int, inputs: list[Input], standby: int | None = None,
+                  ft: Policy | str | None = None) -> Stream:
         """A new stage of ``parallelism`` instances taking ``inputs`` into ``step``: its records."""
-        self._new_stage(parallelism, inputs, standby).steps.append(step)
+        self._new_stage(parallelism, inputs, standby, ft).steps.append(step)
         return Stream(self, [(len(self._plan.stages) - 1, 0)])

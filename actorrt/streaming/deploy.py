@@ -26,5 +26,7 @@ def operator_options(plan: Plan, stage: int, checkpoint_every: int | None) -> An
     """The operator actor class of ``stage``, with its options."""
     # With one sender an operator's order is its sender's: only where others cut in (its own
     # timers, the driver) is it recorded. Several senders interleave in arrival order.
-    return _operator.options(nondeterministic=len(plan.channels(stage)) > 1, checkpoint_every=checkpoint_every,
-                             standby=plan.stages[stage].standby)
+    own = plan.stages[stage]
+    lineage_stash = own.ft.logs_continuously  # (a checkpointing policy has its own cadence)
+    return _operator.options(nondeterministic=len(plan.channels(stage)) > 1, standby=own.standby, ft=own.ft,
+                             checkpoint_every=checkpoint_every if lineage_stash else None)

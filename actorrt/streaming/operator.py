@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import actorrt
+from actorrt.core.held_outputs import held_here
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.record_lineage import relation_queue
 from actorrt.exceptions import ActorRTError
@@ -374,7 +375,9 @@ class Operator(RescaleSteps):
             queue = queues[message.to]
             queue.append(call)
             while len(queue) > (self.plan.max_in_flight if in_flight is None else in_flight):
-                await actorrt.ran(queue.popleft())  # back-pressure: the consumer is behind
+                ref = queue.popleft()
+                if not held_here(ref.object_id):  # (a checkpointing operator's calls leave with its checkpoint)
+                    await actorrt.ran(ref)  # back-pressure: the consumer is behind
 
     async def _settle(self) -> None:
         """Wait until every batch this instance sent was processed."""

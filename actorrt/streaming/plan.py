@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from actorrt.lineage.policies import LINEAGE_STASH, Policy
+
 OnError = Literal["fail", "dead_letter"]
 
 
@@ -238,6 +240,7 @@ class Stage:
     time: EventTime | None = None  # a source stage in event time: how it reads its records' times
     source_name: str | None = None
     standby: int = 0  # standbys of each operator instance (0 or 1)
+    ft: Policy = LINEAGE_STASH  # its operators' fault-tolerance policy
 
     @property
     def name(self) -> str:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from actorrt.lineage.policies import Policy
 from actorrt.streaming.connectors import Sink
 from actorrt.streaming.joins import window_join_add, window_join_init, window_join_merge
 from actorrt.streaming.plan import (
@@ -49,22 +50,22 @@ class Stream:
     # "dead_letter" (the record is put aside in ``RunResult.dead_letters`` and the run goes on).
 
     def map(self, fn: Callable[[Any], Any], *, parallelism: int | None = None, name: str | None = None,
-            on_error: str = "fail") -> Stream:
+            on_error: str = "fail", ft: Policy | str | None = None) -> Stream:
         """Each record becomes ``fn(record)``."""
-        return self._stateless("map", fn, name, on_error, parallelism)
+        return self._stateless("map", fn, name, on_error, parallelism, ft)
 
     def flat_map(self, fn: Callable[[Any], Iterable[Any]], *, parallelism: int | None = None,
-                 name: str | None = None, on_error: str = "fail") -> Stream:
+                 name: str | None = None, on_error: str = "fail", ft: Policy | str | None = None) -> Stream:
         """Each record becomes the records ``fn(record)`` returns."""
         if not callable(fn):
             raise TypeError(f"flat_map() takes a function, not {fn!r}")
         return self._stateless("flat_map", lambda record: list(fn(record)), name or step_name("flat_map", fn, None),
-                               on_error, parallelism)
+                               on_error, parallelism, ft)
 
     def filter(self, fn: Callable[[Any], bool], *, parallelism: int | None = None, name: str | None = None,
-               on_error: str = "fail") -> Stream:
+               on_error: str = "fail", ft: Policy | str | None = None) -> Stream:
         """The records for which ``fn(record)`` is true."""
-        return self._stateless("filter", fn, name, on_error, parallelism)
+        return self._stateless("filter", fn, name, on_error, parallelism, ft)
 
     def route(self, fn: Callable[[Any], Iterable[tuple[str, Any]]], outputs: Iterable[str], *,
               parallelism: int | None = None, name: str | None = None, on_error: str = "fail") -> dict[str, Stream]:
@@ -126,13 +127,16 @@ class Stream:
         return [Input(s, stages[s].port(step), key, side) for s, step in self._origins]
 
     def _stateless(self, kind: str, fn: Callable[..., Any], name: str | None, on_error: str,
-                   parallelism: int | None, **more: Any) -> Stream:
+                   parallelism: int | None, ft: Policy | str | None = None, **more: Any) -> Stream:
         if not callable(fn):
             raise TypeError(f"{kind}() takes a function, not {fn!r}")
         step = Step(kind, step_name(kind, fn, name), fn, on_error=check_on_error(on_error), **more)
         if parallelism is None:
+            if ft is not None:
+                raise ValueError(f"{kind}(ft=) is the policy of a stage of its own: give it parallelism= too "
+                                 f"(without, it runs in the stage of the records it takes)")
             return self._then(step)
-        return self._flow._stage_of(step, parallelism, self._inputs(None))
+        return self._flow._stage_of(step, parallelism, self._inputs(None), ft=ft)
 
     def _then(self, step: Step) -> Stream:
         """``step`` on this stream's records, in the stage (each stage, after a union) they are in."""
@@ -154,31 +158,32 @@ class KeyedStream:
 
     def fold(self, init: Callable[[], Any], fn: Callable[[Any, Any], Any], *, parallelism: int = 1,
              name: str | None = None, on_error: str = "fail", emit: str = "updates",
-             ttl_s: float | None = None, standby: int | None = None) -> Stream:
+             ttl_s: float | None = None, standby: int | None = None, ft: Policy | str | None = None) -> Stream:
         """Per key, ``state = fn(state, record)`` from ``init()``. ``emit="updates"``: after each
         batch, emits ``(key, state)`` for every key the batch changed; ``emit="final"``: emits
         ``(key, state)`` once per key, at the end of the input. ``ttl_s``: a key not updated for
         that long (in the flow's time: event time or the clock) is forgotten (starts again from
-        ``init()``). ``standby``: standbys of each instance (0 or 1; None: the flow's), as on every
-        stateful stage."""
+        ``init()``). ``standby``: standbys of each instance (0 or 1; None: the flow's), and ``ft``:
+        the instances' fault-tolerance policy (None: the flow's), as on every stage."""
         if emit not in ("updates", "final"):
             raise ValueError(f'fold(emit=) is "updates" or "final", not {emit!r}')
         return self._keyed(Step("fold", step_name("fold", fn, name), fn, init, on_error=check_on_error(on_error),
-                                emit=emit, ttl_s=check_ttl(ttl_s)), parallelism, standby=standby)
+                                emit=emit, ttl_s=check_ttl(ttl_s)), parallelism, standby=standby, ft=ft)
 
     def reduce(self, fn: Callable[[Any, Any], Any], *, parallelism: int = 1, name: str | None = None,
                on_error: str = "fail", emit: str = "updates", ttl_s: float | None = None,
-               standby: int | None = None) -> Stream:
+               standby: int | None = None, ft: Policy | str | None = None) -> Stream:
         """Per key, ``fn(previous, record)`` with the first record as the start (``emit``,
         ``ttl_s``: as ``fold``'s)."""
         first = object()
         return self.fold(lambda: first, lambda acc, record: record if acc is first else fn(acc, record),
                          parallelism=parallelism, name=name or step_name("reduce", fn, None), on_error=on_error,
-                         emit=emit, ttl_s=ttl_s, standby=standby)
+                         emit=emit, ttl_s=ttl_s, standby=standby, ft=ft)
 
     def window(self, window: Window, init: Callable[[], Any], fn: Callable[[Any, Any], Any], *,
                lateness_s: float = 0.0, merge: Callable[[Any, Any], Any] | None = None, parallelism: int = 1,
-               name: str | None = None, on_error: str = "fail", standby: int | None = None) -> Stream:
+               name: str | None = None, on_error: str = "fail", standby: int | None = None,
+               ft: Policy | str | None = None) -> Stream:
         """Per key and window, ``state = fn(state, record)`` from ``init()``; when a window ends
         (on time, records or not) emits ``(key, start, end, state)``.
 
@@ -201,14 +206,14 @@ class KeyedStream:
             raise ValueError("session windows in event time need merge=: a late record can join two sessions")
         step = Step("window", step_name("window", fn, name), fn, init, window, check_on_error(on_error), lateness_s,
                     merge)
-        return self._keyed(step, parallelism, standby=standby)
+        return self._keyed(step, parallelism, standby=standby, ft=ft)
 
     def process(self, fn: KeyedProcess, *, parallelism: int = 1, name: str | None = None, on_error: str = "fail",
-                ttl_s: float | None = None, standby: int | None = None) -> Stream:
+                ttl_s: float | None = None, standby: int | None = None, ft: Policy | str | None = None) -> Stream:
         """Per record, ``fn.on_record(ctx, record)`` with the record's key, state and timers in
         ``ctx`` (``KeyedProcess``); emits what it returns. ``ttl_s``: a key whose state was not
         written for that long (in the flow's time) is forgotten, its timers kept."""
-        return self._keyed(_process_step(fn, name, on_error, ttl_s), parallelism, standby=standby)
+        return self._keyed(_process_step(fn, name, on_error, ttl_s), parallelism, standby=standby, ft=ft)
 
     def connect(self, other: KeyedStream) -> ConnectedStreams:
         """This stream (left) and ``other`` (right) into one keyed step with shared state per key:
@@ -218,11 +223,11 @@ class KeyedStream:
         return ConnectedStreams(self, other)
 
     def _keyed(self, step: Step, parallelism: int, other: KeyedStream | None = None,
-               standby: int | None = None) -> Stream:
+               standby: int | None = None, ft: Policy | str | None = None) -> Stream:
         inputs = Stream(self._flow, self._origins)._inputs(self._key)
         if other is not None:
             inputs += Stream(self._flow, other._origins)._inputs(other._key, side=1)
-        return self._flow._stage_of(step, parallelism, inputs, standby)
+        return self._flow._stage_of(step, parallelism, inputs, standby, ft)
 
 
 class ConnectedStreams:
@@ -233,36 +238,38 @@ class ConnectedStreams:
         self._left, self._right = left, right
 
     def process(self, fn: KeyedProcess, *, parallelism: int = 1, name: str | None = None, on_error: str = "fail",
-                ttl_s: float | None = None, standby: int | None = None) -> Stream:
+                ttl_s: float | None = None, standby: int | None = None, ft: Policy | str | None = None) -> Stream:
         """Per record, ``fn.on_left(ctx, record)`` or ``fn.on_right(ctx, record)`` (``KeyedProcess``),
         with the key's state and timers in ``ctx``; emits what they return (``ttl_s``: as
         ``KeyedStream.process``'s)."""
-        return self._left._keyed(_process_step(fn, name, on_error, ttl_s), parallelism, self._right, standby)
+        return self._left._keyed(_process_step(fn, name, on_error, ttl_s), parallelism, self._right, standby, ft)
 
     def window_join(self, window: Window, *, lateness_s: float = 0.0, parallelism: int = 1,
-                    name: str = "window_join", standby: int | None = None) -> Stream:
+                    name: str = "window_join", standby: int | None = None, ft: Policy | str | None = None) -> Stream:
         """Per key and window: when the window ends, ``(key, left, right)`` for every pair of a
         left and a right record in it (windows as ``KeyedStream.window``'s). Its state is the
         open windows' records."""
-        return self._window(window, lateness_s, parallelism, name, "pairs", standby)
+        return self._window(window, lateness_s, parallelism, name, "pairs", standby, ft)
 
     def _window(self, window: Window, lateness_s: float, parallelism: int, name: str, emit: str,
-                standby: int | None) -> Stream:
+                standby: int | None, ft: Policy | str | None) -> Stream:
         check_window(window)
         check_lateness(lateness_s, self._left._flow._plan.time is not None)
         step = Step("window_join", name, window_join_add, window_join_init, window, lateness_s=lateness_s,
                     merge=window_join_merge, emit=emit)
-        return self._left._keyed(step, parallelism, self._right, standby)
+        return self._left._keyed(step, parallelism, self._right, standby, ft)
 
     def window_cogroup(self, window: Window, *, lateness_s: float = 0.0, parallelism: int = 1,
-                       name: str = "window_cogroup", standby: int | None = None) -> Stream:
+                       name: str = "window_cogroup", standby: int | None = None,
+                       ft: Policy | str | None = None) -> Stream:
         """Per key and window: when the window ends, ``(key, start, end, lefts, rights)``, both
         sides' records in it (either list may be empty): Flink's ``coGroup``, for what pairs
         cannot say (an outer join, a side with no match, one result per window)."""
-        return self._window(window, lateness_s, parallelism, name, "groups", standby)
+        return self._window(window, lateness_s, parallelism, name, "groups", standby, ft)
 
     def interval_join(self, before_s: float, after_s: float, *, parallelism: int = 1,
-                      name: str = "interval_join", standby: int | None = None) -> Stream:
+                      name: str = "interval_join", standby: int | None = None,
+                      ft: Policy | str | None = None) -> Stream:
         """``(key, left, right)`` for each right record at a time in ``[t - before_s, t + after_s]``
         of a left record's ``t``, as soon as the second of the two arrives; the pair's time is the
         later one's. Event time only: records are kept until the watermark passes the last time
@@ -275,7 +282,7 @@ class ConnectedStreams:
         if before_s + after_s < 0:
             raise ValueError(f"interval_join() of an empty interval: [t - {before_s}, t + {after_s}]")
         step = Step("interval_join", name, None, between=(before_s, after_s))
-        return self._left._keyed(step, parallelism, self._right, standby)
+        return self._left._keyed(step, parallelism, self._right, standby, ft)
 
 
 def _process_step(fn: Any, name: str | None, on_error: str, ttl_s: float | None) -> Step:

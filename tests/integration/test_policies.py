@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import random
+import time
 
 import pytest
 
@@ -17,6 +18,7 @@ from actorrt.exceptions import ActorRTError
 from actorrt.lineage import policies
 from actorrt.store.lineage_store import LineageStore
 from actorrt.store.opening import store_of_view
+from actorrt.streaming import Dataflow
 from tests.support.waiting import eventually
 
 
@@ -200,3 +202,34 @@ def test_policies_are_checked_where_they_are_given(cluster_with, tmp_path):
     with cluster_with(num_nodes=1, ft="checkpoint", checkpoint_dir=tmp_path):
         with pytest.raises(ActorRTError, match="needs a cluster that stashes lineage"):
             Echo.options(ft="eager").remote()
+
+
+def _killing(records, at: int, node: int):
+    for i, record in enumerate(records):
+        if i == at:
+            actorrt.kill_node(node)
+        if i % 50 == 0:
+            time.sleep(0.005)
+        yield record
+
+
+@pytest.mark.parametrize("node", [1, 2])
+def test_a_dataflow_of_mixed_policies_counts_exactly_through_a_kill(cluster_with, tmp_path, node):
+    """Lazily checkpointed splitters and counts, an eager last stage: the counts equal a plain
+    count, with the node of a count instance (1) or of the last stage (2) killed mid-stream."""
+    lines = _lines(3000, seed=node)
+    oracle = collections.Counter(w for line in lines for w in line.split())
+    with cluster_with(num_nodes=3, store_shards=2, checkpoint_dir=tmp_path):
+        flow = Dataflow("mixed", batch_size=20, max_in_flight=4, ft=policies.checkpoint(every_s=0.2))
+        (flow.source(_killing(lines, 1500, node))
+         .flat_map(str.split, parallelism=2)
+         .key_by(lambda word: word)
+         .fold(lambda: 0, lambda n, word: n + 1, parallelism=2)
+         .map(lambda update: update, parallelism=1, ft="eager")
+         .collect())
+        result = flow.run(timeout=120)
+        final = {}
+        for word, n in result.outputs:
+            final[word] = max(final.get(word, 0), n)
+        assert final == oracle
+        assert _rebuilt(node)["from_checkpoint"] >= 1  # went back to a checkpoint, and on from there
