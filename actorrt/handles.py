@@ -59,7 +59,7 @@ class ActorOptions:
             function creates does. An actor outlives the driver that created it either way.
         ft: how the actor survives a failure, in a cluster that logs lineage: ``"lineage_stash"``
             (the default: its lineage is logged as it runs, and replayed), ``"checkpoint"`` or
-            ``actorrt.policies.checkpoint(every_tasks=, every_s=)`` (lazily: logged only when
+            ``actorrt.lineage.policies.checkpoint(every_tasks=, every_s=)`` (lazily: logged only when
             its work must leave before its next checkpoint; its calls to other actors wait for
             that checkpoint), ``"eager"`` (a checkpoint after every task, before anything it made
             leaves) or ``"ephemeral"`` (nothing kept: its constructor runs again after a failure,

@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 MAX_UNWRITTEN = 4
 # A checkpointing actor that holds this many outputs checkpoints after its task, whatever its cadence.
 MAX_HELD = 10_000
+# An eager actor's checkpoint covers at most this many tasks: past them it waits for the one being
+# written, and takes the next (its tasks' results wait for both).
+EAGER_GROUP = 256
 
 
 class Checkpointer:
@@ -66,6 +69,8 @@ class Checkpointer:
         if (actor.death is not None or (spec is not None and spec.method == CHECKPOINT_METHOD)
                 or actor.services.ft.rolls_back or actor.replaying):
             return False
+        if actor.policy.kind == "eager":  # a group commit: now, unless one is being written (then after it)
+            return self.since > 0 and (self._unwritten == 0 or self.since >= EAGER_GROUP)
         every = actor.creation.checkpoint_every
         if every and self.since >= every:
             return True
@@ -136,6 +141,10 @@ class Checkpointer:
                 self._actor.held.release(held)
         finally:
             self._unwritten -= 1
+        actor = self._actor
+        if (actor.policy.kind == "eager" and self.since > 0 and not self._unwritten and actor.between_tasks
+                and actor.death is None and not actor.replaying and actor.services.lease.valid()):
+            await self.take(wait=False)  # the tasks that ran while this one was written (snapshotted at once)
 
     async def _write(self, seq: int, path: Any, snapshot: checkpoint_pb2.ActorCheckpoint,
                      to_collect: list[bytes], covered: list[tuple[bytes, int]], base: int) -> None:

@@ -9,8 +9,9 @@ The cluster logs lineage (``actorrt.init(ft="lineage_stash")``); each actor choo
   with a value, ``commit_lineage``). Its calls to other actors wait for that checkpoint, which
   makes them reproducible. After a failure it restores the checkpoint, replays what was written,
   and its callers send again what came after; it alone goes back.
-- ``checkpoint(eager=True)``: a checkpoint after every task, and nothing it made (its results
-  included) leaves before that checkpoint is durable. A failure loses nothing it answered.
+- ``checkpoint(eager=True)``: every task is covered by a checkpoint before anything it made (its
+  results included) leaves. Checkpoints are group commits: one is taken after a task when none is
+  being written, and covers every task since the last. A failure loses nothing it answered.
 - ``ephemeral``: no state worth keeping. Nothing is logged or checkpointed; after a failure its
   constructor runs again and its callers send again what it had not answered. It calls no actor.
 """
@@ -91,7 +92,7 @@ def checkpoint(*, every_tasks: int | None = None, every_s: float | None = None, 
     if eager:
         if every_tasks is not None or every_s is not None:
             raise ValueError("checkpoint(eager=True) checkpoints after every task: it takes no every_tasks or every_s")
-        return Policy("eager", every_tasks=1)
+        return Policy("eager")
     if every_tasks is None and every_s is None:
         every_s = DEFAULT_EVERY_S
     return Policy("checkpoint", every_tasks, None if every_s is None else float(every_s))
@@ -117,4 +118,4 @@ def policy(value: Policy | str | None) -> Policy:
     if value in ("lineage_stash", "ephemeral"):
         return Policy(value)
     raise ValueError(f"ft= must be one of {', '.join(repr(k) for k in KINDS)} or a policy from "
-                     f"actorrt.policies.checkpoint(...), not {value!r}")
+                     f"actorrt.lineage.policies.checkpoint(...), not {value!r}")

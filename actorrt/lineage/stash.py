@@ -160,6 +160,17 @@ class Stash:
         """Whether a commit mark of ``spec``'s channel covers it (committed at its final version)."""
         return spec.task_counter <= self._upto.get((spec.receiver, spec.sender), -1)
 
+    def covered(self, receiver: bytes, covered: dict[bytes, int]) -> list[tuple[bytes, int]]:
+        """The uncommitted tasks of ``receiver`` here that a checkpoint of it covers (per sender,
+        up to a counter), with their versions: found through their channels, not the whole stash."""
+        found = []
+        for sender, upto in covered.items():
+            for counter, task_id in self._by_channel.get((receiver, sender), {}).items():
+                entry = self._entries.get(task_id)
+                if counter <= upto and entry is not None and entry.committed < entry.version:
+                    found.append((task_id, entry.version))
+        return found
+
     def committed_upto(self, receiver: bytes, sender: bytes, counter: int) -> list[bytes]:
         """The receiver says every task ``sender`` sent it up to ``counter`` is committed at its
         final version (it ran them, and the store holds what they ran as); returns the evicted."""

@@ -307,10 +307,7 @@ class LineageStash(LoggedLineage):
         any more: those stashed here count as committed, and writes of them still queued are
         dropped. (A late write would land in this process's slot group after the collector
         deleted the other copies, and bring the record back for good.)"""
-        covered_here = [(s.task_id, s.version) for s in self.stash.specs()
-                        if s.receiver == receiver and s.task_counter <= covered.get(s.sender, 0)
-                        and not self.stash.is_committed(s.task_id)]
-        self._committed_elsewhere(covered_here)
+        self._committed_elsewhere(self.stash.covered(receiver, covered))
 
     async def _write_unconfirmed(self) -> None:
         while True:

@@ -1,0 +1,215 @@
+"""Fault-tolerance policies per stage: a mixed pipeline against one policy for every actor.
+
+The job: ``--lines`` lines from a pulled source -> split into words (2 instances) -> a running
+count per word (2 instances, which take both splitters' batches in arrival order) -> a last stage
+(1 instance) that writes each update to a file. Four ways to run it, each on a 2-node cluster of
+its own:
+
+- ``mixed``: the source, the splitters and the counts checkpoint lazily (every ``--every-s``:
+  nothing is logged as they run, what they send waits for their checkpoint), and the last stage
+  eagerly (a checkpoint after every task);
+- ``lineage_stash``: every operator logs its lineage (the default; a checkpoint every 1,000 tasks);
+- ``rollback``: the cluster's ``ft="checkpoint"``: a global checkpoint every ``--every-s``, and
+  every actor goes back to the last one after a failure (the source too);
+- ``none``: nothing logged, nothing recovered (beside, for scale).
+
+Each runs once without a failure (throughput: lines a second), and once with node 1 (a splitter
+and a count) SIGKILLed at half its failure-free time: the failure's cost is how much longer that
+run takes. The issue's targets, ratios from one run of this script: the mixed pipeline's
+throughput >= 1.2x the lineage stash's, its failure cost <= 0.3x the global rollback's; and the
+actors each failure rolled back (a lazy actor restored from its checkpoint counts; one that replays
+its lineage to where it was does not).
+
+(The issue's pipeline has an ephemeral parse stage. A stage sends its records on, and an
+ephemeral actor, which keeps nothing, could not number those calls again after a failure: the
+splitters checkpoint lazily instead, their state being their counters.)
+
+Run: ``python bench/policies.py [--lines 20000] [--every-s 1.0] [--quick]``. Writes
+``bench/results/policies-<time>.json`` and ``.png`` and prints a table with the targets.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from run_meta import run_meta
+
+import actorrt
+from actorrt.lineage import policies
+from actorrt.streaming import Dataflow, ListSource
+
+RESULTS = Path(__file__).parent / "results"
+CONFIGS = ("mixed", "lineage_stash", "rollback", "none")
+TARGET_THROUGHPUT, TARGET_FAILURE_COST = 1.2, 0.3
+WORDS = [f"w{i}" for i in range(500)]
+
+
+def lines_of(n: int) -> list[str]:
+    return [" ".join(WORDS[(i * 7 + j * 13) % len(WORDS)] for j in range(1 + i % 10)) for i in range(n)]
+
+
+class UpdateFiles:
+    """Appends each update to a file per writer (not exactly-once: no commit waits before a write;
+    the runs compare throughput and recovery, and the tests check exactness)."""
+
+    exactly_once = False
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def write(self, writer: str, number: int, records: list[tuple[str, int]]) -> None:
+        with open(Path(self.directory) / (writer.replace("/", "-") + ".upd"), "a") as f:
+            f.write("".join(f"{word} {n}\n" for word, n in records))
+
+
+def flow_of(config: str, lines: list[str], directory: str, every_s: float) -> Dataflow:
+    lazy = policies.checkpoint(every_s=every_s)
+    flow = Dataflow("policies", batch_size=50, max_in_flight=8, ft=lazy if config == "mixed" else None,
+                    checkpoint_every=None if config == "rollback" else 1000)
+    (flow.source(ListSource(lines))
+     .flat_map(str.split, parallelism=2)
+     .key_by(lambda word: word)
+     .fold(lambda: 0, lambda n, word: n + 1, parallelism=2)
+     .map(lambda update: update, parallelism=1, ft="eager" if config == "mixed" else None)
+     .sink(UpdateFiles(directory)))
+    return flow
+
+
+def _global_checkpoints(flow: Dataflow, every_s: float, stop: threading.Event, taken: threading.Event) -> None:
+    while not stop.wait(every_s):
+        try:
+            if flow.actors:
+                actorrt.checkpoint(flow.actors, timeout=30)
+                taken.set()
+        except actorrt.ActorRTError:
+            pass  # a rollback under way: the next one
+
+
+def _kill_at(at: float, ready: threading.Event, stop: threading.Event) -> None:
+    """Kill node 1 at ``at``, once ``ready`` (the rollback's first global checkpoint is taken:
+    before it, a rollback has nothing to go back to)."""
+    while not ready.wait(0.05):
+        if stop.is_set():
+            return
+    if not stop.wait(max(0.0, at - time.time())):
+        actorrt.kill_node(1)
+
+
+def run(config: str, lines: list[str], every_s: float, kill_after: float | None) -> dict[str, Any]:
+    """One run on a cluster of its own; ``kill_after``: seconds after the start, node 1 is killed."""
+    ft = {"rollback": "checkpoint", "none": "none"}.get(config, "lineage_stash")
+    directory = tempfile.mkdtemp(prefix="policies-")
+    actorrt.init(num_nodes=2, ft=ft, checkpoint_dir=tempfile.mkdtemp(prefix="policies-ckpt-"))
+    try:
+        flow = flow_of(config, lines, directory, every_s)
+        stop, ready, helpers = threading.Event(), threading.Event(), []
+        started = time.time()
+        if config == "rollback":
+            helpers.append(threading.Thread(target=_global_checkpoints, args=(flow, every_s, stop, ready), daemon=True))
+        else:
+            ready.set()
+        if kill_after is not None:
+            helpers.append(threading.Thread(target=_kill_at, args=(started + kill_after, ready, stop), daemon=True))
+        for helper in helpers:
+            helper.start()
+        flow.run(timeout=600)
+        wall = time.time() - started
+        stop.set()
+        for helper in helpers:
+            helper.join()
+        recoveries = [r for node in actorrt.stats()["nodes"] for r in node["recoveries"]]
+    finally:
+        actorrt.shutdown()
+    final: dict[str, int] = {}
+    for path in Path(directory).glob("*.upd"):
+        for line in path.read_text().splitlines():
+            word, n = line.split()
+            final[word] = max(final.get(word, 0), int(n))
+    oracle = collections.Counter(w for line in lines for w in line.split())
+    return {"config": config, "killed": kill_after is not None, "wall_s": wall, "lines_per_s": len(lines) / wall,
+            "exact": final == dict(oracle), "recoveries": recoveries,
+            "rolled_back": rolled_back(config, recoveries)}
+
+
+def rolled_back(config: str, recoveries: list[dict[str, Any]]) -> int:
+    """Actors a failure took back to a checkpoint: under a global rollback every actor rebuilt
+    (all restore the global checkpoint); otherwise those restored from a checkpoint that their
+    lineage did not bring forward (under the lineage stash, a replay brings an actor to where it
+    was, and rolls nothing back)."""
+    if config == "rollback":
+        return sum(r["actors"] for r in recoveries)
+    if config == "mixed":
+        return sum(r["from_checkpoint"] for r in recoveries)
+    return 0
+
+
+def _plot(doc: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    configs = [c for c in CONFIGS if c in doc["configs"]]
+    a.bar(configs, [doc["configs"][c]["free"]["lines_per_s"] for c in configs], color="tab:blue")
+    a.set_ylabel("lines / s, no failure")
+    a.set_title("Throughput")
+    b.bar(configs, [doc["configs"][c]["failure_cost_s"] for c in configs], color="tab:red")
+    b.set_ylabel("s longer with node 1 killed at half time")
+    b.set_title("Failure cost")
+    fig.suptitle(f"Per-stage policies, {doc['lines']} lines, checkpoints every {doc['every_s']} s "
+                 f"(commit {doc['commit']})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+@click.command()
+@click.option("--lines", default=20_000, show_default=True)
+@click.option("--every-s", default=1.0, show_default=True, help="the lazy checkpoints' and the global ones' period")
+@click.option("--quick", is_flag=True, help="5,000 lines")
+def main(lines: int, every_s: float, quick: bool) -> None:
+    """The mixed pipeline against the lineage stash, the global rollback and nothing, with and
+    without a node failure."""
+    if quick:
+        lines = 5000
+    stamp, meta = run_meta(lines=lines, every_s=every_s)
+    text = lines_of(lines)
+    doc: dict[str, Any] = {**meta, "configs": {}}
+    for config in CONFIGS:
+        free = run(config, text, every_s, None)
+        failed = run(config, text, every_s, free["wall_s"] / 2) if config != "none" else None
+        doc["configs"][config] = {"free": free, "failed": failed,
+                                  "failure_cost_s": failed["wall_s"] - free["wall_s"] if failed else float("nan")}
+    c = doc["configs"]
+    rate = {config: c[config]["free"]["lines_per_s"] for config in CONFIGS}
+    doc["ratios"] = {
+        "throughput_mixed_over_lineage_stash": rate["mixed"] / rate["lineage_stash"],
+        "failure_cost_mixed_over_rollback": c["mixed"]["failure_cost_s"] / c["rollback"]["failure_cost_s"],
+    }
+    RESULTS.mkdir(exist_ok=True)
+    base = RESULTS / f"policies-{stamp}"
+    base.with_suffix(".json").write_text(json.dumps(doc, indent=1))
+    _plot(doc, base.with_suffix(".png"))
+    print(f"per-stage policies, {lines} lines ({stamp}, commit {meta['commit']}): {base}.json")
+    print(f"  {'config':<14} {'lines/s':>9} {'cost s':>8} {'rolled back':>12} {'exact':>6}")
+    for config in CONFIGS:
+        r = c[config]
+        failed = r["failed"] or {}
+        print(f"  {config:<14} {r['free']['lines_per_s']:>9.0f} {r['failure_cost_s']:>8.2f} "
+              f"{failed.get('rolled_back', '-'):>12} {str(failed.get('exact', '-')):>6}")
+    ratios = doc["ratios"]
+    print(f"  throughput, mixed / lineage stash: {ratios['throughput_mixed_over_lineage_stash']:.2f}x "
+          f"(target >= {TARGET_THROUGHPUT}x)")
+    print(f"  failure cost, mixed / global rollback: {ratios['failure_cost_mixed_over_rollback']:.2f}x "
+          f"(target <= {TARGET_FAILURE_COST}x)")
+
+
+if __name__ == "__main__":
+    main()
