@@ -145,13 +145,13 @@ class ActorInstance:
         self.between_tasks = True  # no task is under way (a checkpoint may be taken now)
         self._runner = asyncio.ensure_future(self._run())
         self._runner.add_done_callback(self._runner_ended)
-        if self.policy.every_s:
-            self._idle = asyncio.ensure_future(self.checkpointer.when_idle(self.policy.every_s))
+        if self.checkpointer.every_s:
+            self._idle = asyncio.ensure_future(self.checkpointer.when_idle(self.checkpointer.every_s))
 
     def stop(self) -> None:
         self.timers.stop()
         self._runner.cancel()
-        if self.policy.every_s:
+        if self.checkpointer.every_s:
             self._idle.cancel()
 
     def published(self) -> dict[str, Any]:

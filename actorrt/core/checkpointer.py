@@ -37,8 +37,9 @@ log = logging.getLogger(__name__)
 MAX_UNWRITTEN = 4
 # A checkpointing actor that holds this many outputs checkpoints after its task, whatever its cadence.
 MAX_HELD = 10_000
-# An eager actor's checkpoint covers at most this many tasks: past them it waits for the one being
-# written, and takes the next (its tasks' results wait for both).
+# An eager actor's checkpoints are group commits: one every EAGER_EVERY_S while it runs tasks, or
+# after EAGER_GROUP tasks if that comes first (its tasks' results wait for the one that covers them).
+EAGER_EVERY_S = 0.05
 EAGER_GROUP = 256
 
 
@@ -69,8 +70,8 @@ class Checkpointer:
         if (actor.death is not None or (spec is not None and spec.method == CHECKPOINT_METHOD)
                 or actor.services.ft.rolls_back or actor.replaying):
             return False
-        if actor.policy.kind == "eager":  # a group commit: now, unless one is being written (then after it)
-            return self.since > 0 and (self._unwritten == 0 or self.since >= EAGER_GROUP)
+        if actor.policy.kind == "eager":  # a group commit of the tasks since the last one
+            return self._overdue() or self.since >= EAGER_GROUP
         every = actor.creation.checkpoint_every
         if every and self.since >= every:
             return True
@@ -79,13 +80,21 @@ class Checkpointer:
         return actor.services.ft.logs_lineage and any(
             getattr(value, "wants_checkpoint", bool)() for value in actor.context.extras.values())
 
+    @property
+    def every_s(self) -> float | None:
+        """How often its policy has it checkpoint, in seconds, if it says (an eager actor's group
+        commits: at most this often, so that a checkpoint covers the tasks of that long)."""
+        policy = self._actor.policy
+        return EAGER_EVERY_S if policy.kind == "eager" else policy.every_s
+
     def _overdue(self) -> bool:
-        every_s = self._actor.policy.every_s
+        every_s = self.every_s
         return bool(every_s) and self.since > 0 and time.monotonic() - self._taken_at >= every_s
 
     async def when_idle(self, every_s: float) -> None:
-        """A lazily checkpointing actor that ran tasks since its checkpoint and waits for more
-        checkpoints all the same, every ``every_s``: what it holds must not wait for its next task."""
+        """An actor with a checkpointing policy that ran tasks since its checkpoint and waits for
+        more checkpoints all the same, every ``every_s``: what it holds must not wait for its next
+        task."""
         actor = self._actor
         while actor.death is None:
             await asyncio.sleep(every_s / 2)
@@ -141,10 +150,6 @@ class Checkpointer:
                 self._actor.held.release(held)
         finally:
             self._unwritten -= 1
-        actor = self._actor
-        if (actor.policy.kind == "eager" and self.since > 0 and not self._unwritten and actor.between_tasks
-                and actor.death is None and not actor.replaying and actor.services.lease.valid()):
-            await self.take(wait=False)  # the tasks that ran while this one was written (snapshotted at once)
 
     async def _write(self, seq: int, path: Any, snapshot: checkpoint_pb2.ActorCheckpoint,
                      to_collect: list[bytes], covered: list[tuple[bytes, int]], base: int) -> None:

@@ -184,9 +184,11 @@ class Outbox:
     def pending_sent(self, sender: bytes) -> list[checkpoint_pb2.PendingTask]:
         """The tasks ``sender`` (an actor here) sent that have no result yet, and under global
         rollback those its receivers' checkpoints do not cover yet, in the order they were sent."""
-        uncovered = [t for kept in self.uncovered.values() for t in kept.values() if t.spec.sender == sender]
-        unanswered = [t for t in [*self.inflight.values(), *self.deferred.values()] if t.spec.sender == sender]
         actor = self._w.host.actors.get(sender) if self._w.host is not None else None
+        # Through the receivers it called (the calls kept for other senders here may be many).
+        receivers = actor.context.counters if actor is not None else self.uncovered
+        uncovered = [t for r in receivers for t in self.uncovered.get(r, {}).values() if t.spec.sender == sender]
+        unanswered = [t for t in [*self.inflight.values(), *self.deferred.values()] if t.spec.sender == sender]
         held = actor.held.calls() if actor is not None and actor.held is not None else []
         return [checkpoint_pb2.PendingTask(spec=t.spec, slot=t.slot,
                                            large_args=[self._w.shared.materialize(v) for v in t.large_args])

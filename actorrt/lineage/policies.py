@@ -10,8 +10,8 @@ The cluster logs lineage (``actorrt.init(ft="lineage_stash")``); each actor choo
   makes them reproducible. After a failure it restores the checkpoint, replays what was written,
   and its callers send again what came after; it alone goes back.
 - ``checkpoint(eager=True)``: every task is covered by a checkpoint before anything it made (its
-  results included) leaves. Checkpoints are group commits: one is taken after a task when none is
-  being written, and covers every task since the last. A failure loses nothing it answered.
+  results included) leaves. Checkpoints are group commits, every 50 ms while tasks run (each
+  covers the tasks since the last). A failure loses nothing it answered.
 - ``ephemeral``: no state worth keeping. Nothing is logged or checkpointed; after a failure its
   constructor runs again and its callers send again what it had not answered. It calls no actor.
 """
