@@ -2,29 +2,31 @@
 
 The job: ``--lines`` lines from a pulled source -> split into words (2 instances) -> a running
 count per word (2 instances, which take both splitters' batches in arrival order) -> a last stage
-(1 instance) that writes each update to a file. Four ways to run it, each on a 2-node cluster of
+(1 instance) that writes each update to a file. Five ways to run it, each on a 2-node cluster of
 its own:
 
 - ``mixed``: the source, the splitters and the counts checkpoint lazily (every ``--every-s``:
   nothing is logged as they run, what they send waits for their checkpoint), and the last stage
-  eagerly (a checkpoint after every task);
+  eagerly (group commits every 50 ms: its results wait for the one that covers them);
+- ``lazy``: every stage checkpoints lazily (beside: the last stage's share of ``mixed``'s cost);
 - ``lineage_stash``: every operator logs its lineage (the default; a checkpoint every 1,000 tasks);
 - ``rollback``: the cluster's ``ft="checkpoint"``: a global checkpoint every ``--every-s``, and
   every actor goes back to the last one after a failure (the source too);
 - ``none``: nothing logged, nothing recovered (beside, for scale).
 
-Each runs once without a failure (throughput: lines a second), and once with node 1 (a splitter
-and a count) SIGKILLed at half its failure-free time: the failure's cost is how much longer that
-run takes. The issue's targets, ratios from one run of this script: the mixed pipeline's
-throughput >= 1.2x the lineage stash's, its failure cost <= 0.3x the global rollback's; and the
-actors each failure rolled back (a lazy actor restored from its checkpoint counts; one that replays
-its lineage to where it was does not).
+Each runs without a failure (throughput: lines a second), and with node 1 (a splitter and a
+count) SIGKILLed at half its failure-free time: the failure's cost is how much longer that run
+takes. ``--reps`` rounds, each of every way in turn; the tables give medians (one machine, shared
+and noisy: a run's time varies by a second). The issue's targets, ratios from one run of this
+script: the mixed pipeline's throughput >= 1.2x the lineage stash's, its failure cost <= 0.3x the
+global rollback's; and the actors each failure rolled back (a lazy actor restored from its
+checkpoint counts; one that replays its lineage to where it was does not).
 
 (The issue's pipeline has an ephemeral parse stage. A stage sends its records on, and an
 ephemeral actor, which keeps nothing, could not number those calls again after a failure: the
 splitters checkpoint lazily instead, their state being their counters.)
 
-Run: ``python bench/policies.py [--lines 20000] [--every-s 1.0] [--quick]``. Writes
+Run: ``python bench/policies.py [--lines 100000] [--every-s 1.0] [--reps 3] [--quick]``. Writes
 ``bench/results/policies-<time>.json`` and ``.png`` and prints a table with the targets.
 """
 
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import collections
 import json
+import statistics
 import tempfile
 import threading
 import time
@@ -46,7 +49,7 @@ from actorrt.lineage import policies
 from actorrt.streaming import Dataflow
 
 RESULTS = Path(__file__).parent / "results"
-CONFIGS = ("mixed", "lineage_stash", "rollback", "none")
+CONFIGS = ("mixed", "lazy", "lineage_stash", "rollback", "none")
 TARGET_THROUGHPUT, TARGET_FAILURE_COST = 1.2, 0.3
 WORDS = [f"w{i}" for i in range(500)]
 
@@ -90,7 +93,7 @@ class UpdateFiles:
 
 def flow_of(config: str, lines: int, directory: str, every_s: float) -> Dataflow:
     lazy = policies.checkpoint(every_s=every_s)
-    flow = Dataflow("policies", batch_size=50, max_in_flight=8, ft=lazy if config == "mixed" else None,
+    flow = Dataflow("policies", batch_size=50, max_in_flight=8, ft=lazy if config in ("mixed", "lazy") else None,
                     checkpoint_every=None if config == "rollback" else 1000)
     (flow.source(Lines(lines))
      .flat_map(str.split, parallelism=2)
@@ -164,7 +167,7 @@ def rolled_back(config: str, recoveries: list[dict[str, Any]]) -> int:
     was, and rolls nothing back)."""
     if config == "rollback":
         return sum(r["actors"] for r in recoveries)
-    if config == "mixed":
+    if config in ("mixed", "lazy"):
         return sum(r["from_checkpoint"] for r in recoveries)
     return 0
 
@@ -177,51 +180,61 @@ def _plot(doc: dict[str, Any], path: Path) -> None:
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
     configs = [c for c in CONFIGS if c in doc["configs"]]
-    a.bar(configs, [doc["configs"][c]["free"]["lines_per_s"] for c in configs], color="tab:blue")
+    a.bar(configs, [doc["configs"][c]["lines_per_s"] for c in configs], color="tab:blue")
     a.set_ylabel("lines / s, no failure")
     a.set_title("Throughput")
     b.bar(configs, [doc["configs"][c]["failure_cost_s"] for c in configs], color="tab:red")
     b.set_ylabel("s longer with node 1 killed at half time")
     b.set_title("Failure cost")
-    fig.suptitle(f"Per-stage policies, {doc['lines']} lines, checkpoints every {doc['every_s']} s "
-                 f"(commit {doc['commit']})")
+    fig.suptitle(f"Per-stage policies, {doc['lines']} lines, checkpoints every {doc['every_s']} s, medians of "
+                 f"{doc['reps']} (commit {doc['commit']})")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
 
 @click.command()
-@click.option("--lines", default=20_000, show_default=True)
+@click.option("--lines", default=100_000, show_default=True)
 @click.option("--every-s", default=1.0, show_default=True, help="the lazy checkpoints' and the global ones' period")
-@click.option("--quick", is_flag=True, help="5,000 lines")
-def main(lines: int, every_s: float, quick: bool) -> None:
+@click.option("--reps", default=3, show_default=True, help="rounds of every run (medians are reported)")
+@click.option("--quick", is_flag=True, help="20,000 lines, one round")
+def main(lines: int, every_s: float, reps: int, quick: bool) -> None:
     """The mixed pipeline against the lineage stash, the global rollback and nothing, with and
     without a node failure."""
     if quick:
-        lines = 5000
-    stamp, meta = run_meta(lines=lines, every_s=every_s)
+        lines, reps = 20_000, 1
+    stamp, meta = run_meta(lines=lines, every_s=every_s, reps=reps)
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {c: {"free": [], "failed": []} for c in CONFIGS}
+    for _ in range(reps):
+        for config in CONFIGS:
+            free = run(config, lines, every_s, None)
+            runs[config]["free"].append(free)
+            if config != "none":
+                runs[config]["failed"].append(run(config, lines, every_s, free["wall_s"] / 2))
     doc: dict[str, Any] = {**meta, "configs": {}}
-    for config in CONFIGS:
-        free = run(config, lines, every_s, None)
-        failed = run(config, lines, every_s, free["wall_s"] / 2) if config != "none" else None
-        doc["configs"][config] = {"free": free, "failed": failed,
-                                  "failure_cost_s": failed["wall_s"] - free["wall_s"] if failed else float("nan")}
+    for config, both in runs.items():
+        costs = [f["wall_s"] - w["wall_s"] for w, f in zip(both["free"], both["failed"], strict=False)]
+        doc["configs"][config] = {
+            "runs": both,
+            "lines_per_s": statistics.median(r["lines_per_s"] for r in both["free"]),
+            "failure_cost_s": statistics.median(costs) if costs else float("nan"),
+            "rolled_back": statistics.median(r["rolled_back"] for r in both["failed"]) if costs else None,
+            "exact": all(r["exact"] for r in both["free"] + both["failed"]),
+        }
     c = doc["configs"]
-    rate = {config: c[config]["free"]["lines_per_s"] for config in CONFIGS}
     doc["ratios"] = {
-        "throughput_mixed_over_lineage_stash": rate["mixed"] / rate["lineage_stash"],
+        "throughput_mixed_over_lineage_stash": c["mixed"]["lines_per_s"] / c["lineage_stash"]["lines_per_s"],
         "failure_cost_mixed_over_rollback": c["mixed"]["failure_cost_s"] / c["rollback"]["failure_cost_s"],
     }
     RESULTS.mkdir(exist_ok=True)
     base = RESULTS / f"policies-{stamp}"
     base.with_suffix(".json").write_text(json.dumps(doc, indent=1))
     _plot(doc, base.with_suffix(".png"))
-    print(f"per-stage policies, {lines} lines ({stamp}, commit {meta['commit']}): {base}.json")
+    print(f"per-stage policies, {lines} lines, medians of {reps} ({stamp}, commit {meta['commit']}): {base}.json")
     print(f"  {'config':<14} {'lines/s':>9} {'cost s':>8} {'rolled back':>12} {'exact':>6}")
     for config in CONFIGS:
         r = c[config]
-        failed = r["failed"] or {}
-        print(f"  {config:<14} {r['free']['lines_per_s']:>9.0f} {r['failure_cost_s']:>8.2f} "
-              f"{failed.get('rolled_back', '-'):>12} {str(failed.get('exact', '-')):>6}")
+        print(f"  {config:<14} {r['lines_per_s']:>9.0f} {r['failure_cost_s']:>8.2f} "
+              f"{'-' if r['rolled_back'] is None else r['rolled_back']:>12} {str(r['exact']):>6}")
     ratios = doc["ratios"]
     print(f"  throughput, mixed / lineage stash: {ratios['throughput_mixed_over_lineage_stash']:.2f}x "
           f"(target >= {TARGET_THROUGHPUT}x)")
