@@ -240,6 +240,9 @@ async def commit_lineage() -> int:
     written = await worker.ft.commit_lineage(sender.current_task)
     if hasattr(worker.ft, "write_relations"):
         await worker.ft.write_relations()
+    actor = worker.host.actors.get(sender.sender_id) if worker.host is not None else None
+    if actor is not None and actor.held is not None:
+        actor.held.release()  # (a checkpointing actor's: what it held is reproducible now)
     return written
 
 

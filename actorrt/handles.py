@@ -57,14 +57,15 @@ class ActorOptions:
             (pickled: passed to a task, an actor or ``put``). ``"detached"``: it lives until it is
             killed or the cluster stops, as every named actor and every actor an actor or a remote
             function creates does. An actor outlives the driver that created it either way.
-        ft: how the actor survives a failure, in a cluster that logs lineage: ``"lineage_stash"``
-            (the default: its lineage is logged as it runs, and replayed), ``"checkpoint"`` or
-            ``actorrt.lineage.policies.checkpoint(every_tasks=, every_s=)`` (lazily: logged only when
-            its work must leave before its next checkpoint; its calls to other actors wait for
-            that checkpoint), ``"eager"`` (a checkpoint after every task, before anything it made
-            leaves) or ``"ephemeral"`` (nothing kept: its constructor runs again after a failure,
-            and its callers send again what it had not answered; it calls no actor). See
-            ``actorrt.lineage.policies``.
+        ft: how the actor survives a failure, in a cluster that stashes lineage (the default):
+            ``"lineage_stash"`` (the default: its lineage is logged as it runs, and replayed);
+            ``"checkpoint"`` or ``actorrt.lineage.policies.checkpoint(every_tasks=, every_s=)``
+            (lazily: logged only when what it made must leave before its next checkpoint; its
+            calls to other actors wait for that checkpoint; the None results of the methods its
+            class names in ``__actorrt_acks__`` go at once); ``"eager"`` (group commits every
+            50 ms, and nothing it made leaves before the one that covers it); or ``"ephemeral"``
+            (nothing kept: its constructor runs again after a failure, and its callers send again
+            what it had not answered; it calls no actor). See ``actorrt.lineage.policies``.
     """
 
     node: int | None = None

@@ -237,7 +237,9 @@ class ActorInstance:
         if self.ledger.is_resent(spec):
             self.answer_resent(spec)
             return False
-        if self.services.ft.over_limit:  # back-pressure: the tasks this one submits would grow the stash
+        if self.services.ft.over_limit and self.held is None:  # back-pressure: its tasks would grow the stash
+            # (A checkpointing actor's own tasks are in the stash until its checkpoint, which
+            # a wait here would never reach: it checkpoints after this task instead.)
             await self.services.ft.wait_below_limit()
         if not self.services.lease.valid():  # a node that hung may have been replaced meanwhile
             await self.services.lease.held()
@@ -279,13 +281,13 @@ class ActorInstance:
             self.services.ft.on_executed(spec, started.replayed)
         self.executed += 1
         self.checkpointer.since += 1
-        if started.keep:
-            self.ledger.keep(spec, value)
         # A replayed task's owner has its result already, or re-sends the task, which is then
         # answered from the ledger: sending it again would only load the streams.
         send = not started.replayed
         if send and self.held is not None:
             send = await self._send_or_hold(spec, value)
+        if started.keep:
+            self.ledger.keep(spec, value)
         if checkpoint and self.checkpointer.due(spec):
             await self.checkpoint_now()
         if send:
@@ -299,16 +301,29 @@ class ActorInstance:
         await self.checkpointer.take_or_log()
 
     async def _send_or_hold(self, spec: pb.TaskSpec, value: pb.ObjectValue) -> bool:
-        """Under a checkpointing policy: whether ``spec``'s result goes now. Its caller keeps the
-        call until a checkpoint covers it. A lazy actor's acknowledgement (None) goes at once, and
-        a value once its lineage is written (with what was held before it); an eager actor's
-        results wait for the checkpoint after their task."""
-        value.keep_call = True
+        """Under a checkpointing policy: whether ``spec``'s result goes now.
+
+        An eager actor's results wait for the checkpoint that covers their tasks. A lazy actor's
+        acknowledgement goes at once: a None result of a method its class names in
+        ``__actorrt_acks__`` (one whose result says only that the call ran, whatever the order of
+        calls), whose caller keeps the call until a checkpoint covers it (``keep_call``), to send
+        it again after a failure. Any other result first writes the lineage of the tasks since the
+        checkpoint (an escape): a replay reproduces it. So does the task that killed the actor,
+        which no checkpoint follows."""
+        if self.death is not None:
+            if len(self.held):
+                await self.escape(spec.task_id)
+            return True
+        if spec.method == CHECKPOINT_METHOD:
+            return True  # (durable by now)
         if self.policy.kind == "eager":
             self.held.hold_result(lambda: self.services.send_result(spec.owner_address, value, spec))
             return False
-        if not (value.HasField("value") and value.value == NONE_VALUE):
-            await self.escape(spec.task_id)
+        if (value.HasField("value") and value.value == NONE_VALUE
+                and spec.method in getattr(self.cls, "__actorrt_acks__", ())):
+            value.keep_call = True
+            return True
+        await self.escape(spec.task_id)
         return True
 
     async def escape(self, task_id: bytes) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from actorrt.core import context
+from actorrt.core import context, held_outputs
 from actorrt.core.actor import ActorInstance, ActorServices
 from actorrt.core.concurrent_calls import actor_steps
 from actorrt.core.function_calls import FunctionCalls
@@ -38,6 +38,7 @@ class ActorHost:
         self._early: dict[bytes, list[pb.TaskSpec]] = {}  # tasks that beat their actor's creation
         self._held: list[pb.TaskSpec] | None = None  # arrivals while recovering
         self._holds = 0  # recoveries under way (this slot's own, and slots it inherits)
+        services.awaits.before_waiting = self.before_waiting
         self._expected: set[bytes] = set()  # actors a standby here is taking the place of: their tasks wait
 
     def hold(self) -> None:
@@ -164,11 +165,13 @@ class ActorHost:
             value = pb.ObjectValue(object_id=ids.object_id(spec.task_id), error=error)
             self.services.send_result(spec.owner_address, value)
 
-    async def before_waiting(self, waiter: SenderContext, object_id: bytes) -> None:
-        """An actor's task waits for ``object_id``: if that is the result of a call the actor holds
-        (a checkpointing policy), everything it holds leaves now, its lineage written first."""
+    async def before_waiting(self, waiter: SenderContext) -> None:
+        """An actor's task is about to wait. If the actor holds outputs (a checkpointing policy),
+        what it waits for may depend on them, and a checkpoint, which would send them, comes only
+        between tasks: everything it holds leaves now, its lineage written first. (Not for a
+        producer's back-pressure: ``held_outputs.waiting_behind``.)"""
         actor = self.actors.get(waiter.sender_id)
-        if actor is not None and actor.held is not None and waiter.current_task and actor.held.holds([object_id]):
+        if actor is not None and actor.held is not None and len(actor.held) and not held_outputs.behind.get():
             await actor.escape(waiter.current_task)
 
     def yet_to_end(self, producer: bytes, task_id: bytes) -> bool:
@@ -206,11 +209,14 @@ class ActorHost:
                 actor.ledger.drop_results(sender, counter)
 
     def ran_from(self, senders: set[bytes]) -> list[node_pb2.RanFrom]:
-        """How far each actor here ran the tasks of ``senders`` (a recovery rebuilding them asks)."""
+        """How far each actor here ran the tasks of ``senders`` (a recovery rebuilding them asks).
+        A checkpointing actor's count stops at its durable checkpoint: it may go back to it."""
         out = []
         for actor in self.actors.values():
             for sender, counter in actor.ledger.last_counter.items():
-                if sender in senders:
+                if actor.held is not None:
+                    counter = min(counter, actor.checkpointer.durable_from(sender))
+                if sender in senders and counter:
                     counters, digests = actor.ledger.calls_run(sender)
                     out.append(node_pb2.RanFrom(receiver=actor.actor_id, sender=sender, counter=counter,
                                                 counters=counters, digests=digests))

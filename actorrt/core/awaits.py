@@ -47,6 +47,8 @@ class _Pending:
 class Awaits:
     def __init__(self, on_record: Callable[[], Callable[[pb.TaskSpec], None]]) -> None:
         self._on_record = on_record  # the lineage stash's, for the record of a deadlock
+        # Called before an actor's task waits (its held outputs may be what it waits for).
+        self.before_waiting: Callable[[SenderContext], Awaitable[None]] | None = None
         self._pending: dict[tuple[bytes, bytes, bytes], _Pending] = {}
         self._to_confirm: dict[bytes, tuple[bytes, float]] = {}  # object id -> (its producer, asked when)
 
@@ -61,6 +63,8 @@ class Awaits:
         recorded = _recorded_deadlock(ref.object_id)
         if recorded is not None:  # a replay: the run before the failure deadlocked here
             raise DeadlockError(recorded)
+        if self.before_waiting is not None:
+            await self.before_waiting(waiter)
         key = (waiter.sender_id, waiter.current_task, ref.object_id)
         if key in self._pending:  # the same task awaits the same object twice at once
             return await value()

@@ -35,8 +35,10 @@ log = logging.getLogger(__name__)
 # Periodic checkpoints snapshotted while earlier ones are still being written, at most: past it the
 # actor waits for the writes (the disk or the store is slower than its tasks; snapshots take memory).
 MAX_UNWRITTEN = 4
-# A checkpointing actor that holds this many outputs checkpoints after its task, whatever its cadence.
-MAX_HELD = 10_000
+# A checkpointing actor that holds this many outputs checkpoints after its task, whatever its
+# cadence, and what it holds waits for a checkpoint at most about HELD_AT_MOST_S.
+MAX_HELD = 1000
+HELD_AT_MOST_S = 1.0
 # An eager actor's checkpoints are group commits: one every EAGER_EVERY_S while it runs tasks, or
 # after EAGER_GROUP tasks if that comes first (its tasks' results wait for the one that covers them).
 EAGER_EVERY_S = 0.05
@@ -75,21 +77,36 @@ class Checkpointer:
         every = actor.creation.checkpoint_every
         if every and self.since >= every:
             return True
-        if actor.held is not None and (len(actor.held) >= MAX_HELD or self._overdue()):
+        if actor.held is not None and (len(actor.held) >= MAX_HELD or self._overdue() or actor.services.ft.over_limit):
             return True
         return actor.services.ft.logs_lineage and any(
             getattr(value, "wants_checkpoint", bool)() for value in actor.context.extras.values())
 
     @property
     def every_s(self) -> float | None:
-        """How often its policy has it checkpoint, in seconds, if it says (an eager actor's group
-        commits: at most this often, so that a checkpoint covers the tasks of that long)."""
+        """How often, at most, it checkpoints while it runs tasks, in seconds: its policy's cadence,
+        and for what a checkpointing actor holds, ``HELD_AT_MOST_S`` (an eager actor's group
+        commits: ``EAGER_EVERY_S``)."""
         policy = self._actor.policy
-        return EAGER_EVERY_S if policy.kind == "eager" else policy.every_s
+        if policy.kind == "eager":
+            return EAGER_EVERY_S
+        if policy.kind == "checkpoint":
+            return min(policy.every_s or HELD_AT_MOST_S, HELD_AT_MOST_S)
+        return None
 
     def _overdue(self) -> bool:
-        every_s = self.every_s
-        return bool(every_s) and self.since > 0 and time.monotonic() - self._taken_at >= every_s
+        actor = self._actor
+        if not self.since:
+            return False
+        waited = time.monotonic() - self._taken_at
+        every_s = actor.policy.every_s if actor.policy.kind == "checkpoint" else self.every_s
+        return bool(every_s and waited >= every_s) or (actor.held is not None and len(actor.held) > 0
+                                                        and waited >= (self.every_s or HELD_AT_MOST_S))
+
+    def durable_from(self, sender: bytes) -> int:
+        """How far its newest durable checkpoint covers ``sender``'s calls (what a failure keeps)."""
+        done = self.announced
+        return next((c.counter for c in done.received if c.actor == sender), 0) if done is not None else 0
 
     async def when_idle(self, every_s: float) -> None:
         """An actor with a checkpointing policy that ran tasks since its checkpoint and waits for

@@ -13,14 +13,17 @@ call it made, returns a value, or commits its lineage; a replay then reproduces 
 
 from __future__ import annotations
 
+import contextvars
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from actorrt.core import context
 from actorrt.lineage import ids
 from actorrt.rpc import common_pb2 as pb
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -74,6 +77,21 @@ class HeldOutputs:
     def calls(self) -> list[HeldCall]:
         """The calls held now, for a checkpoint: a restore sends them (their receivers run each once)."""
         return [call for call in self._held if isinstance(call, HeldCall)]
+
+
+# Set while a producer waits for its consumers (back-pressure): what they answer does not depend on
+# what it holds for them, which comes after in each channel, so the wait sends nothing held.
+behind: contextvars.ContextVar[bool] = contextvars.ContextVar("actorrt_behind_held", default=False)
+
+
+async def waiting_behind(awaitable: Awaitable[T]) -> T:
+    """``await awaitable``, a wait for calls that left, behind the calls still held (back-pressure
+    in a graph without cycles: a streaming producer's)."""
+    token = behind.set(True)
+    try:
+        return await awaitable
+    finally:
+        behind.reset(token)
 
 
 def held_here(object_id: bytes) -> bool:

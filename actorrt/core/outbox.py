@@ -47,11 +47,13 @@ class Outbox:
         self.inflight: dict[bytes, _Inflight] = {}  # in submission order
         # A replay's tasks that their receivers ran before the failure: sent if their results are asked for.
         self.deferred: dict[bytes, _Inflight] = {}
-        # Under global rollback: calls that actors here sent and heard back from, by receiver, kept
-        # until the receiver's checkpoint covers them. A global checkpoint takes each actor's state
-        # when its barrier reaches it, so a call can run at its receiver after the receiver's
-        # snapshot and be answered before its sender's: the call is in flight across the checkpoint
-        # (Chandy-Lamport's channel state), and the sender's checkpoint must hold it to send again.
+        # Calls answered and kept, by receiver, until the receiver's checkpoint covers them: those
+        # whose receiver logs no lineage of them (a checkpointing policy's acknowledgements, sent
+        # again to the receiver's restart), and under global rollback those that actors here sent.
+        # A global checkpoint takes each actor's state when its barrier reaches it, so a call can
+        # run at its receiver after the receiver's snapshot and be answered before its sender's:
+        # the call is in flight across the checkpoint (Chandy-Lamport's channel state), and the
+        # sender's checkpoint must hold it to send again.
         self.uncovered: dict[bytes, dict[bytes, _Inflight]] = {}
         self.answered = AnsweredCalls()
         self.sends_skipped = 0
@@ -152,7 +154,7 @@ class Outbox:
         task = _Inflight(spec, slot, "", refs, large, push_large)
         held = self._held_by(spec, push_large)
         if held is not None:  # an actor that checkpoints: its call leaves once reproducible
-            held.hold_call(spec, slot, large, lambda: self._dispatch(task))
+            held.hold_call(spec, slot, large, lambda: self._release(task))
             return
         if deferred:
             self._w.windows.answered(spec.task_id)  # its receiver ran it: it holds no room in a window
@@ -161,6 +163,20 @@ class Outbox:
             self.sends_skipped += 1
             self._w.objects.defer(object_id, lambda: self._dispatch(self.deferred.pop(spec.task_id)),
                                   lambda: self.deferred.pop(spec.task_id, None))
+            return
+        self._dispatch(task)
+
+    def _release(self, task: _Inflight) -> None:
+        """A held call leaves, for whichever process serves its receiver now (or fails as a call
+        sent now would)."""
+        spec = task.spec
+        task.slot = self._w.membership.slot_for(spec.receiver, task.slot)
+        if self._w.cluster_lost or not self._w.membership.accepts(task.slot):
+            object_id = ids.object_id(spec.task_id)
+            self._w.objects.put(failures.cluster_lost(object_id, self._w.cluster_lost) if self._w.cluster_lost
+                                else self._died(object_id, task.slot))
+            self.drop_large_args(task.large_args)
+            self._answered(spec)
             return
         self._dispatch(task)
 
@@ -182,11 +198,12 @@ class Outbox:
                 value.value.shared.CopyFrom(placed)
 
     def pending_sent(self, sender: bytes) -> list[checkpoint_pb2.PendingTask]:
-        """The tasks ``sender`` (an actor here) sent that have no result yet, and under global
-        rollback those its receivers' checkpoints do not cover yet, in the order they were sent."""
+        """The tasks ``sender`` (an actor here) sent that have no result yet, those kept until their
+        receivers' checkpoints cover them, and those it holds (a checkpointing policy), in the
+        order they were sent."""
         actor = self._w.host.actors.get(sender) if self._w.host is not None else None
         # Through the receivers it called (the calls kept for other senders here may be many).
-        receivers = actor.context.counters if actor is not None else self.uncovered
+        receivers = actor.context.counters if actor is not None else []
         uncovered = [t for r in receivers for t in self.uncovered.get(r, {}).values() if t.spec.sender == sender]
         unanswered = [t for t in [*self.inflight.values(), *self.deferred.values()] if t.spec.sender == sender]
         held = actor.held.calls() if actor is not None and actor.held is not None else []

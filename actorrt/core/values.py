@@ -46,8 +46,6 @@ async def value_of(worker: Worker, ref: ObjectRef) -> Any:
     proto = ref.to_proto()
     try:
         waiter = context.current_sender.get(None)
-        if waiter is not None and worker.host is not None:
-            await worker.host.before_waiting(waiter, ref.object_id)
         value = await worker.awaits.watch(waiter, proto, lambda: worker.fetches.resolve(proto))
         if value.WhichOneof("kind") == "error":
             if value.error.kind == pb.RESULT_NOT_KEPT and worker.host is not None:

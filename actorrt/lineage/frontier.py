@@ -15,9 +15,10 @@ A choice of one cut per actor is *consistent* when, on every channel ``s -> r``:
 - **no lost messages**: the messages ``s`` keeps having sent and ``r`` does not keep having
   taken go to ``r`` again, from somewhere: a durable copy (the channel is *logged*, as every
   channel into a lineage-stash actor is, in the lineage store); the sender's process, if it
-  survived (it keeps what it sent until the receiver's checkpoint covers it); or the sender's
-  cut itself, which holds the calls it had sent and not seen answered, and sends them again when
-  restored.
+  survived (it keeps what it sent until the receiver's checkpoint covers it); the sender's cut
+  itself, which holds the calls it had sent and not seen answered, and sends them again when
+  restored; or, for a failed sender that replays to its present, the replay, which sends again
+  what it sent after its newest checkpoint.
 
 Both rules bound a receiver's cut by its sender's and a sender's by its receiver's, and loosen as
 the other side's cut moves forward. So the consistent choices are closed under taking, per actor,
@@ -86,7 +87,8 @@ class Channel(Generic[P]):
 @dataclass(frozen=True)
 class Resend(Generic[P]):
     """Messages ``first`` to ``last`` of a channel go to its receiver again, from ``source``:
-    ``"log"``, ``"sender"`` (its surviving process) or ``"cut"`` (the sender's restored cut)."""
+    ``"log"``, ``"sender"`` (its surviving process), ``"cut"`` (the sender's restored cut) or
+    ``"replay"`` (the sender's replay, which sends again what it sent after its checkpoint)."""
 
     sender: P
     receiver: P
@@ -134,8 +136,14 @@ def cuts(actor: Actor[P]) -> list[Cut[P]]:
 
 def solve(actors: Mapping[P, Actor[P]], channels: Iterable[Channel[P]]) -> Frontier[P]:
     """The greatest consistent choice of cuts (see the module's doc). Raises ValueError if a
-    channel names an actor that is not in ``actors``."""
+    channel names an actor that is not in ``actors``, or an actor's cuts are out of order."""
     channels = list(channels)
+    for name, actor in actors.items():
+        for earlier, later in zip(cuts(actor), cuts(actor)[1:], strict=False):
+            for counts in ("received", "sent"):
+                mine, after = getattr(earlier, counts), getattr(later, counts)
+                if any(n > after.get(peer, 0) for peer, n in mine.items()):
+                    raise ValueError(f"actor {name!r}: its cuts are not in order (a later one {counts} less)")
     for ch in channels:
         for end in (ch.sender, ch.receiver):
             if end not in actors:
@@ -218,4 +226,9 @@ def _source(ch: Channel[P], sender: Actor[P], s_cut: Cut[P], r_cut: Cut[P]) -> s
         return "sender"
     if s_cut.resends.get(ch.receiver, last + 1) <= first:
         return "cut"
+    if sender.replays and s_cut is sender.cuts[-1]:
+        # Replay rebuilds its present from its newest checkpoint: it sends again what it sent since.
+        base = sender.cuts[-2].sent.get(ch.receiver, 0) if len(sender.cuts) > 1 else 0
+        if base < first:
+            return "replay"
     return ""

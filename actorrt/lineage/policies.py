@@ -5,13 +5,16 @@ The cluster logs lineage (``actorrt.init(ft="lineage_stash")``); each actor choo
 - ``lineage_stash`` (the default): the specs of its tasks are written to the store as they run,
   off their path; after a failure it replays them exactly, and nobody waits for it.
 - ``checkpoint(every_tasks=N | every_s=S)``, lazy: its specs stay in memory and are written only
-  when something it made must leave before its next checkpoint (a call it waits for, a result
-  with a value, ``commit_lineage``). Its calls to other actors wait for that checkpoint, which
-  makes them reproducible. After a failure it restores the checkpoint, replays what was written,
-  and its callers send again what came after; it alone goes back.
-- ``checkpoint(eager=True)``: every task is covered by a checkpoint before anything it made (its
-  results included) leaves. Checkpoints are group commits, every 50 ms while tasks run (each
-  covers the tasks since the last). A failure loses nothing it answered.
+  when something it made must leave before its next checkpoint (an *escape*: a result with a
+  value, a wait in one of its tasks, ``commit_lineage``). Its calls to other actors wait for that
+  checkpoint, which makes them reproducible; what it holds waits a second at most. The None
+  results of the methods its class names in ``__actorrt_acks__`` go at once, and their callers
+  keep those calls until its checkpoint covers them. After a failure it restores the
+  checkpoint, replays what escapes wrote, and its callers send again what came after; it alone
+  goes back.
+- ``checkpoint(eager=True)``: its checkpoints are group commits, every 50 ms while it runs tasks,
+  and nothing it made (its results included) leaves before the one that covers its task is
+  durable. A failure loses nothing it answered.
 - ``ephemeral``: no state worth keeping. Nothing is logged or checkpointed; after a failure its
   constructor runs again and its callers send again what it had not answered. It calls no actor.
 """
@@ -49,12 +52,6 @@ class Policy:
         """What it makes leaves once a checkpoint covers it (or, lazily, once it is written)."""
         return self.kind in ("checkpoint", "eager")
 
-    @property
-    def keeps_calls(self) -> bool:
-        """Its callers keep each call until its checkpoint covers it (they send it again after a
-        failure): its answered calls may be in no log."""
-        return self.kind in ("checkpoint", "eager")
-
     def to_proto(self) -> pb.ActorPolicy:
         return pb.ActorPolicy(kind="" if self.kind == "lineage_stash" else self.kind,
                               every_tasks=self.every_tasks or 0, every_s=self.every_s or 0.0)
@@ -66,8 +63,9 @@ class Policy:
     def __str__(self) -> str:
         if self.kind != "checkpoint":
             return self.kind
-        every = f"every_tasks={self.every_tasks}" if self.every_tasks else f"every_s={self.every_s}"
-        return f"checkpoint({every})"
+        every = [f"every_tasks={self.every_tasks}"] * bool(self.every_tasks) + [f"every_s={self.every_s}"] * bool(
+            self.every_s)
+        return f"checkpoint({', '.join(every)})"
 
 
 LINEAGE_STASH = Policy()

@@ -231,6 +231,11 @@ class Dataflow:
                                  f"are {[stage.name for stage in plan.stages]}")
         plan.lineage = f"{plan.name}.{uuid.uuid4().hex[:12]}"
         try:
+            unlogged = [stage.name for s, stage in enumerate(plan.stages)
+                        if plan.numbers(s) and not stage.ft.logs_continuously]
+            if unlogged:
+                raise ValueError(f"record lineage is captured from the lineage stash: stages {unlogged} have "
+                                 f"ft= policies that log no lineage as they run")
             check_captured(plan)
             driver = current_driver()
             driver.call(save_flow(lineage_store(), plan.lineage, flow_shape(plan, self._id_kinds())))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import actorrt
-from actorrt.core.held_outputs import held_here
+from actorrt.core.held_outputs import held_here, waiting_behind
 from actorrt.core.object_ref import ObjectRef
 from actorrt.core.record_lineage import relation_queue
 from actorrt.exceptions import ActorRTError
@@ -80,6 +80,10 @@ class _Route:
 
 
 class Operator(RescaleSteps):
+    # What a producer's calls of these return says only that the batch ran (records that fail go
+    # to the monitor): a checkpointing operator answers them at once (``ActorInstance._send_or_hold``).
+    __actorrt_acks__ = ("process", "advance")
+
     def __init__(self, plan_blob: bytes, stage: int, instance: int, downstream: list[list[list[ActorHandle]]],
                  monitor: ActorHandle, joining: Joining | None = None) -> None:
         """Instance ``instance`` of the plan's stage ``stage``; ``downstream``: per port of the
@@ -377,7 +381,7 @@ class Operator(RescaleSteps):
             while len(queue) > (self.plan.max_in_flight if in_flight is None else in_flight):
                 ref = queue.popleft()
                 if not held_here(ref.object_id):  # (a checkpointing operator's calls leave with its checkpoint)
-                    await actorrt.ran(ref)  # back-pressure: the consumer is behind
+                    await waiting_behind(actorrt.ran(ref))  # back-pressure: the consumer is behind
 
     async def _settle(self) -> None:
         """Wait until every batch this instance sent was processed."""

@@ -57,8 +57,8 @@ class Run:
             taken = self.checkpoints.get(a, [])
             mine = [cut for _, cut in taken]
             steps[a] = [0, *(step for step, _ in taken)]
-            if a not in failed or a in self.logs:  # a present survives, or replay rebuilds it
-                mine.append(self.cut(a))
+            if a not in failed or a in self.logs:  # a present survives, or replay rebuilds it (and sends)
+                mine.append(self.cut(a, resends=a not in failed))
                 steps[a].append(self.step + 1)
             # A survivor keeps what it sent until the receiver's newest checkpoint covers it.
             kept_from = {r: (self.checkpoints[r][-1][1].received.get(a, 0) if self.checkpoints.get(r) else 0) + 1
@@ -81,7 +81,13 @@ def allowed(run: Run, failed: set[str], actors: dict[str, Actor], choice: dict[s
         if took == made or r in run.logs:
             continue
         covered = run.checkpoints[r][-1][1].received.get(s, 0) if run.checkpoints.get(r) else 0
-        if not (s not in failed and covered < took + 1) and sender.resends.get(r, made + 1) > took + 1:
+        kept_alive = s not in failed and covered < took + 1
+        in_cut = sender.resends.get(r, made + 1) <= took + 1
+        # A failed sender whose lineage is logged, at its present: its replay from its newest
+        # checkpoint sends again what it sent after that checkpoint.
+        since = run.checkpoints[s][-1][1].sent.get(r, 0) if run.checkpoints.get(s) else 0
+        replayed = s in failed and s in run.logs and choice[s] == len(cuts(actors[s])) - 1 and since < took + 1
+        if not (kept_alive or in_cut or replayed):
             return False
     return True
 
@@ -220,6 +226,22 @@ def test_a_logged_cycle_stops_the_domino() -> None:
     assert frontier.replayed == {"y"} and frontier.kept == {"x"}
 
 
+def test_a_replaying_sender_sends_again_what_it_sent_after_its_checkpoint() -> None:
+    run = Run([("s", "r")], logs={"s"})
+    run.send("s", "r", 3)
+    run.take("s", "r", 1)
+    run.checkpoint("r")
+    actors, channels, _ = run.recovery({"s", "r"})
+    frontier = solve(actors, channels)
+    assert frontier.replayed == {"s"} and frontier.cut("r").received == {"s": 1}
+    assert frontier.resends == [Resend("s", "r", 2, 3, "replay")]
+
+
+def test_cuts_out_of_order_are_refused() -> None:
+    with pytest.raises(ValueError, match="not in order"):
+        solve({"a": Actor([Cut(sent={"b": 2}), Cut(sent={"b": 1})]), "b": Actor([])}, [Channel("a", "b")])
+
+
 def test_a_channel_to_an_unknown_actor_is_refused() -> None:
     with pytest.raises(ValueError, match="'ghost', which is not an actor"):
         solve({"a": Actor([])}, [Channel("a", "ghost")])
@@ -260,16 +282,18 @@ def test_the_frontier_is_the_greatest_consistent_choice(case: tuple[Run, set[str
     for choice in every:
         assert all(choice[a] <= frontier.position[a] for a in actors), (choice, frontier.position)
     for resend in frontier.resends:  # each comes from somewhere that has it
-        assert resend.source in ("log", "sender", "cut") and resend.first <= resend.last
+        assert resend.source in ("log", "sender", "cut", "replay") and resend.first <= resend.last
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, database=None)
 @given(runs(), st.data())
 def test_a_checkpoint_more_never_moves_anyone_back(case: tuple[Run, set[str]], data: st.DataObject) -> None:
+    """For actors that do not replay: a replay starts at the newest checkpoint, so one more can
+    change what a replay sends again (what a checkpoint holds of its calls in flight covers it)."""
     run, failed = case
     actors, channels, steps = run.recovery(failed)
     with_all = solve(actors, channels)
-    taken = [(a, i) for a in sorted(run.checkpoints) for i in range(len(run.checkpoints[a]))]
+    taken = [(a, i) for a in sorted(run.checkpoints) if a not in run.logs for i in range(len(run.checkpoints[a]))]
     if not taken:
         return
     a, i = data.draw(st.sampled_from(taken))

@@ -66,7 +66,7 @@ def test_remote_takes_a_class_or_a_function_and_options_are_checked():
         def f(self):
             return 1
 
-    with pytest.raises(TypeError, match="unknown actor option nodes: the options are checkpoint_every, "
+    with pytest.raises(TypeError, match="unknown actor option nodes: the options are checkpoint_every, ft, "
                                         "get_if_exists, lifetime, max_concurrency, max_in_flight, name,"):
         C.options(nodes=1)
     with pytest.raises(TypeError, match=r"\.remote"):
