@@ -309,18 +309,19 @@ class ActorInstance:
         calls), whose caller keeps the call until a checkpoint covers it (``keep_call``), to send
         it again after a failure. Any other result first writes the lineage of the tasks since the
         checkpoint (an escape): a replay reproduces it. So does the task that killed the actor,
-        which no checkpoint follows."""
+        which no checkpoint follows. A call's result to the actor itself (a timer's, a source's
+        next pull) goes at once."""
         if self.death is not None:
             if len(self.held):
                 await self.escape(spec.task_id)
             return True
-        if spec.method == CHECKPOINT_METHOD:
-            return True  # (durable by now)
+        if spec.method == CHECKPOINT_METHOD or spec.sender == self.actor_id:
+            return True  # durable by now; or its own call's result, which goes back with it
         if self.policy.kind == "eager":
             self.held.hold_result(lambda: self.services.send_result(spec.owner_address, value, spec))
             return False
         if (value.HasField("value") and value.value == NONE_VALUE
-                and spec.method in getattr(self.cls, "__actorrt_acks__", ())):
+                and spec.method in getattr(self.instance, "__actorrt_acks__", ())):
             value.keep_call = True
             return True
         await self.escape(spec.task_id)
