@@ -3,14 +3,11 @@ collector keeps the lineage store bounded. Real node processes, SIGKILL, real Re
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 import actorrt
-from actorrt.core import context
-from actorrt.store.lineage_store import LineageStore
-from actorrt.store.opening import store_of_view
+from tests.support.store_reads import records_sent_to
 from tests.support.waiting import eventually
 
 
@@ -50,20 +47,6 @@ class Plain:
 
     def state(self):
         return self.total, self.seen
-
-
-def _records_sent_to(actor_id: bytes) -> int:
-    """How many task records the lineage store holds for ``actor_id`` (read directly)."""
-    view = context.current().worker.membership.view
-
-    async def count() -> int:
-        store = LineageStore(store_of_view(view, None))
-        try:
-            return len(await store.sent_to(actor_id))
-        finally:
-            await store.aclose()
-
-    return asyncio.run(count())
 
 
 def _recovery_of(node: int) -> dict:
@@ -119,8 +102,8 @@ def test_checkpoints_every_n_tasks_bound_the_store_and_the_replay(cluster_with):
         # copy the driver's flush writes after an interval's collection passed goes at the next
         # one: the actor is idle now, so an interval's worth of those may stay (a loaded 2-core
         # machine sees a few; the collection also trails the checkpoints by seconds there).
-        eventually(lambda: _records_sent_to(unbounded.actor_id), lambda held: held == n + 2, 30)
-        eventually(lambda: _records_sent_to(bounded.actor_id), lambda held: held <= 3 * every + 2, 30)
+        eventually(lambda: records_sent_to(unbounded.actor_id), lambda held: held == n + 2, 30)
+        eventually(lambda: records_sent_to(bounded.actor_id), lambda held: held <= 3 * every + 2, 30)
 
         actorrt.kill_node(1)
         assert actorrt.get(bounded.state.remote(), timeout=60) == expected

@@ -5,7 +5,6 @@ plain-Python count of the same words: a duplicate counts twice, a loss is missin
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import random
 import time
@@ -13,12 +12,10 @@ import time
 import pytest
 
 import actorrt
-from actorrt.core import context
 from actorrt.exceptions import ActorRTError
 from actorrt.lineage import policies
-from actorrt.store.lineage_store import LineageStore
-from actorrt.store.opening import store_of_view
 from actorrt.streaming import Dataflow
+from tests.support.store_reads import records_sent_to
 from tests.support.waiting import eventually
 
 
@@ -87,19 +84,6 @@ def _lines(n: int, seed: int) -> list[str]:
     return [" ".join(rng.choice(words) for _ in range(rng.randint(1, 8))) for _ in range(n)]
 
 
-def _records_sent_to(actor_id: bytes) -> int:
-    view = context.current().worker.membership.view
-
-    async def count() -> int:
-        store = LineageStore(store_of_view(view, None))
-        try:
-            return len(await store.sent_to(actor_id))
-        finally:
-            await store.aclose()
-
-    return asyncio.run(count())
-
-
 LAZY = policies.checkpoint(every_s=0.5)
 
 
@@ -156,9 +140,9 @@ def test_mixed_policies_are_exact_under_node_kills(cluster_with, tmp_path, kills
         if 1 in killed:  # the counter went back to its checkpoint; the senders sent again what came after
             assert _rebuilt(1)["from_checkpoint"] >= 1
             # Restored, it still answers its acknowledgements at once, writing nothing.
-            written = _records_sent_to(counter.actor_id)
+            written = records_sent_to(counter.actor_id)
             assert actorrt.get([counter.add.remote(["extra"]) for _ in range(20)]) == [None] * 20
-            assert _records_sent_to(counter.actor_id) == written
+            assert records_sent_to(counter.actor_id) == written
         if 2 in killed:
             assert _rebuilt(2)["from_checkpoint"] == 1
 
@@ -169,11 +153,11 @@ def test_a_checkpointing_actor_logs_nothing_as_it_runs(cluster_with, tmp_path):
         lines = _lines(200, seed=3)
         _feed(splitters, lines)
         actorrt.get([s.push.remote("") for s in splitters])  # every line went on to the counter
-        assert eventually(lambda: _records_sent_to(counter.actor_id)) == 1  # its constructor's: nothing since
+        assert eventually(lambda: records_sent_to(counter.actor_id)) == 1  # its constructor's: nothing since
         words = sum(len(line.split()) for line in lines)
         # A result with a value leaves once the counter's lineage is written (an escape).
         eventually(lambda: actorrt.get(counter.size.remote()), lambda n: n == words, what="every word counted")
-        assert _records_sent_to(counter.actor_id) > 1
+        assert records_sent_to(counter.actor_id) > 1
         actorrt.checkpoint([counter])  # what it holds for the sink leaves with a checkpoint too
         _exact(sink, lines)
 
@@ -182,21 +166,21 @@ def test_lazy_acknowledgements_leave_at_once_and_values_escape(cluster_with, tmp
     with cluster_with(num_nodes=2, store_shards=1, checkpoint_dir=tmp_path):
         lazy = Echo.options(node=1, ft=policies.checkpoint(every_tasks=1000)).remote()
         other = Echo.options(node=0).remote()
-        before = eventually(lambda: _records_sent_to(lazy.actor_id), what="its constructor's record")
+        before = eventually(lambda: records_sent_to(lazy.actor_id), what="its constructor's record")
         assert actorrt.get([lazy.call_out.remote(other) for _ in range(20)], timeout=30) == [None] * 20
         # Acknowledged at once; the calls they made wait for a checkpoint, a second at most
         # whatever the cadence (1,000 tasks here), and nothing was written.
         eventually(lambda: actorrt.get(other.count.remote()), lambda n: n == 20, what="the held calls")
-        assert _records_sent_to(lazy.actor_id) == before
+        assert records_sent_to(lazy.actor_id) == before
         assert actorrt.get(lazy.echo.remote(5)) == 5  # a value: the lineage is written first
-        assert _records_sent_to(lazy.actor_id) > before
+        assert records_sent_to(lazy.actor_id) > before
 
 
 def test_an_ephemeral_actor_restarts_empty_and_its_callers_send_again(cluster_with, tmp_path):
     with cluster_with(num_nodes=2, store_shards=1, checkpoint_dir=tmp_path):
         echo = Echo.options(node=1, ft="ephemeral").remote()
         assert actorrt.get([echo.echo.remote(i) for i in range(50)]) == list(range(50))
-        assert eventually(lambda: _records_sent_to(echo.actor_id)) == 1  # its constructor's only
+        assert eventually(lambda: records_sent_to(echo.actor_id)) == 1  # its constructor's only
         actorrt.kill_node(1)
         assert actorrt.get([echo.echo.remote(i) for i in range(50, 60)]) == list(range(50, 60))
         with pytest.raises(ActorRTError, match="an ephemeral actor .* calls no actor"):
