@@ -315,7 +315,7 @@ def test_remote_takes_actor_options_and_an_unknown_option_lists_the_real_ones(cl
     assert actorrt.get(Placed.remote().where.remote(), timeout=30) == pids[1]
     assert actorrt.get(Placed.options(node=0).remote().where.remote(), timeout=30) == pids[0]
     with pytest.raises(TypeError, match="unknown actor option concurrency_groups: the options are checkpoint_every, "
-                                        "get_if_exists, lifetime, max_concurrency, max_in_flight, name, node, "
+                                        "ft, get_if_exists, lifetime, max_concurrency, max_in_flight, name, node, "
                                         "nondeterministic, standby \\(concurrency_groups is Ray's: here, one group"):
         Counter.options(concurrency_groups={"io": 2})
     with pytest.raises(TypeError, match="unknown actor option bogus: the options"):
