@@ -83,25 +83,27 @@ class Checkpointer:
             getattr(value, "wants_checkpoint", bool)() for value in actor.context.extras.values())
 
     @property
-    def every_s(self) -> float | None:
-        """How often, at most, it checkpoints while it runs tasks, in seconds: its policy's cadence,
-        and for what a checkpointing actor holds, ``HELD_AT_MOST_S`` (an eager actor's group
-        commits: ``EAGER_EVERY_S``)."""
+    def cadence_s(self) -> float | None:
+        """How often its policy has it checkpoint while it runs tasks, in seconds, if it says (an
+        eager actor's group commits: ``EAGER_EVERY_S``)."""
         policy = self._actor.policy
-        if policy.kind == "eager":
-            return EAGER_EVERY_S
-        if policy.kind == "checkpoint":
-            return min(policy.every_s or HELD_AT_MOST_S, HELD_AT_MOST_S)
-        return None
+        return EAGER_EVERY_S if policy.kind == "eager" else policy.every_s
+
+    @property
+    def every_s(self) -> float | None:
+        """How often an idle actor with a checkpointing policy looks whether a checkpoint is due:
+        its cadence, and at most ``HELD_AT_MOST_S`` (what it holds waits no longer)."""
+        if self._actor.held is None:
+            return None
+        return min(self.cadence_s or HELD_AT_MOST_S, HELD_AT_MOST_S)
 
     def _overdue(self) -> bool:
-        actor = self._actor
         if not self.since:
             return False
         waited = time.monotonic() - self._taken_at
-        every_s = actor.policy.every_s if actor.policy.kind == "checkpoint" else self.every_s
-        return bool(every_s and waited >= every_s) or (actor.held is not None and len(actor.held) > 0
-                                                        and waited >= (self.every_s or HELD_AT_MOST_S))
+        cadence, held = self.cadence_s, self._actor.held
+        return bool(cadence and waited >= cadence) or (held is not None and len(held) > 0
+                                                        and waited >= HELD_AT_MOST_S)
 
     def durable_from(self, sender: bytes) -> int:
         """How far its newest durable checkpoint covers ``sender``'s calls (what a failure keeps)."""

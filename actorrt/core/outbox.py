@@ -141,15 +141,7 @@ class Outbox:
             for value in large:
                 self._to_shared(value)
         self._hold_large_args(large)
-        if self._w.cluster_lost:
-            self._w.objects.put(failures.cluster_lost(object_id, self._w.cluster_lost))
-            self.drop_large_args(large)
-            self._answered(spec)
-            return
-        if not self._w.membership.accepts(slot):
-            self._w.objects.put(self._died(object_id, slot))
-            self.drop_large_args(large)
-            self._answered(spec)
+        if self._refused(spec, slot, large):
             return
         task = _Inflight(spec, slot, "", refs, large, push_large)
         held = self._held_by(spec, push_large)
@@ -169,16 +161,21 @@ class Outbox:
     def _release(self, task: _Inflight) -> None:
         """A held call leaves, for whichever process serves its receiver now (or fails as a call
         sent now would)."""
-        spec = task.spec
-        task.slot = self._w.membership.slot_for(spec.receiver, task.slot)
-        if self._w.cluster_lost or not self._w.membership.accepts(task.slot):
-            object_id = ids.object_id(spec.task_id)
-            self._w.objects.put(failures.cluster_lost(object_id, self._w.cluster_lost) if self._w.cluster_lost
-                                else self._died(object_id, task.slot))
-            self.drop_large_args(task.large_args)
-            self._answered(spec)
-            return
-        self._dispatch(task)
+        task.slot = self._w.membership.slot_for(task.spec.receiver, task.slot)
+        if not self._refused(task.spec, task.slot, task.large_args):
+            self._dispatch(task)
+
+    def _refused(self, spec: pb.TaskSpec, slot: int, large: list[pb.ObjectValue]) -> bool:
+        """Whether ``spec`` fails instead of going out: the cluster is lost, or ``slot`` is dead for
+        good (its result is the error)."""
+        if not self._w.cluster_lost and self._w.membership.accepts(slot):
+            return False
+        object_id = ids.object_id(spec.task_id)
+        self._w.objects.put(failures.cluster_lost(object_id, self._w.cluster_lost) if self._w.cluster_lost
+                            else self._died(object_id, slot))
+        self.drop_large_args(large)
+        self._answered(spec)
+        return True
 
     def _held_by(self, spec: pb.TaskSpec, fresh: bool) -> HeldOutputs | None:
         """Where ``spec`` waits, if an actor here made it that holds its outputs (a call to
