@@ -11,7 +11,8 @@ A choice of one cut per actor is *consistent* when, on every channel ``s -> r``:
 - **no orphans**: ``r`` keeps only messages ``s`` keeps having sent. Past its cut, ``s`` runs
   again from what it is sent now, and nothing makes it send the same messages in the same order
   (a checkpoint-only actor does not record the order it took its inputs in), so a message ``r``
-  took beyond ``s``'s cut may never be sent again;
+  took beyond ``s``'s cut may never be sent again. Likewise, ``s`` keeps only the answers to its
+  calls that ``r`` keeps having taken: run again, a call may be answered otherwise;
 - **no lost messages**: the messages ``s`` keeps having sent and ``r`` does not keep having
   taken go to ``r`` again, from somewhere: a durable copy (the channel is *logged*, as every
   channel into a lineage-stash actor is, in the lineage store); the sender's process, if it
@@ -46,11 +47,14 @@ class Cut(Generic[P]):
     """A state an actor can be put back in. ``received``: per sender, the messages taken (a
     channel's messages are numbered from 1, so this is the last one's number); ``sent``: per
     receiver, likewise; ``resends``: per receiver, the first message of those the cut holds copies
-    of and sends again when restored (through ``sent``). A missing channel counts 0."""
+    of and sends again when restored (through ``sent``); ``answered``: per receiver, the last of
+    its messages (calls) whose answer it took, of those whose answer said more than that the
+    call ran. A missing channel counts 0."""
 
     received: Mapping[P, int] = field(default_factory=dict)
     sent: Mapping[P, int] = field(default_factory=dict)
     resends: Mapping[P, int] = field(default_factory=dict)
+    answered: Mapping[P, int] = field(default_factory=dict)
 
 
 START: Cut = Cut()
@@ -140,7 +144,7 @@ def solve(actors: Mapping[P, Actor[P]], channels: Iterable[Channel[P]]) -> Front
     channels = list(channels)
     for name, actor in actors.items():
         for earlier, later in zip(cuts(actor), cuts(actor)[1:], strict=False):
-            for counts in ("received", "sent"):
+            for counts in ("received", "sent", "answered"):
                 mine, after = getattr(earlier, counts), getattr(later, counts)
                 if any(n > after.get(peer, 0) for peer, n in mine.items()):
                     raise ValueError(f"actor {name!r}: its cuts are not in order (a later one {counts} less)")
@@ -177,7 +181,7 @@ def consistent(actors: Mapping[P, Actor[P]], channels: Iterable[Channel[P]], pos
     for ch in channels:
         s_cut = cuts(actors[ch.sender])[position[ch.sender]]
         r_cut = cuts(actors[ch.receiver])[position[ch.receiver]]
-        if not _no_orphans(ch, s_cut, r_cut) or _source(ch, actors[ch.sender], s_cut, r_cut) == "":
+        if not (_no_orphans(ch, s_cut, r_cut) and _sender_keeps(ch, actors[ch.sender], s_cut, r_cut)):
             return False
     return True
 
@@ -185,7 +189,8 @@ def consistent(actors: Mapping[P, Actor[P]], channels: Iterable[Channel[P]], pos
 def _settle(ch: Channel[P], actors: Mapping[P, Actor[P]], options: Mapping[P, list[Cut[P]]],
             position: dict[P, int]) -> list[P]:
     """Move ``ch``'s receiver back until it keeps no orphan, then its sender until what it keeps
-    having sent can reach the receiver again; returns the actors moved. (A channel from an actor
+    having sent can reach the receiver again and it keeps no answer the receiver would not give
+    again; returns the actors moved. (A channel from an actor
     to itself has one cut at both ends.)"""
     s, r = ch.sender, ch.receiver
     moved = []
@@ -195,7 +200,7 @@ def _settle(ch: Channel[P], actors: Mapping[P, Actor[P]], options: Mapping[P, li
         position[r] = at
         moved.append(r)
     at = _latest(options[s], position[s],
-                 lambda c: _source(ch, actors[s], c, c if s == r else options[r][position[r]]) != "")
+                 lambda c: _sender_keeps(ch, actors[s], c, c if s == r else options[r][position[r]]))
     if at != position[s]:
         position[s] = at
         moved.append(s)
@@ -211,6 +216,13 @@ def _latest(options: Sequence[Cut[P]], at: int, allowed: Callable[[Cut[P]], bool
 
 def _no_orphans(ch: Channel[P], s_cut: Cut[P], r_cut: Cut[P]) -> bool:
     return r_cut.received.get(ch.sender, 0) <= s_cut.sent.get(ch.receiver, 0)
+
+
+def _sender_keeps(ch: Channel[P], sender: Actor[P], s_cut: Cut[P], r_cut: Cut[P]) -> bool:
+    """Whether the sender may stay at ``s_cut``: what it sent reaches the receiver again, and it
+    took no answer to a call that the receiver's cut did not take."""
+    return (s_cut.answered.get(ch.receiver, 0) <= r_cut.received.get(ch.sender, 0)
+            and _source(ch, sender, s_cut, r_cut) != "")
 
 
 def _source(ch: Channel[P], sender: Actor[P], s_cut: Cut[P], r_cut: Cut[P]) -> str:
