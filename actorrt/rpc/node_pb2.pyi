@@ -7,6 +7,44 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class FreezeRequest(_message.Message):
+    __slots__ = ("round",)
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    def __init__(self, round: _Optional[int] = ...) -> None: ...
+
+class FreezeReply(_message.Message):
+    __slots__ = ("actors", "opaque")
+    ACTORS_FIELD_NUMBER: _ClassVar[int]
+    OPAQUE_FIELD_NUMBER: _ClassVar[int]
+    actors: _containers.RepeatedCompositeFieldContainer[ActorCut]
+    opaque: bool
+    def __init__(self, actors: _Optional[_Iterable[_Union[ActorCut, _Mapping]]] = ..., opaque: _Optional[bool] = ...) -> None: ...
+
+class ActorCut(_message.Message):
+    __slots__ = ("actor", "slot", "received", "sent", "answered", "kept_from")
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    SLOT_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    SENT_FIELD_NUMBER: _ClassVar[int]
+    ANSWERED_FIELD_NUMBER: _ClassVar[int]
+    KEPT_FROM_FIELD_NUMBER: _ClassVar[int]
+    actor: bytes
+    slot: int
+    received: _containers.RepeatedCompositeFieldContainer[PeerCount]
+    sent: _containers.RepeatedCompositeFieldContainer[PeerCount]
+    answered: _containers.RepeatedCompositeFieldContainer[PeerCount]
+    kept_from: _containers.RepeatedCompositeFieldContainer[PeerCount]
+    def __init__(self, actor: _Optional[bytes] = ..., slot: _Optional[int] = ..., received: _Optional[_Iterable[_Union[PeerCount, _Mapping]]] = ..., sent: _Optional[_Iterable[_Union[PeerCount, _Mapping]]] = ..., answered: _Optional[_Iterable[_Union[PeerCount, _Mapping]]] = ..., kept_from: _Optional[_Iterable[_Union[PeerCount, _Mapping]]] = ...) -> None: ...
+
+class PeerCount(_message.Message):
+    __slots__ = ("peer", "count")
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    peer: bytes
+    count: int
+    def __init__(self, peer: _Optional[bytes] = ..., count: _Optional[int] = ...) -> None: ...
+
 class FlushStashRequest(_message.Message):
     __slots__ = ("slot", "epoch", "senders")
     SLOT_FIELD_NUMBER: _ClassVar[int]

@@ -49,6 +49,11 @@ class NodeStub:
                 request_serializer=actorrt_dot_node__pb2.FlushStashRequest.SerializeToString,
                 response_deserializer=actorrt_dot_node__pb2.FlushStashReply.FromString,
                 _registered_method=True)
+        self.Freeze = channel.unary_unary(
+                '/actorrt.Node/Freeze',
+                request_serializer=actorrt_dot_node__pb2.FreezeRequest.SerializeToString,
+                response_deserializer=actorrt_dot_node__pb2.FreezeReply.FromString,
+                _registered_method=True)
 
 
 class NodeServicer:
@@ -79,6 +84,14 @@ class NodeServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Freeze(self, request, context):
+        """ft="checkpoint", after a failure: start no task and send nothing until the view counts this
+        rollback round, and report where each actor here stands (the head finds which nodes go back).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NodeServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -96,6 +109,11 @@ def add_NodeServicer_to_server(servicer, server):
                     servicer.FlushStash,
                     request_deserializer=actorrt_dot_node__pb2.FlushStashRequest.FromString,
                     response_serializer=actorrt_dot_node__pb2.FlushStashReply.SerializeToString,
+            ),
+            'Freeze': grpc.unary_unary_rpc_method_handler(
+                    servicer.Freeze,
+                    request_deserializer=actorrt_dot_node__pb2.FreezeRequest.FromString,
+                    response_serializer=actorrt_dot_node__pb2.FreezeReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -179,6 +197,33 @@ class Node:
             '/actorrt.Node/FlushStash',
             actorrt_dot_node__pb2.FlushStashRequest.SerializeToString,
             actorrt_dot_node__pb2.FlushStashReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Freeze(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/actorrt.Node/Freeze',
+            actorrt_dot_node__pb2.FreezeRequest.SerializeToString,
+            actorrt_dot_node__pb2.FreezeReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,123 @@
+"""Which nodes go back after a failure under ft="checkpoint": the frontier's answer, a node at a time."""
+
+from __future__ import annotations
+
+from actorrt.lineage.frontier import Cut
+from actorrt.lineage.rollback_plan import Present, checkpoint_cut, plan, reported_cut
+from actorrt.rpc import checkpoint_pb2, node_pb2
+from actorrt.rpc import common_pb2 as pb
+
+SRC, A, B, C, DRIVER, TIMER = b"src", b"a", b"b", b"c", b"driver", b"node process"
+
+
+def chain(answered: int = 0) -> tuple[dict, dict]:
+    """driver -> src (slot 0) -> a (slot 1) -> b (slot 2): four calls per hop before the global
+    checkpoint, ten by now; src keeps its calls to a from the fifth on (a's checkpoint covers four)."""
+    checkpoint = {SRC: (0, Cut(received={DRIVER: 4}, sent={A: 4})),
+                  A: (1, Cut(received={SRC: 4}, sent={B: 4})),
+                  B: (2, Cut(received={A: 4}))}
+    present = {DRIVER: Present(-1, Cut(sent={SRC: 10}, answered={SRC: answered})),
+               SRC: Present(0, Cut(received={DRIVER: 10}, sent={A: 10}), kept_from={A: 5}),
+               A: Present(1, Cut(received={SRC: 10}, sent={B: 10}), kept_from={B: 5}),
+               B: Present(2, Cut(received={A: 10}))}
+    return checkpoint, present
+
+
+def test_a_failed_node_takes_back_only_the_nodes_that_took_its_output() -> None:
+    checkpoint, present = chain()
+    del present[A]
+    got = plan(checkpoint, present, failed={1})
+    assert got.everyone == "" and got.restart == {1, 2}
+    assert got.frontier.kept == {SRC, DRIVER}
+    assert [(r.sender, r.receiver, r.first, r.last, r.source) for r in got.frontier.resends] == [
+        (SRC, A, 5, 10, "sender")]
+
+
+def test_the_last_node_of_a_chain_goes_back_alone() -> None:
+    checkpoint, present = chain()
+    del present[B]
+    got = plan(checkpoint, present, failed={2})
+    assert got.restart == {2} and got.everyone == ""
+
+
+def test_a_sender_that_gave_up_its_copies_goes_back_with_its_receiver() -> None:
+    """src let its calls to a go up to the eighth (a newer checkpoint of a's covered them, which
+    the global checkpoint does not): a's restore could not get 5..8 again."""
+    checkpoint, present = chain()
+    del present[A]
+    present[SRC] = Present(0, present[SRC].cut, kept_from={A: 9})
+    got = plan(checkpoint, present, failed={1})
+    assert got.restart == {0, 1, 2}
+
+
+def test_a_caller_that_took_an_answer_goes_back_and_a_driver_that_did_takes_everyone() -> None:
+    checkpoint, present = chain()
+    del present[A]
+    present[SRC] = Present(0, Cut(received={DRIVER: 10}, sent={A: 10}, answered={A: 7}), kept_from={A: 5})
+    assert plan(checkpoint, present, failed={1}).restart == {0, 1, 2}
+    checkpoint, present = chain(answered=6)  # the driver took src's answer to its sixth call
+    del present[A]
+    present[SRC] = Present(0, present[SRC].cut, kept_from={A: 9})  # src goes back, and the driver with it
+    got = plan(checkpoint, present, failed={1})
+    assert "driver" in got.everyone
+
+
+def test_an_acknowledged_driver_stays_where_it_is() -> None:
+    checkpoint, present = chain(answered=4)  # answers before the checkpoint: src's cut gave them
+    del present[A]
+    present[SRC] = Present(0, present[SRC].cut, kept_from={A: 9})
+    assert plan(checkpoint, present, failed={1}).everyone == ""
+
+
+def test_a_node_goes_back_whole() -> None:
+    """Node 2 hosts b and c. b took a's output, so node 2 goes back, c with it; c's checkpoint
+    sent src one call of the three src ran, so src's node goes back too."""
+    checkpoint, present = chain()
+    checkpoint[C] = (2, Cut(sent={SRC: 1}))
+    present[C] = Present(2, Cut(sent={SRC: 3}))
+    present[SRC] = Present(0, Cut(received={DRIVER: 10, C: 3}, sent={A: 10}), kept_from={A: 5})
+    del present[A]
+    assert plan(checkpoint, present, failed={1}).restart == {0, 1, 2}
+
+
+def test_actors_made_after_the_checkpoint_stay_on_a_survivor_and_are_lost_on_a_failed_node() -> None:
+    checkpoint, present = chain()
+    present[C] = Present(0, Cut(received={SRC: 2}))  # src's calls to it are not in the checkpoint
+    present[SRC] = Present(0, Cut(received={DRIVER: 10}, sent={A: 10, C: 2}), kept_from={A: 5, C: 3})
+    del present[B]
+    got = plan(checkpoint, present, failed={2})
+    assert got.restart == {2} and C in got.frontier.kept
+
+
+def test_calls_from_outside_any_actor_never_move_anyone_back() -> None:
+    checkpoint, present = chain()
+    present[B] = Present(2, Cut(received={A: 10, TIMER: 3}))
+    del present[A]
+    assert plan(checkpoint, present, failed={1}).restart == {1, 2}
+
+
+def test_library_channels_take_everyone_back() -> None:
+    checkpoint, present = chain()
+    del present[B]
+    got = plan(checkpoint, present, failed={2}, opaque={0})
+    assert "channels" in got.everyone
+
+
+def test_a_checkpoint_an_actor_cannot_go_back_to_takes_everyone() -> None:
+    """b's checkpoint took more of a than a's checkpoint had sent: not a consistent checkpoint."""
+    checkpoint, present = chain()
+    checkpoint[B] = (2, Cut(received={A: 5}))
+    del present[A]
+    assert "before the checkpoint" in plan(checkpoint, present, failed={1}).everyone
+
+
+def test_cuts_read_from_a_checkpoint_and_a_report() -> None:
+    ckpt = checkpoint_pb2.ActorCheckpoint(
+        senders=[checkpoint_pb2.SenderProgress(sender=SRC, last_counter=4)],
+        counters=[checkpoint_pb2.SubmitCounter(receiver=B, count=6)],
+        pending=[checkpoint_pb2.PendingTask(spec=pb.TaskSpec(receiver=B, task_counter=n)) for n in (6, 5)])
+    assert checkpoint_cut(ckpt) == Cut(received={SRC: 4}, sent={B: 6}, resends={B: 5})
+    count = node_pb2.PeerCount
+    report = node_pb2.ActorCut(actor=A, slot=1, received=[count(peer=SRC, count=9)], sent=[count(peer=B, count=8)],
+                               answered=[count(peer=B, count=2)], kept_from=[count(peer=B, count=5)])
+    assert reported_cut(report) == Present(1, Cut(received={SRC: 9}, sent={B: 8}, answered={B: 2}), {B: 5})
