@@ -21,7 +21,7 @@ from typing import Any
 
 from grpc import aio
 
-from actorrt.cluster import leadership, session, store_lease, takeover
+from actorrt.cluster import leadership, rollback_round, session, store_lease, takeover
 from actorrt.cluster.actor_names import ActorNames
 from actorrt.cluster.connected_drivers import ConnectedDrivers
 from actorrt.cluster.deadlocks import DeadlockDetector
@@ -74,7 +74,9 @@ class Head:
         self.mode = ft.mode
         self.address = ""
         self.slots: dict[int, Slot] = {}
-        self.rollbacks = 0
+        self.rollbacks = 0  # ft="checkpoint": failures that took every node back
+        self.rollback_rounds = 0  # and failures decided by the rollback frontier (those among them)
+        self._rolling_back = asyncio.Lock()  # one round at a time
         self.revision = 0
         self.moved: dict[bytes, head_pb2.ActorMove] = {}  # actors their standbys serve now
         self._subscribers: set[asyncio.Queue[head_pb2.ClusterView]] = set()
@@ -153,6 +155,9 @@ class Head:
         """Take over the slots a dead head's view names (``takeover.takeover_plan``)."""
         view = restored.view or head_pb2.ClusterView()
         self.rollbacks = view.rollbacks
+        # A process frozen for a round its predecessor did not decide thaws (a later failure
+        # freezes it again, and the round then sees what it ran meanwhile).
+        self.rollback_rounds = view.rollback_rounds + 1
         self.moved = {m.actor: m for m in view.moved_actors}
         self.drivers.restore(list(view.drivers), list(view.departed_drivers))
         now = asyncio.get_running_loop().time()
@@ -250,13 +255,12 @@ class Head:
         s.info.state = head_pb2.DEAD
         await self._fence(s, epoch)
         rollback = self.mode.rolls_back and not never_started
-        self.rollbacks += rollback
         if self.mode.logs_lineage:
             await self._promote_standbys(slot, epoch)
         if not s.info.managed and self.mode.logs_lineage:
             self._choose_heir(s)
         if rollback:
-            self._roll_back_everyone(slot)
+            await self._roll_back(slot)
         await self._save()
         self.publish()
         if s.info.managed:
@@ -302,13 +306,28 @@ class Head:
                 s.info.heir = heir
         log.warning("node %d will not come back: node %d inherits its actors", dead.info.slot, heir)
 
-    def _roll_back_everyone(self, failed: int) -> None:
-        """The global-rollback baseline: every other node goes too, and each restarts from the last
-        global checkpoint. They are declared dead in the same view as the failed one, so that no
-        process sends work to a node that is about to go back (a checkpoint taken there would
-        replace the one the rollback restores)."""
-        for slot in roll_back(self.slots.values(), failed, asyncio.get_running_loop().time()):
-            self._background.spawn(self._launch(slot))
+    async def _roll_back(self, failed: int) -> None:
+        """``ft="checkpoint"``: the nodes the rollback frontier names go back to the last global
+        checkpoint with the failed one (``rollback_round.py``), or, where it cannot tell, every
+        node does (and ``rollbacks`` counts it). They are declared dead in the same view as the
+        failed one, so that no process sends work to a node that is about to go back (a checkpoint
+        taken there would replace the one the rollback restores); that view ends the round."""
+        async with self._rolling_back:
+            round_ = self.rollback_rounds + 1
+            nodes = {s.info.slot: s.info.address for s in self.slots.values() if s.info.state == head_pb2.ALIVE}
+            decided = await rollback_round.decide(round_, nodes, list(self.drivers.connected), {failed},
+                                                  self.options.fault_tolerance.checkpoint_dir, self.token, self.tls)
+            if decided.everyone:
+                log.warning("every node goes back to the last global checkpoint: %s", decided.everyone)
+                self.rollbacks += 1
+                back = roll_back(self.slots.values(), failed, asyncio.get_running_loop().time())
+            else:
+                back = roll_back(self.slots.values(), failed, asyncio.get_running_loop().time(), decided.restart)
+                log.warning("node %d failed: nodes %s go back to the last global checkpoint, %d others keep running",
+                            failed, sorted({failed, *back}), len(nodes) - len(back))
+            self.rollback_rounds = round_
+            for slot in back:
+                self._background.spawn(self._launch(slot))
 
     async def _check_heartbeats(self) -> None:
         async for now, paused in ticks(HEARTBEAT_CHECK_S, PAUSED_AFTER_S):
@@ -342,6 +361,7 @@ class Head:
             drivers=sorted(self.drivers.connected),
             departed_drivers=self.drivers.departed,
             rollbacks=self.rollbacks,
+            rollback_rounds=self.rollback_rounds,
             cluster_id=self.cluster_id,
             head_grace_s=self.options.head_grace,
             stopping=self._stopping,

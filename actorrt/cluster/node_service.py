@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from grpc import aio
 
+from actorrt.core import freezing
 from actorrt.core.worker import Worker
 from actorrt.rpc import node_pb2
 
@@ -27,6 +28,11 @@ class NodeServicer:
         host = self.worker.host
         ran = host.ran_from(set(request.senders)) if host is not None else []
         return node_pb2.FlushStashReply(written=written, ran=ran)
+
+    async def Freeze(  # noqa: N802
+        self, request: node_pb2.FreezeRequest, context: aio.ServicerContext
+    ) -> node_pb2.FreezeReply:
+        return freezing.freeze(self.worker, request.round)
 
     async def Stats(self, request: node_pb2.NodeStatsRequest, context: aio.ServicerContext) -> node_pb2.NodeStatsReply:  # noqa: N802
         return self.stats()

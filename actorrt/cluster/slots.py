@@ -41,12 +41,14 @@ def heir_for(slots: Iterable[Slot]) -> int | None:
     return min(alive, key=lambda s: (len(s.stats.actors), s.info.slot)).info.slot if alive else None
 
 
-def roll_back(slots: Iterable[Slot], failed: int, now: float) -> list[int]:
-    """Kill every other live node the head started and declare it dead (the global-rollback
-    baseline: each restarts from the last global checkpoint); returns their slots, to restart."""
+def roll_back(slots: Iterable[Slot], failed: int, now: float, only: Iterable[int] | None = None) -> list[int]:
+    """Kill every other live node the head started (or those of them in ``only``) and declare it
+    dead: each restarts from the last global checkpoint. Returns their slots, to restart."""
+    only = None if only is None else set(only)
     gone = []
     for other in slots:
-        if other.info.slot == failed or other.info.state != head_pb2.ALIVE:
+        if other.info.slot == failed or other.info.state != head_pb2.ALIVE or (only is not None
+                                                                               and other.info.slot not in only):
             continue
         if other.process is None:
             log.error("node %d was not started by this head and cannot be rolled back", other.info.slot)

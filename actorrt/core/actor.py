@@ -286,6 +286,8 @@ class ActorInstance:
         send = not started.replayed
         if send and self.held is not None:
             send = await self._send_or_hold(spec, value)
+        elif send and self.services.ft.rolls_back and self._acknowledges(spec, value):
+            value.keep_call = True  # its caller depends on nothing in it (the rollback frontier)
         if started.keep:
             self.ledger.keep(spec, value)
         if checkpoint and self.checkpointer.due(spec):
@@ -320,12 +322,17 @@ class ActorInstance:
         if self.policy.kind == "eager":
             self.held.hold_result(lambda: self.services.send_result(spec.owner_address, value, spec))
             return False
-        if (value.HasField("value") and value.value == NONE_VALUE
-                and spec.method in getattr(self.instance, "__actorrt_acks__", ())):
+        if self._acknowledges(spec, value):
             value.keep_call = True
             return True
         await self.escape(spec.task_id)
         return True
+
+    def _acknowledges(self, spec: pb.TaskSpec, value: pb.ObjectValue) -> bool:
+        """Whether ``value`` only says that ``spec`` ran: a None result of a method the actor's
+        class names in ``__actorrt_acks__``."""
+        return (value.HasField("value") and value.value == NONE_VALUE
+                and spec.method in getattr(self.instance, "__actorrt_acks__", ()))
 
     async def escape(self, task_id: bytes) -> None:
         """What task ``task_id`` made must leave before the next checkpoint (it waits for a call

@@ -86,6 +86,19 @@ class ActorHost:
         for early in self._early.pop(actor.actor_id, []):
             actor.mailbox.put_nowait(early)
 
+    def drop_tasks_from(self, addresses: set[str]) -> None:
+        """Under global rollback: the tasks that node incarnations now gone (at ``addresses``)
+        sent here and that have not run are dropped; their senders went back to before they sent
+        them, and send again what they send again (``core/freezing.py``)."""
+        for actor in self.actors.values():
+            queue = actor.mailbox._queue  # asyncio.Queue keeps its items in a deque; there is no public view
+            kept = [spec for spec in queue if spec.owner_address not in addresses]
+            if len(kept) != len(queue):
+                queue.clear()
+                queue.extend(kept)
+        for early in self._early.values():
+            early[:] = [spec for spec in early if spec.owner_address not in addresses]
+
     def replay_diverged(self, spec: pb.TaskSpec, error: pb.RemoteError) -> None:
         """The receiver of ``spec`` saw its sender's replay re-send a call other than the one it
         ran: the sender's state is not the one its past produced."""

@@ -37,6 +37,11 @@ class Channels:
         for peer, payload in self._unclaimed.pop(name, []):
             handler(peer, payload)
 
+    @property
+    def in_use(self) -> bool:
+        """Whether a library has registered a handler here (its messages are opaque to the runtime)."""
+        return bool(self._handlers)
+
     def send(self, address: str, name: str, payload: bytes) -> None:
         """Send ``payload`` to the ``name`` handler at ``address``, in order with everything else
         this process sends there (to this process itself: soon, not now)."""

@@ -56,6 +56,11 @@ class Outbox:
         # sender's checkpoint must hold it to send again.
         self.uncovered: dict[bytes, dict[bytes, _Inflight]] = {}
         self.answered = AnsweredCalls()
+        # Under global rollback, per sender here and receiver: the last call whose answer came
+        # back, of those whose answer said more than that the call ran (the rollback frontier's
+        # ``Cut.answered``); and the rollbacks of every node seen so far (None: no view yet).
+        self.answered_upto: dict[bytes, dict[bytes, int]] = {}
+        self._rollbacks_seen: int | None = None
         self.sends_skipped = 0
 
     def _answered(self, spec: pb.TaskSpec) -> None:
@@ -66,18 +71,26 @@ class Outbox:
 
     def reroute(self) -> None:
         """After a new cluster view: tasks sent to a node incarnation that died go again to the
-        slot's restart (which replays its actors first), or to its heir; a function's call to any
-        live node. They fail if there is none, or under global rollback."""
+        slot's restart (which replays its actors first, or restores them from the global
+        checkpoint), or to its heir; a function's call to any live node. They fail if there is
+        none, or if every node went back to the global checkpoint."""
         w = self._w
-        if not w.ft.rolls_back:
-            self._resend_uncovered()
+        seen, self._rollbacks_seen = self._rollbacks_seen, w.membership.view.rollbacks
+        everyone_back = w.ft.rolls_back and seen is not None and seen != self._rollbacks_seen
+        if everyone_back:  # a driver resumes from the checkpoint: what it kept for a rollback goes
+            for kept in self.uncovered.values():
+                for t in kept.values():
+                    self.drop_large_args(t.large_args)
+            self.uncovered.clear()
+            self.answered_upto.clear()
+        self._resend_uncovered()
         for tid, t in list(self.inflight.items()):
             if not t.spec.function:
                 t.slot = w.membership.slot_for(t.spec.receiver, t.slot)
             info = w.membership.serving(t.slot)
             if info is not None and info.state == head_pb2.ALIVE and info.address == t.address:
                 continue
-            if w.ft.rolls_back and t.address:  # it ran, or would have, on a process that is gone
+            if everyone_back and t.address:  # it ran, or would have, on a process that is gone
                 del self.inflight[tid]
                 self._answered(t.spec)
                 w.objects.put(failures.rolled_back(ids.object_id(tid), t.slot))
@@ -291,7 +304,11 @@ class Outbox:
         self._answered(task.spec)
         if value.error.kind == pb.REPLAY_DIVERGED and self._w.host is not None:
             self._w.host.replay_diverged(task.spec, value.error)
-        rolls_back = self._w.ft.rolls_back and self._sent_by_actor_here(task.spec)
+        rolls_back = self._w.ft.rolls_back and self._kept_for_rollback(task.spec)
+        if rolls_back and not value.keep_call:  # an answer the caller may depend on
+            spec = task.spec
+            upto = self.answered_upto.setdefault(spec.sender, {})
+            upto[spec.receiver] = max(upto.get(spec.receiver, 0), spec.task_counter)
         if (value.keep_call or rolls_back) and not task.spec.function:
             # Its receiver logs no lineage of it (a checkpointing policy), or rolls back with
             # everyone: kept until the receiver's checkpoint covers it.
@@ -302,9 +319,27 @@ class Outbox:
             self._w.unretrieved.arrived_late(value)  # its ref is gone already
         self._w.objects.put(value)
 
-    def _sent_by_actor_here(self, spec: pb.TaskSpec) -> bool:
-        """An actor call from an actor this process hosts (what its checkpoints are about)."""
-        return not spec.function and self._w.host is not None and spec.sender in self._w.host.actors
+    def _kept_for_rollback(self, spec: pb.TaskSpec) -> bool:
+        """An actor call from an actor this process hosts (what its checkpoints are about), or a
+        driver's own: kept until its receiver's checkpoint covers it, and sent again if the
+        receiver goes back while its sender stays."""
+        if spec.function:
+            return False
+        w = self._w
+        if w.host is not None:
+            return spec.sender in w.host.actors
+        return spec.sender == w.submitter.process_context.sender_id
+
+    def kept_from(self) -> dict[tuple[bytes, bytes], int]:
+        """Per (sender, receiver): the first actor call this process still keeps, to send again."""
+        first: dict[tuple[bytes, bytes], int] = {}
+        kept = [t for calls in self.uncovered.values() for t in calls.values()]
+        for t in [*kept, *self.inflight.values()]:
+            spec = t.spec
+            if not spec.function:
+                key = (spec.sender, spec.receiver)
+                first[key] = min(first.get(key, spec.task_counter), spec.task_counter)
+        return first
 
     def cancel(self, object_id: bytes, interrupt: bool = False) -> None:
         """Ask the receiver of the task that makes ``object_id`` not to start it; ``interrupt``:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
-from actorrt.core import failures, values
+from actorrt.core import failures, freezing, values
 from actorrt.core.awaits import Awaits
 from actorrt.core.call_windows import CallWindows
 from actorrt.core.channels import Channels
@@ -191,6 +191,8 @@ class Worker:
                 self.shared.holder_lost(address, dead=True)
         self.outbox.reroute()
         self.fetches.reroute()
+        if self.ft is not None and self.ft.rolls_back:
+            freezing.thaw(self, view, gone)
         if self.host is not None:
             self.standbys.on_view()
         self.membership.notify()

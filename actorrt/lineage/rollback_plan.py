@@ -11,8 +11,8 @@ Every node goes back instead, as the global rollback always did, when:
 
 - a driver would have to move back: it took an answer that the rolled-back actors will not give
   again, and a driver cannot be restored (its loop resumes from the checkpoint, ``rollbacks()``);
-- a process's actors talk through library channels (a collective group), whose messages the
-  frontier does not see;
+- a process took what the frontier does not see: a library's channel messages (a collective
+  group), or a value by fetch, which another actor's task may have made;
 - an actor the frontier rolls back would have to go back before the global checkpoint.
 
 Senders that neither report nor are checkpointed (a node process's own calls, a driver that did
@@ -53,10 +53,11 @@ def plan(checkpoint: Mapping[bytes, tuple[int, Cut[bytes]]], present: Mapping[by
          failed: Iterable[int], opaque: Iterable[int] = ()) -> RollbackPlan:
     """The nodes to restart. ``checkpoint``: per actor in the last global checkpoint, its slot and
     cut; ``present``: the live processes' reports; ``failed``: the slots that failed (or did not
-    report); ``opaque``: slots (or -1) whose processes use library channels."""
+    report); ``opaque``: slots (or -1) whose processes took what the frontier does not see."""
     restart = set(failed)
     if set(opaque):
-        return RollbackPlan(frozenset(restart), everyone="actors talk through library channels (a collective group)")
+        return RollbackPlan(frozenset(restart), everyone="a process took library channel messages or fetched values, "
+                                                         "which the frontier does not see")
     while True:
         actors = _actors(checkpoint, present, restart)
         frontier = solve(actors, _channels(actors))

@@ -55,6 +55,10 @@ class Fetches:
         self._needed_by: dict[bytes, NeededBy] = {}  # object id -> the task a fetch is for
         self._asked: dict[bytes, str] = {}  # object id -> the process asked ("" = waiting)
         self._borrowed: dict[bytes, int] = {}  # fetched object id -> tasks using it
+        # A value came by fetch: from its owner, made maybe by another actor's task. The rollback
+        # frontier does not see that dependency (only calls and their answers), so such a
+        # process's failures take every node back (ft="checkpoint").
+        self.took_fetched = False
 
     # ---- borrowing --------------------------------------------------------------------------
 
@@ -112,6 +116,7 @@ class Fetches:
 
     def on_object(self, value: pb.ObjectValue) -> None:
         """An owner answered a fetch."""
+        self.took_fetched = True
         self._named.pop(value.object_id, None)
         self._asked.pop(value.object_id, None)
         self._needed_by.pop(value.object_id, None)

@@ -12,6 +12,9 @@ head's grants do not come (it is down or restarting), the store grants the lease
 (``actorrt.cluster.store_lease``), under the same rule.
 
 The clock is ``time.monotonic``: it keeps running while the process is stopped.
+
+A lease may also be *suspended* (``ft="checkpoint"``: the process is frozen while the head finds
+which nodes go back after a failure): it then holds no more than a run-out one until resumed.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class Lease:
         self._sent: OrderedDict[int, float] = OrderedDict()
         self._granted = asyncio.Event()
         self.revoked = ""  # why this process may never act again
+        self.suspended_for = 0  # the rollback round it is frozen for (0: none)
         self.on_revoked: Callable[[str], None] = lambda why: None
 
     def limit(self, sent_at: float, seconds: float) -> None:
@@ -75,8 +79,19 @@ class Lease:
             self._until = -math.inf
             self.on_revoked(why)
 
+    def suspend(self, round_: int) -> None:
+        """Act no more until ``resume(round_)`` (or a later round's)."""
+        self.suspended_for = max(self.suspended_for, round_)
+
+    def resume(self, decided: int) -> None:
+        """Rollback rounds up to ``decided`` are decided: a suspension for one of them ends."""
+        if self.suspended_for and decided >= self.suspended_for:
+            self.suspended_for = 0
+            if self.valid():
+                self._granted.set()
+
     def valid(self) -> bool:
-        return monotonic() < self._until
+        return not self.suspended_for and monotonic() < self._until
 
     def remaining(self) -> float:
         """Seconds the lease still runs (negative: run out)."""

@@ -1,0 +1,81 @@
+"""The head's round after a failure under ``ft="checkpoint"``: which nodes go back.
+
+Every live node is frozen and reports where its actors stand (``Node.Freeze``, see
+``core/freezing.py``), then every driver reports its own calls (after the nodes: nothing
+answers a driver once they are frozen). The last global checkpoint gives the cuts the actors can
+go back to. ``actorrt.lineage.rollback_plan`` finds the nodes that must go back; the head restarts
+those (the failed ones among them) from the checkpoint and publishes the view that ends the
+round, which thaws the rest. A node that does not answer counts as failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from google.protobuf.message import DecodeError
+from grpc import aio
+
+from actorrt.lineage.checkpoints import latest_manifest, read_checkpoint
+from actorrt.lineage.frontier import Cut
+from actorrt.lineage.rollback_plan import DRIVER_SLOT, Present, RollbackPlan, checkpoint_cut, plan, reported_cut
+from actorrt.net.auth import metadata
+from actorrt.net.server import channel
+from actorrt.net.tls import TlsFiles
+from actorrt.rpc import node_pb2, node_pb2_grpc
+
+log = logging.getLogger("actorrt.head")
+
+# How long a process may take to freeze and report; a node that takes longer counts as failed.
+FREEZE_TIMEOUT_S = 5.0
+
+
+async def decide(round_: int, nodes: dict[int, str], drivers: list[str], failed: set[int], checkpoint_dir: str,
+                 token: str, tls: TlsFiles | None) -> RollbackPlan:
+    """Freeze ``nodes`` (slot: address) for ``round_``, gather their reports and the drivers',
+    and plan which slots go back (``failed`` among them)."""
+    request = node_pb2.FreezeRequest(round=round_)
+
+    async def freeze(address: str) -> node_pb2.FreezeReply | None:
+        try:
+            async with channel(address, tls) as chan:
+                return await node_pb2_grpc.NodeStub(chan).Freeze(request, metadata=metadata(token),
+                                                                  timeout=FREEZE_TIMEOUT_S)
+        except aio.AioRpcError as exc:
+            log.warning("%s did not report for rollback round %d: %s", address, round_, exc.code().name)
+            return None
+
+    present: dict[bytes, Present] = {}
+    opaque: set[int] = set()
+    failed = set(failed)
+    replies = await asyncio.gather(*(freeze(a) for a in nodes.values()))
+    for slot, reply in zip(nodes, replies, strict=True):
+        if reply is None:
+            failed.add(slot)
+    driver_replies = await asyncio.gather(*(freeze(a) for a in drivers))
+    for slot, reply in [*zip(nodes, replies, strict=True), *((DRIVER_SLOT, r) for r in driver_replies)]:
+        if reply is None or slot in failed:
+            continue
+        present.update((c.actor, reported_cut(c)) for c in reply.actors)
+        if reply.opaque:
+            opaque.add(slot)
+    try:
+        checkpoint = await asyncio.to_thread(checkpoint_cuts, checkpoint_dir)
+    except (OSError, DecodeError, ValueError) as exc:
+        return RollbackPlan(frozenset(failed), everyone=f"the last global checkpoint is unreadable here: {exc}")
+    if checkpoint is None:
+        return RollbackPlan(frozenset(failed), everyone="no global checkpoint was taken yet")
+    return plan(checkpoint, present, failed, opaque)
+
+
+def checkpoint_cuts(directory: str | Path) -> dict[bytes, tuple[int, Cut[bytes]]] | None:
+    """Per actor of the newest global checkpoint: its slot and its cut (None: there is none)."""
+    manifest = latest_manifest(directory)
+    if manifest is None:
+        return None
+    cuts = {}
+    for actor_hex, entry in manifest["actors"].items():
+        checkpoint = read_checkpoint(entry["path"])
+        cuts[bytes.fromhex(actor_hex)] = (checkpoint.creation.slot, checkpoint_cut(checkpoint))
+    return cuts
