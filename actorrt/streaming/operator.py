@@ -53,6 +53,10 @@ IDLE_TICK_MIN_S = 0.05
 class Monitor:
     """A flow's failures, as operators report them: the driver asks while it runs the flow."""
 
+    # "No failure yet" (None) is an acknowledgement: the driver's poll depends on nothing in it,
+    # so a rollback of the monitor need not take the driver back (``ft="checkpoint"``).
+    __actorrt_acks__ = ("first_failure",)
+
     def __init__(self) -> None:
         self.failures: list[ActorRTError] = []
 
@@ -81,8 +85,10 @@ class _Route:
 
 class Operator(RescaleSteps):
     # What a producer's calls of these return says only that the batch ran (records that fail go
-    # to the monitor): a checkpointing operator answers them at once (``ActorInstance._send_or_hold``).
-    __actorrt_acks__ = ("process", "advance")
+    # to the monitor), and a source's None from ``finished_all`` only that it has not finished: a
+    # checkpointing operator answers them at once (``ActorInstance._send_or_hold``), and their
+    # callers depend on nothing in them (the rollback frontier, ``ft="checkpoint"``).
+    __actorrt_acks__ = ("process", "advance", "finished_all")
 
     def __init__(self, plan_blob: bytes, stage: int, instance: int, downstream: list[list[list[ActorHandle]]],
                  monitor: ActorHandle, joining: Joining | None = None) -> None:
@@ -221,8 +227,9 @@ class Operator(RescaleSteps):
                             in_flight=min(PARTIAL_IN_FLIGHT, self.plan.max_in_flight) if partial else None)
         self.me.pull.remote()
 
-    def finished_all(self) -> bool:
-        return self.done
+    def finished_all(self) -> bool | None:
+        """True once the source is read to its end; None until then (an acknowledgement)."""
+        return True if self.done else None
 
     def pause(self) -> None:
         """Stop reading the source (for a savepoint): pulls after this one do nothing."""

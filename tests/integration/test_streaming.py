@@ -168,7 +168,9 @@ def test_back_pressure_bounds_what_the_source_reads_ahead_of_a_slow_operator(clu
     assert max(ahead) <= 10 * (2 * (2 + 1) + 2), max(ahead)
 
 
-def test_a_global_rollback_rewinds_a_pulled_source_with_the_operators_and_counts_stay_exact(cluster_with, tmp_path):
+def test_a_rollback_to_the_global_checkpoint_rewinds_a_pulled_flow_and_counts_stay_exact(cluster_with, tmp_path):
+    """The nodes the rollback frontier names go back; the driver's polls are acknowledgements, so
+    the driver goes on without a rollback of its own."""
     text = _text(4000)
     oracle = collections.Counter(w for line in text for w in line.split())
     with cluster_with(num_nodes=2, store_shards=1, ft="checkpoint", checkpoint_dir=str(tmp_path / "ckpt")):
@@ -194,8 +196,9 @@ def test_a_global_rollback_rewinds_a_pulled_source_with_the_operators_and_counts
         finally:
             stop.set()
             checkpointer.join()
-        assert (tmp_path / "killed").exists() and actorrt.rollbacks() >= 1
-    assert _final(result.outputs) == oracle  # the source re-read from its checkpointed position
+        assert (tmp_path / "killed").exists() and actorrt.rollbacks() == 0
+        assert any(n["epoch"] > 1 for n in actorrt.nodes())
+    assert _final(result.outputs) == oracle  # what went back re-ran from its checkpointed state
 
 
 def test_an_operator_whose_replay_diverges_stops_the_run_at_once(cluster_with, tmp_path):
