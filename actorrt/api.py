@@ -251,7 +251,9 @@ def rollbacks() -> int:
     """With ``ft="checkpoint"``: how many global rollbacks the cluster has made. A driver loop
     compares it before and after a step: a change means every actor went back to the last global
     checkpoint, and the loop must resume from there (tasks in flight then raise RolledBackError,
-    but tasks submitted after it run on the restored state)."""
+    but tasks submitted after it run on the restored state). A failure that the rollback frontier
+    confines to some nodes (no driver took an answer that went back) does not count: the
+    driver's calls to the restored actors are sent again, and it sees nothing."""
     return current_driver().rollbacks()
 
 

@@ -110,8 +110,9 @@ class ActorDiedError(ActorRTError):
 
 
 class RolledBackError(ActorRTError):
-    """With ``ft="checkpoint"`` (the global-rollback baseline): a node failed, so every actor went
-    back to the last global checkpoint; this task's effects are gone. Resubmit from there."""
+    """With ``ft="checkpoint"``: a node failed and every actor went back to the last global
+    checkpoint (this driver had taken an answer that went back); this task's effects are gone.
+    Resubmit from there."""
 
 
 class ReplayDivergedError(ActorRTError):

@@ -146,8 +146,10 @@ class NoLogging(FaultTolerance):
 
 
 class GlobalRollback(FaultTolerance):
-    """``ft="checkpoint"``, the global-rollback baseline (Flink-style): nothing is logged; when any
-    node fails every node restarts and every actor restores its part of the last global
-    checkpoint; tasks in flight fail with RolledBackError and the application resumes from there."""
+    """``ft="checkpoint"``: nothing is logged; when a node fails, it and the nodes the rollback
+    frontier names restart and their actors restore their part of the last global checkpoint,
+    while the others run on (``cluster/rollback_round.py``). Where the frontier cannot tell, every
+    node does (the Flink-style baseline): a driver's tasks in flight fail with RolledBackError and
+    the application resumes from there."""
 
     mode = FaultToleranceMode.GLOBAL_ROLLBACK
