@@ -17,7 +17,7 @@ from pathlib import Path
 from google.protobuf.message import DecodeError
 from grpc import aio
 
-from actorrt.lineage.checkpoints import latest_manifest, read_checkpoint
+from actorrt.lineage.checkpoints import actor_directory, latest_manifest, read_checkpoint
 from actorrt.lineage.frontier import Cut
 from actorrt.lineage.rollback_plan import DRIVER_SLOT, Present, RollbackPlan, checkpoint_cut, plan, reported_cut
 from actorrt.net.auth import metadata
@@ -61,21 +61,27 @@ async def decide(round_: int, nodes: dict[int, str], drivers: list[str], failed:
         if reply.opaque:
             opaque.add(slot)
     try:
-        checkpoint = await asyncio.to_thread(checkpoint_cuts, checkpoint_dir)
+        checkpoint, unusable = await asyncio.to_thread(checkpoint_cuts, checkpoint_dir)
     except (OSError, DecodeError, ValueError) as exc:
-        return RollbackPlan(frozenset(failed), everyone=f"the last global checkpoint is unreadable here: {exc}")
-    if checkpoint is None:
-        return RollbackPlan(frozenset(failed), everyone="no global checkpoint was taken yet")
+        checkpoint, unusable = {}, f"the last global checkpoint is unreadable here: {exc}"
+    if unusable:
+        return RollbackPlan(frozenset(failed), everyone=unusable)
     return plan(checkpoint, present, failed, opaque)
 
 
-def checkpoint_cuts(directory: str | Path) -> dict[bytes, tuple[int, Cut[bytes]]] | None:
-    """Per actor of the newest global checkpoint: its slot and its cut (None: there is none)."""
+def checkpoint_cuts(directory: str | Path) -> tuple[dict[bytes, tuple[int, Cut[bytes]]], str]:
+    """Per actor of the newest global checkpoint: its slot and its cut; or why it cannot be gone
+    back to alone: there is none, or an actor of it has a newer checkpoint file (a global
+    checkpoint is under way, and what others dropped on hearing of it, calls kept and results kept
+    for a restore to ask for again, may be what this one's restore needs)."""
     manifest = latest_manifest(directory)
     if manifest is None:
-        return None
+        return {}, "no global checkpoint was taken yet"
     cuts = {}
     for actor_hex, entry in manifest["actors"].items():
+        files = actor_directory(directory, bytes.fromhex(actor_hex)).glob("*.ckpt")
+        if any(int(f.name.split("-", 1)[0]) > entry["seq"] for f in files):
+            return {}, "a global checkpoint was being taken"
         checkpoint = read_checkpoint(entry["path"])
         cuts[bytes.fromhex(actor_hex)] = (checkpoint.creation.slot, checkpoint_cut(checkpoint))
-    return cuts
+    return cuts, ""

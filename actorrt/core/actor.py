@@ -119,8 +119,12 @@ class ActorInstance:
         self.executed = 0
         self.last_executed = b""  # the predecessor of the next task, for AssignTask
         self.last_sender = b""  # its sender: a deterministic actor records where the sender changes
-        self.ledger = SenderLedger(actor_id, self.who, senders_replay=services.ft.logs_lineage, shared=services.shared,
-                                   functions_rerun=not services.ft.rolls_back)
+        # An actor sender may await its results again: replayed where lineage is logged, or restored
+        # from a global checkpoint that awaited them while this actor stays where it is (the
+        # rollback frontier): results are kept until the sender's checkpoint no longer awaits them.
+        ft = services.ft
+        self.ledger = SenderLedger(actor_id, self.who, senders_replay=ft.logs_lineage or ft.rolls_back,
+                                   shared=services.shared, functions_rerun=not ft.rolls_back)
         self.policy = Policy.from_proto(creation.policy)
         services.ft.hosts(actor_id, self.policy)
         if self.policy.kind == "ephemeral":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from actorrt.cluster.rollback_round import checkpoint_cuts
+from actorrt.lineage import checkpoints
 from actorrt.lineage.frontier import Cut
 from actorrt.lineage.rollback_plan import Present, checkpoint_cut, plan, reported_cut
 from actorrt.rpc import checkpoint_pb2, node_pb2
@@ -121,3 +123,21 @@ def test_cuts_read_from_a_checkpoint_and_a_report() -> None:
     report = node_pb2.ActorCut(actor=A, slot=1, received=[count(peer=SRC, count=9)], sent=[count(peer=B, count=8)],
                                answered=[count(peer=B, count=2)], kept_from=[count(peer=B, count=5)])
     assert reported_cut(report) == Present(1, Cut(received={SRC: 9}, sent={B: 8}, answered={B: 2}), {B: 5})
+
+
+def test_a_global_checkpoint_under_way_cannot_be_gone_back_to_alone(tmp_path) -> None:
+    """Once an actor's next checkpoint file is written, others may have dropped what a restore of
+    the last global checkpoint needs: every node goes back instead."""
+    taken = []
+    for seq in (1, 2):
+        ckpt = checkpoint_pb2.ActorCheckpoint(actor_id=A, seq=seq, creation=pb.ActorCreation(slot=1),
+                                              senders=[checkpoint_pb2.SenderProgress(sender=SRC, last_counter=seq)])
+        path = checkpoints.checkpoint_path(tmp_path, A, seq, "n1")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        checkpoints.write_checkpoint(path, ckpt)
+        taken.append({"actor_id": A.hex(), "seq": seq, "path": str(path)})
+    assert checkpoint_cuts(tmp_path) == ({}, "no global checkpoint was taken yet")
+    checkpoints.write_manifest(tmp_path, taken[:1])
+    assert checkpoint_cuts(tmp_path) == ({}, "a global checkpoint was being taken")
+    checkpoints.write_manifest(tmp_path, taken[1:])
+    assert checkpoint_cuts(tmp_path) == ({A: (1, Cut(received={SRC: 2}))}, "")
