@@ -4,7 +4,11 @@ rollback to it loses no call and applies none twice. Real node processes, SIGKIL
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
+
+import pytest
 
 import actorrt
 from actorrt.lineage.checkpoints import read_checkpoint
@@ -128,6 +132,27 @@ def test_a_failure_takes_back_only_the_nodes_the_frontier_names(cluster_with, tm
         expected = sum(range(1, 51))
         eventually(lambda: actorrt.get([a.value.remote() for a in (source, middle, sink)], timeout=10),
                    lambda v: v == [expected] * 3, timeout=20, what="the last calls")
+
+
+@pytest.mark.parametrize("kills", [[2], [1, 2], [1, "recovering", 2]],
+                         ids=["the sink's node", "two nodes at once", "one during the other's recovery"])
+def test_what_the_frontier_takes_back_ends_exact_and_the_source_runs_on(cluster_with, tmp_path, kills):
+    with cluster_with(num_nodes=3, store_shards=1, ft="checkpoint", checkpoint_dir=str(tmp_path / "ckpt")):
+        source, middle, sink = _chain()
+        actorrt.get([source.add.remote(k) for k in range(1, 11)])
+        actorrt.checkpoint([source, middle, sink], timeout=30)
+        calls = [source.add.remote(k) for k in range(11, 31)]  # some in flight through the kills
+        before = _epochs()
+        for kill in kills:
+            if kill == "recovering":
+                eventually(_epochs, lambda e: e[1] > before[1], timeout=30, what="node 1 restarting")
+            else:
+                os.kill(next(n["pid"] for n in actorrt.nodes() if n["node"] == kill), signal.SIGKILL)
+        actorrt.get(calls, timeout=60)
+        expected = sum(range(1, 31))
+        eventually(lambda: actorrt.get([a.value.remote() for a in (source, middle, sink)], timeout=10),
+                   lambda v: v == [expected] * 3, timeout=30, what="every sum")
+        assert _epochs()[0] == before[0] and actorrt.rollbacks() == 0
 
 
 def test_a_driver_that_took_an_answer_from_a_node_going_back_takes_every_node_back(cluster_with, tmp_path):
