@@ -82,9 +82,12 @@ def init(
             embedded cluster) speaks mutual TLS with those files; the certificate must name ``host``.
         host: the address this driver (and an embedded cluster) binds.
         timeout: seconds to wait for the nodes to come up.
-        ft: lineage logging of the embedded cluster: ``"lineage_stash"`` (flushes off the critical
-            path), ``"write_first"`` (the baseline: the spec is acked by the store before the task
-            runs) or ``"none"``. A cluster joined by address keeps its own.
+        ft: how the embedded cluster survives a node failure: ``"lineage_stash"`` (lineage
+            logged, flushed off the critical path; the lost node's actors replay), ``"write_first"``
+            (the baseline: the spec is acked by the store before the task runs), ``"checkpoint"``
+            (nothing logged; the failed node and those the rollback frontier names go back to the
+            last global checkpoint), ``"global_rollback"`` (the baseline: every node goes back) or
+            ``"none"``. A cluster joined by address keeps its own.
         store_delay_ms: simulated lineage-store latency added to every ack.
         max_forwards: the paper's f: how often an uncommitted task may be forwarded (None: unlimited).
         stash_limit: while a process's stash holds more specs than this (the store is slow or

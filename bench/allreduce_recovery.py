@@ -12,7 +12,7 @@ the difference), with each iteration's duration for the plot.
 - ``lineage_stash``: only node 1 restarts; its workers restore their checkpoint and replay their
   logged tasks after it, fetching the results of their collective calls from the survivors; the
   survivors never roll back and the iteration goes on.
-- ``checkpoint``: every node restarts and every worker goes back to the last global checkpoint;
+- ``global_rollback``: every node restarts and every worker goes back to the last global checkpoint;
   the driver redoes the iterations since.
 - ``write_first``: like ``lineage_stash``, with every task logged before it runs.
 - ``none``: no logging and no recovery: the failure-free reference (it runs no failure).
@@ -25,7 +25,7 @@ behind); all of them run in one sitting, so the ratios between modes are measure
 (shared, noisy) machine.
 
 Run: ``python bench/allreduce_recovery.py [--workers 4] [--size 200000] [--iterations 30]
-[--checkpoint-every 10] [--kill-at 25] [--ft lineage_stash,checkpoint]``.
+[--checkpoint-every 10] [--kill-at 25] [--ft lineage_stash,global_rollback]``.
 """
 
 from __future__ import annotations
@@ -87,8 +87,8 @@ def _minus(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
 @click.option("--checkpoint-every", default=10, show_default=True, help="iterations between global checkpoints")
 @click.option("--kill-at", default=None, type=int, help="iteration during which node 1 is killed "
               "[default: the last one before a checkpoint, so a rollback loses the most]")
-@click.option("--ft", "modes_text", default="lineage_stash,checkpoint,none", show_default=True,
-              help="modes to compare: lineage_stash, write_first, checkpoint, none (failure-free only)")
+@click.option("--ft", "modes_text", default="lineage_stash,global_rollback,none", show_default=True,
+              help="modes to compare: lineage_stash, write_first, global_rollback, none (failure-free only)")
 @click.option("--out", "out_dir", default="bench/results", show_default=True, type=click.Path(file_okay=False))
 def main(workers: int, size: int, iterations: int, checkpoint_every: int, kill_at: int | None,
          modes_text: str, out_dir: str) -> None:
@@ -136,8 +136,9 @@ def main(workers: int, size: int, iterations: int, checkpoint_every: int, kill_a
                    f"{clean['pinned_bytes'] / 1e6:>9.1f}{clean['spilled_bytes'] / 1e6:>12.1f}")
     by_mode = {r["ft"]: r for r in results}
     ratios = {}
-    if "lineage_stash" in by_mode and "checkpoint" in by_mode and by_mode["checkpoint"]["cost_s"] > 0:
-        ratios["failure_cost_ls_over_rollback"] = by_mode["lineage_stash"]["cost_s"] / by_mode["checkpoint"]["cost_s"]
+    if "lineage_stash" in by_mode and "global_rollback" in by_mode and by_mode["global_rollback"]["cost_s"] > 0:
+        ratios["failure_cost_ls_over_rollback"] = (by_mode["lineage_stash"]["cost_s"]
+                                                   / by_mode["global_rollback"]["cost_s"])
         click.echo(f"failure cost, lineage stash / global rollback: {ratios['failure_cost_ls_over_rollback']:.2f}x "
                    f"(target <= {TARGET_COST_RATIO}x)")
     if "lineage_stash" in by_mode and "none" in by_mode:

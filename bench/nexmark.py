@@ -7,7 +7,7 @@ is in its lineage, so a replay or a rollback makes the same events again); the q
 ``actorrt.streaming.nexmark_queries`` at parallelism 2 on two nodes, writing to a sink that keeps
 nothing.
 
-- ``lineage_stash``, ``none``, ``checkpoint`` (global rollback: a global checkpoint every
+- ``lineage_stash``, ``none``, ``global_rollback`` (global rollback: a global checkpoint every
   ``--checkpoint-every`` s) run on ``actorrt.streaming``.
 - Bytewax (``bytewax==0.21.1``, one worker) runs the same queries on the same events in the peers'
   environment (``bash scripts/setup-peers.sh``): ``bench/peers/bytewax_nexmark.py`` (not Q4 and
@@ -54,7 +54,7 @@ from actorrt.streaming import nexmark_queries as queries
 
 RESULTS = Path(__file__).parent / "results"
 PEERS = Path(__file__).parent / "peers"
-OURS = ("lineage_stash", "none", "checkpoint")
+OURS = ("lineage_stash", "none", "global_rollback")
 OPERATOR_CHECKPOINT_EVERY = 1000
 BYTEWAX_QUERIES = ("q0", "q1", "q2", "q3", "q5", "q7", "q8")
 TARGETS = {"throughput_ls_over_none": 0.85, "throughput_ls_over_bytewax": 1.0, "recovery_ls_over_rollback": 0.1,
@@ -126,7 +126,7 @@ def throughput_actorrt(ft: str, query: str, count: int, rate: float, checkpoint_
                         checkpoint_every=OPERATOR_CHECKPOINT_EVERY if ft == "lineage_stash" else None)
         queries.query(query, _events(flow, sources, count, rate), rate).sink(Blackhole())
         stop = threading.Event()
-        if ft == "checkpoint":
+        if ft == "global_rollback":
             threading.Thread(target=_global_checkpoints, args=(flow, checkpoint_every, stop), daemon=True).start()
         began = time.time()
         result = flow.start(timeout=600).finish()
@@ -170,7 +170,7 @@ def timeline_run(ft: str, query: str, rate: float, seconds: float, checkpoint_ev
         run = Run(ft, rate, seconds)
         stop = threading.Event()
         threading.Thread(target=_kill_later, args=(t0 + seconds / 2, run, t0, stop), daemon=True).start()
-        if ft == "checkpoint":
+        if ft == "global_rollback":
             threading.Thread(target=_global_checkpoints, args=(flow, checkpoint_every, stop), daemon=True).start()
         flow.start(timeout=seconds + 120).finish()
         stop.set()
@@ -284,7 +284,7 @@ def _plot(doc: dict[str, Any], path: Path) -> None:
 
 @click.command()
 @click.option("--parts", default="a,b", show_default=True)
-@click.option("--systems", default="lineage_stash,none,checkpoint,bytewax", show_default=True)
+@click.option("--systems", default="lineage_stash,none,global_rollback,bytewax", show_default=True)
 @click.option("--queries", "names", default=",".join(queries.QUERIES), show_default=True)
 @click.option("--events", default=200_000, show_default=True, help="(a): events per run")
 @click.option("--repeat", default=2, show_default=True, help="(a): runs per query and system (the best counts)")
@@ -330,7 +330,7 @@ def main(parts: str, systems: str, names: str, events: int, repeat: int, rate: f
                 doc["a"]["queries"][query] = best
         if "b" in parts:
             doc["b"] = []
-            todo = [(q, s) for q in ("q3", "q8") for s in chosen if s in ("lineage_stash", "checkpoint")]
+            todo = [(q, s) for q in ("q3", "q8") for s in chosen if s in ("lineage_stash", "global_rollback")]
             task = progress.add_task("kill timelines", total=len(todo))
             for query, system in todo:
                 line = timeline_run(system, query, rate, seconds, checkpoint_every, q8_window, sources)
@@ -383,7 +383,7 @@ def _report(doc: dict[str, Any]) -> None:
                 ratios.setdefault("untouched_during_over_before", {})[line["query"]] = \
                     line["untouched_during_over_before"]
         for query in ("q3", "q8"):
-            ls, rb = by.get((query, "lineage_stash")), by.get((query, "checkpoint"))
+            ls, rb = by.get((query, "lineage_stash")), by.get((query, "global_rollback"))
             if ls and rb and ls.get("recovery") and rb.get("recovery"):
                 ratios.setdefault("recovery_ls_over_rollback", {})[query] = (
                     ls["recovery"]["recovery_s"] / max(rb["recovery"]["recovery_s"], 1e-9))

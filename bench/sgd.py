@@ -49,7 +49,7 @@ _spec.loader.exec_module(sgd)
 def _timed_run(ft: str, model: str, workers: int, iterations: int, every: int, lr: float,
                kill_at: int | None) -> dict[str, Any]:
     """One run on fresh trainers (see ``recovery_runs.timed``)."""
-    rollback = ft == "checkpoint"
+    rollback = ft == "global_rollback"
     trainers = sgd.create_trainers(model, workers, lr, None if rollback or ft == "none" else every)
     actorrt.get([t.weights.remote() for t in trainers], timeout=120)  # constructed
     return timed(lambda on_iteration: sgd.train(trainers, iterations, on_iteration, every if rollback else None),
@@ -85,7 +85,7 @@ def _run_mode(ft: str, args: dict[str, Any], kill_at: int) -> dict[str, Any]:
 @click.option("--kill-at", default=None, type=int, help="iteration in which node 1 is killed "
               "[default: the last before a checkpoint]")
 @click.option("--lr", default=0.5, show_default=True)
-@click.option("--ft", "modes_text", default="lineage_stash,checkpoint,none", show_default=True)
+@click.option("--ft", "modes_text", default="lineage_stash,global_rollback,none", show_default=True)
 @click.option("--quick", is_flag=True, help="30 iterations, checkpoint every 10")
 def main(model: str, workers: int, iterations: int, checkpoint_every: int, kill_at: int | None, lr: float,
          modes_text: str, quick: bool) -> None:
@@ -120,9 +120,9 @@ def main(model: str, workers: int, iterations: int, checkpoint_every: int, kill_
         ratio = ratios["iteration_time_ls_over_none"] = (by_mode["lineage_stash"]["iteration_ms"]
                                                          / by_mode["none"]["iteration_ms"])
         click.echo(f"iteration time, lineage stash / none: {ratio:.2f}x (target <= {TARGET_OVERHEAD_RATIO}x)")
-    if {"lineage_stash", "checkpoint"} <= by_mode.keys() and by_mode["checkpoint"]["cost_s"] > 0:
+    if {"lineage_stash", "global_rollback"} <= by_mode.keys() and by_mode["global_rollback"]["cost_s"] > 0:
         ratio = ratios["failure_cost_ls_over_rollback"] = (by_mode["lineage_stash"]["cost_s"]
-                                                           / by_mode["checkpoint"]["cost_s"])
+                                                           / by_mode["global_rollback"]["cost_s"])
         click.echo(f"failure cost, lineage stash / global rollback: {ratio:.2f}x (target <= {TARGET_COST_RATIO}x)")
 
     RESULTS.mkdir(parents=True, exist_ok=True)

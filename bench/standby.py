@@ -7,7 +7,7 @@ counts, a sink measuring latency), with node 1 (a splitter and a count) SIGKILLe
 - ``standby``: the lineage stash with ``Dataflow(standby=1)``: the killed operators move to their
   standbys on node 0, which hold their newest checkpoints loaded;
 - ``restart``: the lineage stash without standbys: node 1 restarts and replays its operators;
-- ``rollback``: ``ft="checkpoint"``, a global checkpoint every ``--checkpoint-every`` s, every
+- ``rollback``: ``ft="global_rollback"``, a global checkpoint every ``--checkpoint-every`` s, every
   operator back to the last one;
 - ``bytewax``: its one process SIGKILLed and restarted at once from its last snapshot.
 
@@ -71,7 +71,7 @@ def run_mode(mode: str, rate: float, seconds: float, checkpoint_every: float, op
     if mode == "bytewax":
         run = run_peer("bytewax", peer_python, rate, seconds, True, checkpoint_every)
     else:
-        run = run_actorrt("checkpoint" if mode == "rollback" else "lineage_stash", rate, seconds, True,
+        run = run_actorrt("global_rollback" if mode == "rollback" else "lineage_stash", rate, seconds, True,
                           checkpoint_every, standby=int(mode == "standby"), operator_checkpoint_every=operator_every,
                           probe=True, num_nodes=nodes)
     run.system = mode

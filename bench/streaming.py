@@ -7,7 +7,7 @@ arrival order) -> the updates, written by a sink. An update's latency is from it
 time (the newest line of the batch that made it) to when the sink writes it, on one host's clock;
 every system's sink reads the clock the same way.
 
-- ``lineage_stash``, ``none``, ``checkpoint`` (global rollback: a global checkpoint every
+- ``lineage_stash``, ``none``, ``global_rollback`` (global rollback: a global checkpoint every
   ``--checkpoint-every`` s, everything goes back to the last one after a failure) run on
   ``actorrt.streaming``: the source is an operator pulling the schedule (what it read is in its
   lineage), so a global rollback rewinds it too.
@@ -59,7 +59,7 @@ WORDS = "the quick brown fox jumps over the lazy dog and the cat sat on a mat".s
 SUSTAINED_P99_S = 1.0
 PROBE_EVERY_S = 0.005
 OPERATOR_CHECKPOINT_EVERY = 200
-OURS = ("lineage_stash", "none", "checkpoint")
+OURS = ("lineage_stash", "none", "global_rollback")
 TARGETS = {"rate_ls_over_none": 0.8, "p50_ls_over_none": 1.1, "recovery_mean_ls_over_rollback": 0.1,
            "rate_ls_over_bytewax": 1.0, "recovery_time_ls_over_bytewax": 0.2}
 
@@ -166,7 +166,7 @@ def run_actorrt(ft: str, rate: float, seconds: float, kill: bool, checkpoint_eve
         helpers = []
         if kill:
             helpers.append(threading.Thread(target=_kill_later, args=(t0 + seconds / 2, run, t0, stop), daemon=True))
-        if ft == "checkpoint":
+        if ft == "global_rollback":
             helpers.append(threading.Thread(target=_global_checkpoints, args=(flow, checkpoint_every, stop),
                                             daemon=True))
         if probe:
@@ -390,7 +390,7 @@ def _plot(doc: dict[str, Any], runs: dict[str, list[Run]], path: Path) -> None:
 
 @click.command()
 @click.option("--parts", default="a,b,c", show_default=True)
-@click.option("--systems", default="lineage_stash,none,checkpoint,bytewax,pyflink", show_default=True)
+@click.option("--systems", default="lineage_stash,none,global_rollback,bytewax,pyflink", show_default=True)
 @click.option("--rate", default=2000.0, show_default=True, help="lines/s for (a) and (c) (~4.5 words a line)")
 @click.option("--rates", default="1000,2000,4000,8000,16000", show_default=True, help="(b): tried in order")
 @click.option("--seconds", default=30.0, show_default=True)
@@ -477,9 +477,9 @@ def _report(runs: dict[str, list[Run]], systems: list[str], rate: float, seconds
             click.echo(f"{r['system']:<15}{rec.get('baseline_ms', nan):>10.2f}{rec.get('recovery_s', nan):>11.2f}"
                        f"{rec.get('mean_latency_during_ms', nan):>16.1f}{r['mean_ms']:>13.2f}  {r['exact']}")
         ls = by.get("lineage_stash", {}).get("recovery", {})
-        if ls and by.get("checkpoint", {}).get("recovery"):
+        if ls and by.get("global_rollback", {}).get("recovery"):
             ratios["recovery_mean_ls_over_rollback"] = (ls["mean_latency_during_ms"]
-                                                        / by["checkpoint"]["recovery"]["mean_latency_during_ms"])
+                                                        / by["global_rollback"]["recovery"]["mean_latency_during_ms"])
         if ls and by.get("bytewax", {}).get("recovery"):
             bytewax_s = max(by["bytewax"]["recovery"]["recovery_s"], 1e-9)
             ratios["recovery_time_ls_over_bytewax"] = ls["recovery_s"] / bytewax_s

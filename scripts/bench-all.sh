@@ -11,7 +11,7 @@ export PATH="$(pwd)/.venv/bin:$PATH"
 if [ "${1:-}" = "--full" ]; then
   python bench/objects.py
   python bench/collective.py
-  python bench/allreduce_recovery.py --iterations 100 --checkpoint-every 100 --kill-at 90 --ft lineage_stash,checkpoint,none
+  python bench/allreduce_recovery.py --iterations 100 --checkpoint-every 100 --kill-at 90 --ft lineage_stash,global_rollback,none
   python bench/sgd.py
   python bench/ring.py
   python bench/streaming_wordcount.py

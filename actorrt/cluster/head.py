@@ -37,6 +37,8 @@ from actorrt.cluster.store_shards import StoreShards
 from actorrt.cluster.supervisor import ALIVE_EVERY_S, SUPERSEDED_EXIT
 from actorrt.cluster.takeover import Takeover
 from actorrt.exceptions import ClusterError
+from actorrt.lineage.options import FaultToleranceMode
+from actorrt.lineage.rollback_plan import RollbackPlan
 from actorrt.net.server import InvalidRequestError, start_server
 from actorrt.net.tls import TlsFiles
 from actorrt.objects.host import host_identity
@@ -315,8 +317,11 @@ class Head:
         async with self._rolling_back:
             round_ = self.rollback_rounds + 1
             nodes = {s.info.slot: s.info.address for s in self.slots.values() if s.info.state == head_pb2.ALIVE}
-            decided = await rollback_round.decide(round_, nodes, list(self.drivers.connected), {failed},
-                                                  self.options.fault_tolerance.checkpoint_dir, self.token, self.tls)
+            if self.mode is FaultToleranceMode.GLOBAL_ROLLBACK:
+                decided = RollbackPlan(frozenset({failed}), everyone="ft='global_rollback'")
+            else:
+                decided = await rollback_round.decide(round_, nodes, list(self.drivers.connected), {failed},
+                                                      self.options.fault_tolerance.checkpoint_dir, self.token, self.tls)
             if decided.everyone:
                 log.warning("every node goes back to the last global checkpoint: %s", decided.everyone)
                 self.rollbacks += 1

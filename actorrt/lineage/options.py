@@ -25,7 +25,8 @@ class FaultToleranceMode(enum.StrEnum):
 
     LINEAGE_STASH = "lineage_stash"  # causal logging off the critical path; exact replay of the lost node
     WRITE_FIRST = "write_first"  # the baseline: each spec is acked by the store before its task runs
-    GLOBAL_ROLLBACK = "checkpoint"  # the baseline: every node goes back to the last global checkpoint
+    CHECKPOINT = "checkpoint"  # the failed node and those the rollback frontier names go back to the global checkpoint
+    GLOBAL_ROLLBACK = "global_rollback"  # the baseline (Flink's): every node goes back to the global checkpoint
     NONE = "none"  # no logging, no recovery
 
     @property
@@ -35,8 +36,8 @@ class FaultToleranceMode(enum.StrEnum):
 
     @property
     def rolls_back(self) -> bool:
-        """Whether a node failure restarts every node from the last global checkpoint."""
-        return self is FaultToleranceMode.GLOBAL_ROLLBACK
+        """Whether a node failure takes actors back to the last global checkpoint (nothing is logged)."""
+        return self in (FaultToleranceMode.CHECKPOINT, FaultToleranceMode.GLOBAL_ROLLBACK)
 
 
 @dataclass(frozen=True)

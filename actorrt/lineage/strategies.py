@@ -391,6 +391,6 @@ def create_strategy(options: FaultToleranceOptions, open_store: Callable[[], Lin
         return LineageStash(options, open_store())
     if options.mode is FaultToleranceMode.WRITE_FIRST:
         return WriteFirst(options, open_store())
-    if options.mode is FaultToleranceMode.GLOBAL_ROLLBACK:
+    if options.mode.rolls_back:
         return GlobalRollback(options)
     return NoLogging(options)

@@ -146,10 +146,11 @@ class NoLogging(FaultTolerance):
 
 
 class GlobalRollback(FaultTolerance):
-    """``ft="checkpoint"``: nothing is logged; when a node fails, it and the nodes the rollback
-    frontier names restart and their actors restore their part of the last global checkpoint,
-    while the others run on (``cluster/rollback_round.py``). Where the frontier cannot tell, every
-    node does (the Flink-style baseline): a driver's tasks in flight fail with RolledBackError and
-    the application resumes from there."""
+    """``ft="checkpoint"`` and ``ft="global_rollback"``: nothing is logged; when a node fails, it
+    and the nodes the rollback frontier names restart and their actors restore their part of the
+    last global checkpoint, while the others run on (``cluster/rollback_round.py``). Under
+    ``global_rollback`` (the Flink-style baseline), or where the frontier cannot tell, every node
+    does: a driver's tasks in flight fail with RolledBackError and the application resumes from
+    there. The head decides which; a process acts the same in both."""
 
-    mode = FaultToleranceMode.GLOBAL_ROLLBACK
+    mode = FaultToleranceMode.CHECKPOINT

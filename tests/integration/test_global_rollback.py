@@ -155,13 +155,17 @@ def test_what_the_frontier_takes_back_ends_exact_and_the_source_runs_on(cluster_
         assert _epochs()[0] == before[0] and actorrt.rollbacks() == 0
 
 
-def test_a_driver_that_took_an_answer_from_a_node_going_back_takes_every_node_back(cluster_with, tmp_path):
-    with cluster_with(num_nodes=3, store_shards=1, ft="checkpoint", checkpoint_dir=str(tmp_path / "ckpt")):
+@pytest.mark.parametrize("ft,asks", [("checkpoint", True), ("global_rollback", False)],
+                         ids=["a driver took an answer that goes back", "ft=global_rollback"])
+def test_every_node_goes_back_when_a_driver_took_an_answer_that_goes_back_or_when_asked(cluster_with, tmp_path,
+                                                                                       ft, asks):
+    with cluster_with(num_nodes=3, store_shards=1, ft=ft, checkpoint_dir=str(tmp_path / "ckpt")):
         source, middle, sink = _chain()
         actorrt.get([source.add.remote(k) for k in range(1, 11)])
         actorrt.checkpoint([source, middle, sink], timeout=30)
         actorrt.get(source.add.remote(100))
-        assert actorrt.get(middle.value.remote()) == 155  # the driver took it: it cannot go back
+        if asks:
+            assert actorrt.get(middle.value.remote()) == 155  # the driver took it: it cannot go back
         before = _epochs()
         actorrt.kill_node(1)
         eventually(actorrt.rollbacks, lambda n: n == 1, timeout=30, what="a global rollback")
