@@ -176,7 +176,7 @@ def test_a_rollback_to_the_global_checkpoint_rewinds_a_pulled_flow_and_counts_st
     with cluster_with(num_nodes=2, store_shards=1, ft="checkpoint", checkpoint_dir=str(tmp_path / "ckpt")):
         flow = Dataflow("wordcount", batch_size=10, max_in_flight=2, checkpoint_every=None)
         (flow.source(ListSource(text))
-         .map(KillNodeAt(2500, tmp_path / "killed"))
+         .map(KillNodeAt(2500, tmp_path / "killed", after=tmp_path / "checkpointed"))
          .flat_map(str.split, parallelism=2)
          .key_by(lambda word: word)
          .fold(lambda: 0, lambda n, word: n + 1, parallelism=2)
@@ -188,6 +188,7 @@ def test_a_rollback_to_the_global_checkpoint_rewinds_a_pulled_flow_and_counts_st
                 with contextlib.suppress(actorrt.ActorRTError):
                     if flow.actors:
                         actorrt.checkpoint(flow.actors, timeout=30)
+                        (tmp_path / "checkpointed").touch()  # the kill waits for one
 
         checkpointer = threading.Thread(target=global_checkpoints, daemon=True)
         checkpointer.start()
