@@ -17,13 +17,22 @@ from pathlib import Path
 from google.protobuf.message import DecodeError
 from grpc import aio
 
+from actorrt.core.timers import TIMERS_EXTRA
 from actorrt.lineage.checkpoints import actor_directory, latest_manifest, read_checkpoint
-from actorrt.lineage.frontier import Cut
-from actorrt.lineage.rollback_plan import DRIVER_SLOT, Present, RollbackPlan, checkpoint_cut, plan, reported_cut
+from actorrt.lineage.rollback_plan import (
+    DRIVER_SLOT,
+    Present,
+    Restorable,
+    RollbackPlan,
+    checkpoint_cut,
+    plan,
+    reported_cut,
+)
 from actorrt.net.auth import metadata
 from actorrt.net.server import channel
 from actorrt.net.tls import TlsFiles
 from actorrt.rpc import node_pb2, node_pb2_grpc
+from actorrt.rpc.checkpoint_pb2 import ActorCheckpoint
 
 log = logging.getLogger("actorrt.head")
 
@@ -69,8 +78,8 @@ async def decide(round_: int, nodes: dict[int, str], drivers: list[str], failed:
     return plan(checkpoint, present, failed, opaque)
 
 
-def checkpoint_cuts(directory: str | Path) -> tuple[dict[bytes, tuple[int, Cut[bytes]]], str]:
-    """Per actor of the newest global checkpoint: its slot and its cut; or why it cannot be gone
+def checkpoint_cuts(directory: str | Path) -> tuple[dict[bytes, Restorable], str]:
+    """The actors of the newest global checkpoint (``restorable``); or why it cannot be gone
     back to alone: there is none, or an actor of it has a newer checkpoint file (a global
     checkpoint is under way, and what others dropped on hearing of it, calls kept and results kept
     for a restore to ask for again, may be what this one's restore needs)."""
@@ -82,6 +91,14 @@ def checkpoint_cuts(directory: str | Path) -> tuple[dict[bytes, tuple[int, Cut[b
         files = actor_directory(directory, bytes.fromhex(actor_hex)).glob("*.ckpt")
         if any(int(f.name.split("-", 1)[0]) > entry["seq"] for f in files):
             return {}, "a global checkpoint was being taken"
-        checkpoint = read_checkpoint(entry["path"])
-        cuts[bytes.fromhex(actor_hex)] = (checkpoint.creation.slot, checkpoint_cut(checkpoint))
+        cuts[bytes.fromhex(actor_hex)] = restorable(read_checkpoint(entry["path"]))
     return cuts, ""
+
+
+def restorable(checkpoint: ActorCheckpoint) -> Restorable:
+    """An actor's part of a global checkpoint; deterministic if created ``nondeterministic=False``,
+    taking one call at a time, with no timers (a firing is a call from a sender of its own)."""
+    creation = checkpoint.creation
+    deterministic = (not creation.nondeterministic and creation.max_concurrency <= 1
+                     and TIMERS_EXTRA not in checkpoint.extras)
+    return Restorable(creation.slot, checkpoint_cut(checkpoint), deterministic)

@@ -7,6 +7,16 @@ keeps of what it sent). An actor the frontier moves back takes its node with it,
 other actors are solved again as failed, until no new node is named. Every other node keeps
 running from where it is.
 
+**Selective re-execution.** A failed actor goes back to its checkpoint, and what it did since is
+lost, unless doing it again is sure to give the same: it is deterministic (created with
+``nondeterministic=False``, one call at a time, no timers), and since its checkpoint all its
+calls came from one sender, which survived and keeps them. Restored, it takes them again in that
+sender's order and does exactly what it did: the answers it gave and the calls it made (whose
+answers its receivers kept) are the same. The frontier then counts it as replaying to its
+present, as a logged actor does, and nobody who took its answers goes back: in a training loop
+whose workers each take their iterations from the driver, a failure costs the lost workers'
+iterations since their checkpoint, and the survivors keep theirs.
+
 Every node goes back instead, as the global rollback always did, when:
 
 - a driver would have to move back: it took an answer that the rolled-back actors will not give
@@ -43,16 +53,26 @@ class Present:
 
 
 @dataclass(frozen=True)
+class Restorable:
+    """An actor's part of the global checkpoint: its slot, its cut, and whether doing again what
+    it did since is sure to give the same (deterministic, one call at a time, no timers)."""
+
+    slot: int
+    cut: Cut[bytes]
+    deterministic: bool = False
+
+
+@dataclass(frozen=True)
 class RollbackPlan:
     restart: frozenset[int]  # slots whose node goes back to the checkpoint (the failed ones among them)
     everyone: str = ""  # why every node goes back instead ("": only ``restart``)
     frontier: Frontier[bytes] | None = None
 
 
-def plan(checkpoint: Mapping[bytes, tuple[int, Cut[bytes]]], present: Mapping[bytes, Present],
+def plan(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present],
          failed: Iterable[int], opaque: Iterable[int] = ()) -> RollbackPlan:
-    """The nodes to restart. ``checkpoint``: per actor in the last global checkpoint, its slot and
-    cut; ``present``: the live processes' reports; ``failed``: the slots that failed (or did not
+    """The nodes to restart. ``checkpoint``: the actors in the last global checkpoint;
+    ``present``: the live processes' reports; ``failed``: the slots that failed (or did not
     report); ``opaque``: slots (or -1) whose processes took what the frontier does not see."""
     restart = set(failed)
     if set(opaque):
@@ -75,17 +95,19 @@ def plan(checkpoint: Mapping[bytes, tuple[int, Cut[bytes]]], present: Mapping[by
     return RollbackPlan(frozenset(restart), frontier=frontier)
 
 
-def _actors(checkpoint: Mapping[bytes, tuple[int, Cut[bytes]]], present: Mapping[bytes, Present],
+def _actors(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present],
             restart: set[int]) -> dict[bytes, Actor[bytes]]:
+    alive = {a: p for a, p in present.items() if p.slot not in restart}
+    failed = {a for a, r in checkpoint.items() if r.slot in restart or a not in alive}
     actors: dict[bytes, Actor[bytes]] = {}
-    for a, (slot, cut) in checkpoint.items():
-        if slot in restart or a not in present:  # (not reported: its node failed, or it was killed)
-            actors[a] = Actor([cut], alive=False)
+    for a in failed:  # (not reported: its node failed, or it was killed)
+        again = _done_again(a, checkpoint, alive, failed)
+        actors[a] = Actor([checkpoint[a].cut, *again], alive=False, replays=bool(again))
     for a, p in present.items():
         if p.slot in restart:
             actors.setdefault(a, Actor([], alive=False))  # made after the checkpoint: it is lost
         else:
-            taken = [checkpoint[a][1]] if a in checkpoint else []
+            taken = [checkpoint[a].cut] if a in checkpoint else []
             actors[a] = Actor([*taken, p.cut], alive=True, kept_from=p.kept_from)
     # The environment: senders known only from what others took of them.
     took: dict[bytes, dict[bytes, int]] = {}
@@ -97,6 +119,35 @@ def _actors(checkpoint: Mapping[bytes, tuple[int, Cut[bytes]]], present: Mapping
     for s, receivers in took.items():
         actors[s] = Actor([Cut(sent=receivers)], alive=True)
     return actors
+
+
+def _done_again(actor: bytes, checkpoint: Mapping[bytes, Restorable], alive: Mapping[bytes, Present],
+                failed: set[bytes]) -> list[Cut[bytes]]:
+    """The present that re-executing a failed ``actor`` from its checkpoint is sure to rebuild, as
+    a cut (empty: none is). Its one sender since the checkpoint must be alive and keep every call
+    after it; no other participant may have sent it anything since."""
+    restored = checkpoint[actor]
+    if not restored.deterministic:
+        return []
+    took = restored.cut.received
+    if any(s not in alive and s not in checkpoint for s in took):
+        return []  # a sender nobody reports (a node process's own calls, a timer's firings)
+    if any(other != actor and (actor in checkpoint[other].cut.sent or other in took) for other in failed):
+        return []  # a failed sender, whose calls since its checkpoint nobody can tell
+    senders = [s for s, p in alive.items() if p.cut.sent.get(actor, 0) > took.get(s, 0)]
+    if len(senders) > 1:
+        return []
+    received = dict(took)
+    for s in senders:
+        if alive[s].kept_from.get(actor, 1) > took.get(s, 0) + 1:
+            return []  # it no longer keeps them all
+        received[s] = alive[s].cut.sent[actor]
+    sent = dict(restored.cut.sent)
+    took_from_it = [(r, p.cut) for r, p in alive.items()] + [(r, checkpoint[r].cut) for r in failed]
+    for r, cut in took_from_it:  # what it made is made again: at least what anyone took
+        if actor in cut.received:
+            sent[r] = max(sent.get(r, 0), cut.received[actor])
+    return [Cut(received=received, sent=sent)]
 
 
 def _channels(actors: Mapping[bytes, Actor[bytes]]) -> list[Channel[bytes]]:

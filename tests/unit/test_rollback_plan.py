@@ -5,7 +5,7 @@ from __future__ import annotations
 from actorrt.cluster.rollback_round import checkpoint_cuts
 from actorrt.lineage import checkpoints
 from actorrt.lineage.frontier import Cut
-from actorrt.lineage.rollback_plan import Present, checkpoint_cut, plan, reported_cut
+from actorrt.lineage.rollback_plan import Present, Restorable, checkpoint_cut, plan, reported_cut
 from actorrt.rpc import checkpoint_pb2, node_pb2
 from actorrt.rpc import common_pb2 as pb
 
@@ -15,9 +15,9 @@ SRC, A, B, C, DRIVER, TIMER = b"src", b"a", b"b", b"c", b"driver", b"node proces
 def chain(answered: int = 0) -> tuple[dict, dict]:
     """driver -> src (slot 0) -> a (slot 1) -> b (slot 2): four calls per hop before the global
     checkpoint, ten by now; src keeps its calls to a from the fifth on (a's checkpoint covers four)."""
-    checkpoint = {SRC: (0, Cut(received={DRIVER: 4}, sent={A: 4})),
-                  A: (1, Cut(received={SRC: 4}, sent={B: 4})),
-                  B: (2, Cut(received={A: 4}))}
+    checkpoint = {SRC: Restorable(0, Cut(received={DRIVER: 4}, sent={A: 4})),
+                  A: Restorable(1, Cut(received={SRC: 4}, sent={B: 4})),
+                  B: Restorable(2, Cut(received={A: 4}))}
     present = {DRIVER: Present(-1, Cut(sent={SRC: 10}, answered={SRC: answered})),
                SRC: Present(0, Cut(received={DRIVER: 10}, sent={A: 10}), kept_from={A: 5}),
                A: Present(1, Cut(received={SRC: 10}, sent={B: 10}), kept_from={B: 5}),
@@ -75,7 +75,7 @@ def test_a_node_goes_back_whole() -> None:
     """Node 2 hosts b and c. b took a's output, so node 2 goes back, c with it; c's checkpoint
     sent src one call of the three src ran, so src's node goes back too."""
     checkpoint, present = chain()
-    checkpoint[C] = (2, Cut(sent={SRC: 1}))
+    checkpoint[C] = Restorable(2, Cut(sent={SRC: 1}))
     present[C] = Present(2, Cut(sent={SRC: 3}))
     present[SRC] = Present(0, Cut(received={DRIVER: 10, C: 3}, sent={A: 10}), kept_from={A: 5})
     del present[A]
@@ -108,7 +108,7 @@ def test_what_the_frontier_does_not_see_takes_everyone_back() -> None:
 def test_a_checkpoint_an_actor_cannot_go_back_to_takes_everyone() -> None:
     """b's checkpoint took more of a than a's checkpoint had sent: not a consistent checkpoint."""
     checkpoint, present = chain()
-    checkpoint[B] = (2, Cut(received={A: 5}))
+    checkpoint[B] = Restorable(2, Cut(received={A: 5}))
     del present[A]
     assert "before the checkpoint" in plan(checkpoint, present, failed={1}).everyone
 
@@ -130,7 +130,8 @@ def test_a_global_checkpoint_under_way_cannot_be_gone_back_to_alone(tmp_path) ->
     the last global checkpoint needs: every node goes back instead."""
     taken = []
     for seq in (1, 2):
-        ckpt = checkpoint_pb2.ActorCheckpoint(actor_id=A, seq=seq, creation=pb.ActorCreation(slot=1),
+        creation = pb.ActorCreation(slot=1, nondeterministic=True)
+        ckpt = checkpoint_pb2.ActorCheckpoint(actor_id=A, seq=seq, creation=creation,
                                               senders=[checkpoint_pb2.SenderProgress(sender=SRC, last_counter=seq)])
         path = checkpoints.checkpoint_path(tmp_path, A, seq, "n1")
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -140,4 +141,45 @@ def test_a_global_checkpoint_under_way_cannot_be_gone_back_to_alone(tmp_path) ->
     checkpoints.write_manifest(tmp_path, taken[:1])
     assert checkpoint_cuts(tmp_path) == ({}, "a global checkpoint was being taken")
     checkpoints.write_manifest(tmp_path, taken[1:])
-    assert checkpoint_cuts(tmp_path) == ({A: (1, Cut(received={SRC: 2}))}, "")
+    assert checkpoint_cuts(tmp_path) == ({A: Restorable(1, Cut(received={SRC: 2}))}, "")
+
+
+# ---- selective re-execution -----------------------------------------------------------------------
+
+W, V = b"worker", b"other worker"
+
+
+def training(**worker: object) -> tuple[dict, dict]:
+    """A driver's iterations to two workers (slots 1 and 0), nine each; the checkpoint after the
+    fourth; the driver took every answer (the gradients) and keeps its calls since the checkpoint."""
+    checkpoint = {W: Restorable(1, Cut(received={DRIVER: 4}), **worker),
+                  V: Restorable(0, Cut(received={DRIVER: 4}), **worker)}
+    present = {DRIVER: Present(-1, Cut(sent={W: 9, V: 9}, answered={W: 9, V: 9}), kept_from={W: 5, V: 5}),
+               V: Present(0, Cut(received={DRIVER: 9}))}
+    return checkpoint, present
+
+
+def test_a_deterministic_worker_is_done_again_and_the_driver_and_the_others_keep_their_iterations() -> None:
+    checkpoint, present = training(deterministic=True)
+    got = plan(checkpoint, present, failed={1})
+    assert got.everyone == "" and got.restart == {1}
+    assert got.frontier.replayed == {W} and got.frontier.kept == {DRIVER, V}
+
+
+def test_a_worker_that_may_not_do_the_same_again_takes_everyone_back() -> None:
+    checkpoint, present = training(deterministic=False)
+    assert "driver" in plan(checkpoint, present, failed={1}).everyone
+    checkpoint, present = training(deterministic=True)
+    present[V] = Present(0, Cut(received={DRIVER: 9}, sent={W: 1}))  # a second sender since the checkpoint
+    assert "driver" in plan(checkpoint, present, failed={1}).everyone
+    checkpoint, present = training(deterministic=True)
+    present[DRIVER] = Present(-1, present[DRIVER].cut, kept_from={W: 7, V: 5})  # calls 5 and 6 are gone
+    assert "driver" in plan(checkpoint, present, failed={1}).everyone
+
+
+def test_a_deterministic_middle_stage_is_done_again_and_what_took_its_output_runs_on() -> None:
+    checkpoint, present = chain()
+    checkpoint[A] = Restorable(1, checkpoint[A].cut, deterministic=True)
+    del present[A]
+    got = plan(checkpoint, present, failed={1})
+    assert got.everyone == "" and got.restart == {1} and got.frontier.kept == {DRIVER, SRC, B}
