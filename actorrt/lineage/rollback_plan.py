@@ -9,13 +9,15 @@ running from where it is.
 
 **Selective re-execution.** A failed actor goes back to its checkpoint, and what it did since is
 lost, unless doing it again is sure to give the same: it is deterministic (created with
-``nondeterministic=False``, one call at a time, no timers), and since its checkpoint all its
-calls came from one sender, which survived and keeps them. Restored, it takes them again in that
-sender's order and does exactly what it did: the answers it gave and the calls it made (whose
-answers its receivers kept) are the same. The frontier then counts it as replaying to its
-present, as a logged actor does, and nobody who took its answers goes back: in a training loop
-whose workers each take their iterations from the driver, a failure costs the lost workers'
-iterations since their checkpoint, and the survivors keep theirs.
+``nondeterministic=False``, one call at a time, no timers, and it records nothing with
+``actorrt.record``, which nothing logs here), since its checkpoint all its calls came from one
+sender, which survived and keeps them, and the receivers of its calls since then stay where they
+are. Restored, it takes its calls again in that sender's order and does exactly what it did: the
+answers it gave and the calls it made (whose answers its receivers kept) are the same. The
+frontier then counts it as replaying to its present, as a logged actor does, and nobody who took
+its answers goes back: in a training loop whose workers each take their iterations from the
+driver, a failure costs the lost workers' iterations since their checkpoint, and the survivors
+keep theirs.
 
 Every node goes back instead, as the global rollback always did, when:
 
@@ -78,9 +80,18 @@ def plan(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present
     if set(opaque):
         return RollbackPlan(frozenset(restart), everyone="a process took library channel messages or fetched values, "
                                                          "which the frontier does not see")
+    not_again: set[bytes] = set()  # failed actors whose doing again would not give the same
     while True:
-        actors = _actors(checkpoint, present, restart)
+        actors = _actors(checkpoint, present, restart, not_again)
         frontier = solve(actors, _channels(actors))
+        # Done again, an actor asks again what it called since its checkpoint: the same answers
+        # only from receivers that stay where they are (they answer from what they kept).
+        unsure = {a for a in frontier.replayed if any(
+            r not in frontier.kept and cut.received.get(a, 0) > checkpoint[a].cut.sent.get(r, 0)
+            for r, x in actors.items() for cut in x.cuts[-1:])}
+        if unsure:
+            not_again |= unsure
+            continue
         moved = {present[a].slot for a in frontier.rolled_back if a in present and present[a].slot not in restart}
         if DRIVER_SLOT in moved:
             return RollbackPlan(frozenset(restart), everyone="a driver took an answer that goes back with an actor",
@@ -96,12 +107,12 @@ def plan(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present
 
 
 def _actors(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present],
-            restart: set[int]) -> dict[bytes, Actor[bytes]]:
+            restart: set[int], not_again: set[bytes]) -> dict[bytes, Actor[bytes]]:
     alive = {a: p for a, p in present.items() if p.slot not in restart}
     failed = {a for a, r in checkpoint.items() if r.slot in restart or a not in alive}
     actors: dict[bytes, Actor[bytes]] = {}
     for a in failed:  # (not reported: its node failed, or it was killed)
-        again = _done_again(a, checkpoint, alive, failed)
+        again = [] if a in not_again else _done_again(a, checkpoint, alive, failed)
         actors[a] = Actor([checkpoint[a].cut, *again], alive=False, replays=bool(again))
     for a, p in present.items():
         if p.slot in restart:
@@ -132,8 +143,10 @@ def _done_again(actor: bytes, checkpoint: Mapping[bytes, Restorable], alive: Map
     took = restored.cut.received
     if any(s not in alive and s not in checkpoint for s in took):
         return []  # a sender nobody reports (a node process's own calls, a timer's firings)
-    if any(other != actor and (actor in checkpoint[other].cut.sent or other in took) for other in failed):
-        return []  # a failed sender, whose calls since its checkpoint nobody can tell
+    for other in failed - {actor}:
+        theirs = checkpoint[other].cut
+        if actor in theirs.sent or actor in theirs.received or other in took or other in restored.cut.sent:
+            return []  # another failed actor it exchanged calls with: what it did since, nobody can tell
     senders = [s for s, p in alive.items() if p.cut.sent.get(actor, 0) > took.get(s, 0)]
     if len(senders) > 1:
         return []

@@ -183,3 +183,15 @@ def test_a_deterministic_middle_stage_is_done_again_and_what_took_its_output_run
     del present[A]
     got = plan(checkpoint, present, failed={1})
     assert got.everyone == "" and got.restart == {1} and got.frontier.kept == {DRIVER, SRC, B}
+
+
+def test_a_stage_whose_receiver_goes_back_is_not_done_again() -> None:
+    """b took a third failed actor's output since the checkpoint, so b goes back: a done again
+    would ask b again and might get other answers, so it goes back to its checkpoint too."""
+    checkpoint, present = chain()
+    checkpoint[A] = Restorable(1, checkpoint[A].cut, deterministic=True)
+    checkpoint[C] = Restorable(1, Cut(sent={B: 1}))
+    present[B] = Present(2, Cut(received={A: 10, C: 3}))
+    del present[A]
+    got = plan(checkpoint, present, failed={1})
+    assert got.restart == {1, 2} and {A, B} <= got.frontier.rolled_back and got.frontier.replayed == set()
