@@ -80,18 +80,11 @@ def plan(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present
     if set(opaque):
         return RollbackPlan(frozenset(restart), everyone="a process took library channel messages or fetched values, "
                                                          "which the frontier does not see")
-    not_again: set[bytes] = set()  # failed actors whose doing again would not give the same
     while True:
-        actors = _actors(checkpoint, present, restart, not_again)
+        # (Every actor that stays alive at the end keeps its present: one that moves takes its node
+        # back, so an actor done again asks its receivers again only where they stay.)
+        actors = _actors(checkpoint, present, restart)
         frontier = solve(actors, _channels(actors))
-        # Done again, an actor asks again what it called since its checkpoint: the same answers
-        # only from receivers that stay where they are (they answer from what they kept).
-        unsure = {a for a in frontier.replayed if any(
-            r not in frontier.kept and cut.received.get(a, 0) > checkpoint[a].cut.sent.get(r, 0)
-            for r, x in actors.items() for cut in x.cuts[-1:])}
-        if unsure:
-            not_again |= unsure
-            continue
         moved = {present[a].slot for a in frontier.rolled_back if a in present and present[a].slot not in restart}
         if DRIVER_SLOT in moved:
             return RollbackPlan(frozenset(restart), everyone="a driver took an answer that goes back with an actor",
@@ -107,12 +100,12 @@ def plan(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present
 
 
 def _actors(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present],
-            restart: set[int], not_again: set[bytes]) -> dict[bytes, Actor[bytes]]:
+            restart: set[int]) -> dict[bytes, Actor[bytes]]:
     alive = {a: p for a, p in present.items() if p.slot not in restart}
     failed = {a for a, r in checkpoint.items() if r.slot in restart or a not in alive}
     actors: dict[bytes, Actor[bytes]] = {}
     for a in failed:  # (not reported: its node failed, or it was killed)
-        again = [] if a in not_again else _done_again(a, checkpoint, alive, failed)
+        again = _done_again(a, checkpoint, alive, failed)
         actors[a] = Actor([checkpoint[a].cut, *again], alive=False, replays=bool(again))
     for a, p in present.items():
         if p.slot in restart:
