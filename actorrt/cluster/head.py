@@ -55,6 +55,8 @@ log = logging.getLogger("actorrt.head")
 # not running (SIGSTOP, a paused VM), not that the nodes were silent.
 HEARTBEAT_CHECK_S = 0.1
 PAUSED_AFTER_S = 1.0
+# A rollback round waits this long at most for nodes restarting from an earlier one to register.
+RESTARTS_AWAITED_S = 30.0
 # A restarted head counts its predecessor's drivers as connected for at least this long.
 DRIVERS_BACK_S = 10.0
 
@@ -316,12 +318,18 @@ class Head:
         taken there would replace the one the rollback restores); that view ends the round."""
         async with self._rolling_back:
             round_ = self.rollback_rounds + 1
-            nodes = {s.info.slot: s.info.address for s in self.slots.values() if s.info.state == head_pb2.ALIVE}
             if self.mode is FaultToleranceMode.GLOBAL_ROLLBACK:
                 decided = RollbackPlan(frozenset({failed}), everyone="ft='global_rollback'")
             else:
-                decided = await rollback_round.decide(round_, nodes, list(self.drivers.connected), {failed},
-                                                      self.options.fault_tolerance.checkpoint_dir, self.token, self.tls)
+                await self._restarts_registered()
+                nodes = {s.info.slot: s.info.address for s in self.slots.values() if s.info.state == head_pb2.ALIVE}
+                try:
+                    decided = await rollback_round.decide(round_, nodes, list(self.drivers.connected), {failed},
+                                                          self.options.fault_tolerance.checkpoint_dir, self.token,
+                                                          self.tls)
+                except Exception as exc:  # noqa: BLE001 - a frozen cluster must be thawed whatever failed here
+                    log.exception("the rollback round failed")
+                    decided = RollbackPlan(frozenset({failed}), everyone=f"the rollback round failed: {exc!r}")
             if decided.everyone:
                 log.warning("every node goes back to the last global checkpoint: %s", decided.everyone)
                 self.rollbacks += 1
@@ -333,6 +341,15 @@ class Head:
             self.rollback_rounds = round_
             for slot in back:
                 self._background.spawn(self._launch(slot))
+
+    async def _restarts_registered(self) -> None:
+        """Wait (a while) until no slot is starting: a node restarted by an earlier round that
+        registers during this one would run its restored actors unfrozen and unreported."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RESTARTS_AWAITED_S
+        while (any(s.info.state == head_pb2.STARTING and not s.restart_delay for s in self.slots.values())
+               and loop.time() < deadline):
+            await asyncio.sleep(0.02)
 
     async def _check_heartbeats(self) -> None:
         async for now, paused in ticks(HEARTBEAT_CHECK_S, PAUSED_AFTER_S):

@@ -5,7 +5,8 @@ Every live node is frozen and reports where its actors stand (``Node.Freeze``, s
 answers a driver once they are frozen). The last global checkpoint gives the cuts the actors can
 go back to. ``actorrt.lineage.rollback_plan`` finds the nodes that must go back; the head restarts
 those (the failed ones among them) from the checkpoint and publishes the view that ends the
-round, which thaws the rest. A node that does not answer counts as failed.
+round, which thaws the rest. A node that does not answer counts as failed; a driver that does
+not, sends every node back.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ async def decide(round_: int, nodes: dict[int, str], drivers: list[str], failed:
         if reply is None:
             failed.add(slot)
     driver_replies = await asyncio.gather(*(freeze(a) for a in drivers))
+    if any(reply is None for reply in driver_replies):  # what it took, nobody can tell
+        return RollbackPlan(frozenset(failed), everyone="a driver did not report")
     for slot, reply in [*zip(nodes, replies, strict=True), *((DRIVER_SLOT, r) for r in driver_replies)]:
         if reply is None or slot in failed:
             continue

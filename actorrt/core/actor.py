@@ -27,6 +27,7 @@ from actorrt.core.checkpointer import Checkpointer
 from actorrt.core.concurrent_calls import ConcurrentCall, run_concurrently
 from actorrt.core.held_outputs import HeldOutputs
 from actorrt.core.ledger import SenderLedger
+from actorrt.core.membership import Membership
 from actorrt.core.serialization import error_from_exception, missing_module, object_value, runtime_error, serialize
 from actorrt.core.submitter import Submitter
 from actorrt.core.task_spec import CALL_METHOD, CHECKPOINT_METHOD, KILL_METHOD, ONCE_METHOD, SenderContext
@@ -70,6 +71,7 @@ class ActorServices(Protocol):
     fetches: Fetches
     awaits: Awaits
     lease: Lease
+    membership: Membership
     shared: SharedObjects | None
     submitter: Submitter
 
@@ -247,6 +249,9 @@ class ActorInstance:
             await self.services.ft.wait_below_limit()
         if not self.services.lease.valid():  # a node that hung may have been replaced meanwhile
             await self.services.lease.held()
+            if self.services.ft.rolls_back and self.services.membership.incarnation_gone(spec.owner_address):
+                self.services.fetches.drop_unused(spec)  # sent by a node process that went back while
+                return False  # this one was frozen (core/freezing.py): its sender sends again what it does
         return True
 
     def answer_resent(self, spec: pb.TaskSpec) -> None:

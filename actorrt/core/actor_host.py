@@ -87,7 +87,7 @@ class ActorHost:
             actor.mailbox.put_nowait(early)
 
     def drop_tasks_from(self, addresses: set[str]) -> None:
-        """Under global rollback: the tasks that node incarnations now gone (at ``addresses``)
+        """Under ``ft="checkpoint"``: the tasks that node incarnations now gone (at ``addresses``)
         sent here and that have not run are dropped; their senders went back to before they sent
         them, and send again what they send again (``core/freezing.py``)."""
         for actor in self.actors.values():
@@ -96,7 +96,7 @@ class ActorHost:
             if len(kept) != len(queue):
                 queue.clear()
                 queue.extend(kept)
-        for early in self._early.values():
+        for early in [*self._early.values(), *([self._held] if self._held is not None else [])]:
             early[:] = [spec for spec in early if spec.owner_address not in addresses]
 
     def replay_diverged(self, spec: pb.TaskSpec, error: pb.RemoteError) -> None:

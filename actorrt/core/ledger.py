@@ -69,6 +69,10 @@ class SenderLedger:
         self._calls: dict[bytes, OrderedDict[int, bytes]] = {}  # per sender: counter -> call_digest
         self._function_senders: OrderedDict[bytes, None] = OrderedDict()  # least recently run from first
         self._function_bytes = 0  # of their results
+        # Senders outside any actor task (drivers, node processes), and whether a remote
+        # function's call called it: a rollback round tells actors from the rest (core/freezing.py).
+        self.outside: set[bytes] = set()
+        self.called_by_functions = False
 
     def is_resent(self, spec: pb.TaskSpec) -> bool:
         return spec.task_counter <= self.last_counter.get(spec.sender, 0)
@@ -76,6 +80,10 @@ class SenderLedger:
     def ran(self, spec: pb.TaskSpec) -> None:
         """``spec`` runs now."""
         self.last_counter[spec.sender] = spec.task_counter
+        if not spec.parent_id:
+            self.outside.add(spec.sender)
+        elif spec.from_function:
+            self.called_by_functions = True
         if spec.answered_upto and not sender_replayed(spec, self._senders_replay):
             self.drop_results(spec.sender, spec.answered_upto)  # before it runs: its result may reuse their memory
         if self._senders_replay or self._reruns(spec):

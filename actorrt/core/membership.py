@@ -106,6 +106,14 @@ class Membership:
         info = self.serving(slot)
         return info is not None and (info.state == head_pb2.ALIVE or info.managed)
 
+    def incarnation_gone(self, address: str) -> bool:
+        """Whether ``address`` was a node process that the view has ended (dead or replaced)."""
+        slot = self._incarnations.get(address)
+        if slot is None:
+            return False
+        info = self._nodes.get(slot)
+        return info is None or info.address != address or info.state != head_pb2.ALIVE
+
     def current_owner(self, owner: str, actor: bytes = b"") -> str | None:
         """Where the object a ref names with owner ``owner`` (made by a task of ``actor``, if
         given) is now: that process, the node now serving its slot (which rebuilt it) or serving

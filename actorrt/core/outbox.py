@@ -90,7 +90,7 @@ class Outbox:
             info = w.membership.serving(t.slot)
             if info is not None and info.state == head_pb2.ALIVE and info.address == t.address:
                 continue
-            if everyone_back and t.address:  # it ran, or would have, on a process that is gone
+            if everyone_back:  # it ran, or would have, on a state that is gone: the driver resumes
                 del self.inflight[tid]
                 self._answered(t.spec)
                 w.objects.put(failures.rolled_back(ids.object_id(tid), t.slot))

@@ -125,6 +125,7 @@ class Worker:
         # the view that registers it), and a node that inherits a dead one's actors must hold their
         # tasks, and know it rebuilds their objects, before it handles any sent its way.
         self._ahead_of_view: list[tuple[str, node_pb2.PeerBatch]] = []
+        self.frozen_for = 0  # the rollback round this process is frozen for (ft="checkpoint"; 0: none)
         self._loop_thread: int | None = None
         self.cluster_lost = ""  # why, once the head is gone for good
         self.polls: dict[bytes, asyncio.Task] = {}  # values being got for a later get or wait (core/values.py)
@@ -278,8 +279,10 @@ class Worker:
         self.send(owner_address, RESULT, value)
 
     def on_batch(self, peer: str, batch: node_pb2.PeerBatch) -> None:
-        """A batch of messages from ``peer``'s stream (held while this process's view is older)."""
-        if self._ahead_of_view or self.ft is None or batch.view_revision > self.membership.revision:
+        """A batch of messages from ``peer``'s stream (held while this process's view is older, or
+        while it is frozen for a rollback round: ``core/freezing.py``)."""
+        if (self._ahead_of_view or self.ft is None or batch.view_revision > self.membership.revision
+                or self.frozen_for):
             self._ahead_of_view.append((peer, batch))
             return
         if batch.sender_epoch and not self.membership.incarnation_alive(batch.sender_slot, batch.sender_epoch):

@@ -46,12 +46,14 @@ DRIVER_SLOT = -1
 @dataclass(frozen=True)
 class Present:
     """A live actor (or a driver's own calls), as its process reports it: its slot (-1: a
-    driver), its present cut, and, per receiver, the first of its calls its process still keeps
-    (sent again to a receiver that goes back)."""
+    driver), its present cut, per receiver the first of its calls its process still keeps (sent
+    again to a receiver that goes back), and which of its senders are outside any actor task
+    (drivers, node processes: they never go back)."""
 
     slot: int
     cut: Cut[bytes]
     kept_from: Mapping[bytes, int] = field(default_factory=dict)
+    outside: frozenset[bytes] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,11 @@ def plan(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present
     report); ``opaque``: slots (or -1) whose processes took what the frontier does not see."""
     restart = set(failed)
     if set(opaque):
-        return RollbackPlan(frozenset(restart), everyone="a process took library channel messages or fetched values, "
-                                                         "which the frontier does not see")
+        return RollbackPlan(frozenset(restart), everyone="a process took library channel messages, fetched values or "
+                                                         "remote functions' calls, which the frontier does not see")
+    if _strangers(checkpoint, present):
+        return RollbackPlan(frozenset(restart), everyone="an actor took calls or answers from an actor nobody knows "
+                                                         "(lost with its node, made after the checkpoint)")
     while True:
         # (Every actor that stays alive at the end keeps its present: one that moves takes its node
         # back, so an actor done again asks its receivers again only where they stay.)
@@ -99,6 +104,16 @@ def plan(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present
     return RollbackPlan(frozenset(restart), frontier=frontier)
 
 
+def _strangers(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present]) -> set[bytes]:
+    """Actors that live ones took calls or answers from since, and that neither report nor are
+    in the checkpoint: what they did, and whether they go back, nobody can tell."""
+    outside = {s for p in present.values() for s in p.outside}
+    known = {*checkpoint, *present}
+    took = {s for p in present.values() for s in p.cut.received if s not in outside}
+    took |= {r for p in present.values() for r, n in p.cut.answered.items() if n}
+    return took - known
+
+
 def _actors(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present],
             restart: set[int]) -> dict[bytes, Actor[bytes]]:
     alive = {a: p for a, p in present.items() if p.slot not in restart}
@@ -111,7 +126,7 @@ def _actors(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Pres
         if p.slot in restart:
             actors.setdefault(a, Actor([], alive=False))  # made after the checkpoint: it is lost
         else:
-            taken = [checkpoint[a].cut] if a in checkpoint else []
+            taken = [_as_reported(checkpoint[a].cut, p.cut)] if a in checkpoint else []
             actors[a] = Actor([*taken, p.cut], alive=True, kept_from=p.kept_from)
     # The environment: senders known only from what others took of them.
     took: dict[bytes, dict[bytes, int]] = {}
@@ -123,6 +138,12 @@ def _actors(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Pres
     for s, receivers in took.items():
         actors[s] = Actor([Cut(sent=receivers)], alive=True)
     return actors
+
+
+def _as_reported(earlier: Cut[bytes], now: Cut[bytes]) -> Cut[bytes]:
+    """An actor's checkpoint cut without the senders its report leaves out (its own timers)."""
+    received = {s: n for s, n in earlier.received.items() if s in now.received}
+    return Cut(received=received, sent=earlier.sent, resends=earlier.resends, answered=earlier.answered)
 
 
 def _done_again(actor: bytes, checkpoint: Mapping[bytes, Restorable], alive: Mapping[bytes, Present],
@@ -183,7 +204,7 @@ def reported_cut(cut: node_pb2.ActorCut) -> Present:
     """A process's report of one of its actors (or of a driver's own calls)."""
     return Present(cut.slot,
                    Cut(received=_counts(cut.received), sent=_counts(cut.sent), answered=_counts(cut.answered)),
-                   _counts(cut.kept_from))
+                   _counts(cut.kept_from), frozenset(cut.outside))
 
 
 def _counts(counts: Iterable[node_pb2.PeerCount]) -> dict[bytes, int]:

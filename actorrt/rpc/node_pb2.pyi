@@ -22,20 +22,22 @@ class FreezeReply(_message.Message):
     def __init__(self, actors: _Optional[_Iterable[_Union[ActorCut, _Mapping]]] = ..., opaque: _Optional[bool] = ...) -> None: ...
 
 class ActorCut(_message.Message):
-    __slots__ = ("actor", "slot", "received", "sent", "answered", "kept_from")
+    __slots__ = ("actor", "slot", "received", "sent", "answered", "kept_from", "outside")
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     SLOT_FIELD_NUMBER: _ClassVar[int]
     RECEIVED_FIELD_NUMBER: _ClassVar[int]
     SENT_FIELD_NUMBER: _ClassVar[int]
     ANSWERED_FIELD_NUMBER: _ClassVar[int]
     KEPT_FROM_FIELD_NUMBER: _ClassVar[int]
+    OUTSIDE_FIELD_NUMBER: _ClassVar[int]
     actor: bytes
     slot: int
     received: _containers.RepeatedCompositeFieldContainer[PeerCount]
     sent: _containers.RepeatedCompositeFieldContainer[PeerCount]
     answered: _containers.RepeatedCompositeFieldContainer[PeerCount]
     kept_from: _containers.RepeatedCompositeFieldContainer[PeerCount]
-    def __init__(self, actor: _Optional[bytes] = ..., slot: _Optional[int] = ..., received: _Optional[_Iterable[_Union[PeerCount, _Mapping]]] = ..., sent: _Optional[_Iterable[_Union[PeerCount, _Mapping]]] = ..., answered: _Optional[_Iterable[_Union[PeerCount, _Mapping]]] = ..., kept_from: _Optional[_Iterable[_Union[PeerCount, _Mapping]]] = ...) -> None: ...
+    outside: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, actor: _Optional[bytes] = ..., slot: _Optional[int] = ..., received: _Optional[_Iterable[_Union[PeerCount, _Mapping]]] = ..., sent: _Optional[_Iterable[_Union[PeerCount, _Mapping]]] = ..., answered: _Optional[_Iterable[_Union[PeerCount, _Mapping]]] = ..., kept_from: _Optional[_Iterable[_Union[PeerCount, _Mapping]]] = ..., outside: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class PeerCount(_message.Message):
     __slots__ = ("peer", "count")

@@ -93,9 +93,23 @@ def test_actors_made_after_the_checkpoint_stay_on_a_survivor_and_are_lost_on_a_f
 
 def test_calls_from_outside_any_actor_never_move_anyone_back() -> None:
     checkpoint, present = chain()
-    present[B] = Present(2, Cut(received={A: 10, TIMER: 3}))
+    present[B] = Present(2, Cut(received={A: 10, TIMER: 3}), outside=frozenset({TIMER}))
     del present[A]
     assert plan(checkpoint, present, failed={1}).restart == {1, 2}
+
+
+def test_an_actor_nobody_knows_takes_everyone_back() -> None:
+    """b took calls (or a's caller answers) from an actor made after the checkpoint on the failed
+    node: it is lost, and what it did nobody can tell."""
+    lost = b"made after the checkpoint"
+    checkpoint, present = chain()
+    present[B] = Present(2, Cut(received={A: 10, lost: 3}))
+    del present[A]
+    assert "nobody knows" in plan(checkpoint, present, failed={1}).everyone
+    checkpoint, present = chain()
+    present[SRC] = Present(0, Cut(received={DRIVER: 10}, sent={A: 10, lost: 1}, answered={lost: 1}), kept_from={A: 5})
+    del present[A]
+    assert "nobody knows" in plan(checkpoint, present, failed={1}).everyone
 
 
 def test_what_the_frontier_does_not_see_takes_everyone_back() -> None:
@@ -122,7 +136,9 @@ def test_cuts_read_from_a_checkpoint_and_a_report() -> None:
     count = node_pb2.PeerCount
     report = node_pb2.ActorCut(actor=A, slot=1, received=[count(peer=SRC, count=9)], sent=[count(peer=B, count=8)],
                                answered=[count(peer=B, count=2)], kept_from=[count(peer=B, count=5)])
-    assert reported_cut(report) == Present(1, Cut(received={SRC: 9}, sent={B: 8}, answered={B: 2}), {B: 5})
+    report.outside.append(DRIVER)
+    assert reported_cut(report) == Present(1, Cut(received={SRC: 9}, sent={B: 8}, answered={B: 2}), {B: 5},
+                                           frozenset({DRIVER}))
 
 
 def test_a_global_checkpoint_under_way_cannot_be_gone_back_to_alone(tmp_path) -> None:
