@@ -81,6 +81,7 @@ class Head:
         self.rollbacks = 0  # ft="checkpoint": failures that took every node back
         self.rollback_rounds = 0  # and failures decided by the rollback frontier (those among them)
         self._rolling_back = asyncio.Lock()  # one round at a time
+        self.first_calls: list[head_pb2.FirstCalls] = []  # the last round's (ClusterView.first_calls)
         self.revision = 0
         self.moved: dict[bytes, head_pb2.ActorMove] = {}  # actors their standbys serve now
         self._subscribers: set[asyncio.Queue[head_pb2.ClusterView]] = set()
@@ -162,6 +163,7 @@ class Head:
         # A process frozen for a round its predecessor did not decide thaws (a later failure
         # freezes it again, and the round then sees what it ran meanwhile).
         self.rollback_rounds = view.rollback_rounds + 1
+        self.first_calls = list(view.first_calls)
         self.moved = {m.actor: m for m in view.moved_actors}
         self.drivers.restore(list(view.drivers), list(view.departed_drivers))
         now = asyncio.get_running_loop().time()
@@ -339,6 +341,7 @@ class Head:
                 log.warning("node %d failed: nodes %s go back to the last global checkpoint, %d others keep running",
                             failed, sorted({failed, *back}), len(nodes) - len(back))
             self.rollback_rounds = round_
+            self.first_calls = [head_pb2.FirstCalls(actor=a, sender=s, upto=n) for a, (s, n) in decided.first.items()]
             for slot in back:
                 self._background.spawn(self._launch(slot))
 
@@ -384,6 +387,7 @@ class Head:
             departed_drivers=self.drivers.departed,
             rollbacks=self.rollbacks,
             rollback_rounds=self.rollback_rounds,
+            first_calls=self.first_calls,
             cluster_id=self.cluster_id,
             head_grace_s=self.options.head_grace,
             stopping=self._stopping,

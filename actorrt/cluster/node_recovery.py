@@ -166,7 +166,11 @@ class NodeRecoveries:
         for actor_hex, entry in manifest["actors"].items():
             checkpoint = await asyncio.to_thread(read_checkpoint, entry["path"])
             if checkpoint.creation.slot == self.worker.slot:
-                actors.append(self.worker.host.recover(bytes.fromhex(actor_hex), [], checkpoint))
+                actor = self.worker.host.recover(bytes.fromhex(actor_hex), [], checkpoint)
+                first = next((f for f in self.worker.membership.view.first_calls if f.actor == actor.actor_id), None)
+                if first is not None:  # it does again what it did since: that sender's calls first
+                    actor.takes_first(first.sender, first.upto)
+                actors.append(actor)
         stats.actors = stats.from_checkpoint = len(actors)
         stats.fetch_ms = (time.perf_counter() - started) * 1e3
         log.info("node %d: restored %d actors from global checkpoint %d", self.worker.slot, len(actors), manifest["id"])

@@ -19,7 +19,7 @@ from google.protobuf.message import DecodeError
 from grpc import aio
 
 from actorrt.core.timers import TIMERS_EXTRA
-from actorrt.lineage.checkpoints import actor_directory, latest_manifest, read_checkpoint
+from actorrt.lineage.checkpoints import actor_directory, latest_manifest, marks_since, read_checkpoint
 from actorrt.lineage.rollback_plan import (
     DRIVER_SLOT,
     Present,
@@ -94,14 +94,15 @@ def checkpoint_cuts(directory: str | Path) -> tuple[dict[bytes, Restorable], str
         files = actor_directory(directory, bytes.fromhex(actor_hex)).glob("*.ckpt")
         if any(int(f.name.split("-", 1)[0]) > entry["seq"] for f in files):
             return {}, "a global checkpoint was being taken"
-        cuts[bytes.fromhex(actor_hex)] = restorable(read_checkpoint(entry["path"]))
+        actor = bytes.fromhex(actor_hex)
+        cuts[actor] = restorable(read_checkpoint(entry["path"]), marks_since(directory, actor, entry["seq"]))
     return cuts, ""
 
 
-def restorable(checkpoint: ActorCheckpoint) -> Restorable:
-    """An actor's part of a global checkpoint; deterministic if created ``nondeterministic=False``,
-    taking one call at a time, with no timers (a firing is a call from a sender of its own)."""
+def restorable(checkpoint: ActorCheckpoint, since: set[str]) -> Restorable:
+    """An actor's part of a global checkpoint, with what it marked it did since; deterministic if
+    created ``nondeterministic=False``, taking one call at a time, with no timers."""
     creation = checkpoint.creation
     deterministic = (not creation.nondeterministic and creation.max_concurrency <= 1
                      and TIMERS_EXTRA not in checkpoint.extras)
-    return Restorable(creation.slot, checkpoint_cut(checkpoint), deterministic)
+    return Restorable(creation.slot, checkpoint_cut(checkpoint), deterministic, frozenset(since))

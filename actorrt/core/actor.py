@@ -134,6 +134,9 @@ class ActorInstance:
         # What it made and may not send yet (a checkpointing policy: core/held_outputs.py).
         self.held = HeldOutputs() if self.policy.holds_outputs else None
         self.checkpointer = Checkpointer(self)
+        if ft.rolls_back and not creation.nondeterministic and creation.max_concurrency <= 1:
+            # What it takes and calls since its checkpoint is marked: a rollback may do it again.
+            self.context.on_call = lambda: self.checkpointer.took_from(b"")
         self.standby: int | None = None  # the slot of its standby (created with one: core/standbys.py)
         self.watermarks: dict[str, tuple[int, int]] = {}  # ONCE_METHOD marks applied, per source
         self.replay: set[bytes] = set()  # tasks queued as recorded (recovery), not as new arrivals
@@ -149,6 +152,10 @@ class ActorInstance:
         self.awaiting: RunningTask | None = None  # the live method whose coroutine runs now, which a kill interrupts
         self.timers = ActorTimers(self.timer_table, self._send_firing)
         self.between_tasks = True  # no task is under way (a checkpoint may be taken now)
+        # Restored to do again what it did (ft="checkpoint"): that sender's calls up to a counter
+        # first, the others' waiting meanwhile (lineage/rollback_plan.py).
+        self._first: tuple[bytes, int] | None = None
+        self._after_first: list[pb.TaskSpec] = []
         self._runner = asyncio.ensure_future(self._run())
         self._runner.add_done_callback(self._runner_ended)
         if self.checkpointer.every_s:
@@ -237,9 +244,33 @@ class ActorInstance:
             if not self.mailbox.empty() and (not self.replaying or self.executed % REPLAY_YIELD_EVERY == 0):
                 await asyncio.sleep(0)  # fairness: a backlog here must not starve the node's other actors
 
+    def takes_first(self, sender: bytes, upto: int) -> None:
+        """Run ``sender``'s calls up to ``upto`` before any other's."""
+        self._first = (sender, upto)
+
+    def _waits_for_first(self, spec: pb.TaskSpec) -> bool:
+        """Whether ``spec`` waits for the calls this actor takes first (set aside if so)."""
+        if self._first_taken() or spec.sender == self._first[0]:
+            return False
+        self._after_first.append(spec)
+        return True
+
+    def _first_taken(self) -> bool:
+        """Whether the calls it takes first ran; if so, what waited goes back to the head of the
+        mailbox, in order (the runner, which calls this, takes them next)."""
+        sender, upto = self._first
+        if self.ledger.last_counter.get(sender, 0) < upto:
+            return False
+        self._first = None
+        self.mailbox._queue.extendleft(reversed(self._after_first))
+        self._after_first = []
+        return True
+
     async def ready(self, spec: pb.TaskSpec) -> bool:
         """Whether to run ``spec`` (a re-sent task is answered from the ledger instead), once the
         stash has room and the node holds its lease."""
+        if self._first is not None and self._waits_for_first(spec):
+            return False
         if self.ledger.is_resent(spec):
             self.answer_resent(spec)
             return False
@@ -278,6 +309,8 @@ class ActorInstance:
             self.services.keep_standby(self)
         self.last_executed, self.last_sender = spec.task_id, spec.sender
         self.ledger.ran(spec)
+        if self.context.on_call is not None:
+            self.checkpointer.took_from(spec.sender)
         return Started(spec, replayed, replay_done, keep=spec.task_id not in self.results_unasked)
 
     async def finish(self, started: Started, value: pb.ObjectValue, checkpoint: bool = True,
@@ -306,6 +339,8 @@ class ActorInstance:
         if started.replay_done and replay_done:
             self.replayed.set()
             self.timers.resume()
+        if self._first is not None:
+            self._first_taken()
 
     async def checkpoint_now(self) -> None:
         await self.services.lease.held()

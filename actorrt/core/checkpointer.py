@@ -60,6 +60,9 @@ class Checkpointer:
         self._unwritten = 0  # checkpoints snapshotted and not yet durable
         self._taken_at = time.monotonic()  # when the last one was snapshotted (or the actor made)
         self.announced: node_pb2.Checkpointed | None = None  # the newest durable one, as told to every process
+        # What it took since its checkpoint (a deterministic actor under ft="checkpoint"): the
+        # checkpoint, its first sender then, and whether it took more (mark_since).
+        self._since: tuple[int, bytes, bool] = (0, b"", False)
 
     def due(self, spec: pb.TaskSpec | None = None) -> bool:
         """Whether to checkpoint after ``spec`` ran: every ``checkpoint_every`` tasks, or when an
@@ -104,6 +107,24 @@ class Checkpointer:
         cadence, held = self.cadence_s, self._actor.held
         return bool(cadence and waited >= cadence) or (held is not None and len(held) > 0
                                                         and waited >= HELD_AT_MOST_S)
+
+    def took_from(self, sender: bytes) -> None:
+        """``ft="checkpoint"``: the actor takes a call of ``sender`` (or, with b"", calls an
+        actor). A rollback may do again what it did since its checkpoint only if all of it came
+        from one sender: marked durably before the call runs (``rollback_plan``)."""
+        seq, first, more = self._since
+        if seq != self.seq:
+            seq, first, more = self.seq, b"", False
+        directory = self._actor.services.ft.options.checkpoint_dir
+        if more or not seq or (sender and sender == first):
+            pass
+        elif not sender or first:  # a call, or a second sender
+            checkpoints.mark_since(directory, self._actor.actor_id, seq, "more")
+            more = True
+        else:
+            checkpoints.mark_since(directory, self._actor.actor_id, seq, f"from-{sender.hex()}")
+            first = sender
+        self._since = (seq, first, more)
 
     def durable_from(self, sender: bytes) -> int:
         """How far its newest durable checkpoint covers ``sender``'s calls (what a failure keeps)."""

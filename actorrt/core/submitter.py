@@ -124,6 +124,9 @@ class Submitter:
         task = context.running_task.get(None)
         if task is not None:
             interruptions.sent_one(task)
+            ctx = self.sender()
+            if ctx.on_call is not None and spec.receiver != ctx.sender_id:
+                ctx.on_call()  # (before it leaves: core/checkpointer.py, took_from)
         # A replay's receivers have most of what it sends: its large arguments are not pushed beside
         # its tasks (a receiver that needs one fetches it from here).
         self._hand_off(spec, slot, encoded.refs, large, task is None or not task.replayed)

@@ -53,6 +53,8 @@ class SenderContext:
     # keeping for it); ``wants_checkpoint()``, true when the actor should checkpoint after this
     # task (what others keep for it grew too large); ``checkpointed()``, called when it did.
     extras: dict[str, Any] = field(default_factory=dict)
+    # Told before each call it makes to another actor (or function), if set.
+    on_call: Callable[[], None] | None = field(default=None, repr=False)
     # Drivers submit from many threads; counter order must equal queueing order.
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

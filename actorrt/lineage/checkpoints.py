@@ -42,10 +42,34 @@ def write_checkpoint(path: Path, checkpoint: checkpoint_pb2.ActorCheckpoint) -> 
 
 def drop_older(path: Path) -> None:
     """Drop the files of ``path``'s actor older than the ``FILES_KEPT`` newest (once the store
-    points at ``path``: a process whose pointer write is refused must delete nothing)."""
-    for old in sorted(path.parent.glob("*.ckpt"))[:-FILES_KEPT]:
+    points at ``path``: a process whose pointer write is refused must delete nothing), and the
+    marks of what it took since those."""
+    files = sorted(path.parent.glob("*.ckpt"))
+    for old in files[:-FILES_KEPT]:
         if old != path:
             old.unlink(missing_ok=True)
+    oldest = files[-FILES_KEPT:][0].name.split("-", 1)[0] if files else ""
+    for mark in path.parent.glob(f"*{SINCE}*"):
+        if mark.name.split(".", 1)[0] < oldest:
+            mark.unlink(missing_ok=True)
+
+
+# What an actor took since its checkpoint ``seq`` (``ft="checkpoint"``, a deterministic actor):
+# ``<seq>.since-from-<sender hex>`` for its first sender's calls, ``<seq>.since-more`` once it took
+# another sender's or called an actor. A rollback round reads them (``rollback_plan``).
+SINCE = ".since-"
+
+
+def mark_since(directory: str | Path, actor_id: bytes, seq: int, what: str) -> None:
+    """Mark, durably before it has any effect, that ``actor_id`` did ``what`` since checkpoint ``seq``."""
+    path = actor_directory(directory, actor_id) / f"{seq:010d}{SINCE}{what}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+
+
+def marks_since(directory: str | Path, actor_id: bytes, seq: int) -> set[str]:
+    """What ``actor_id`` marked since checkpoint ``seq``."""
+    return {p.name.split(SINCE, 1)[1] for p in actor_directory(directory, actor_id).glob(f"{seq:010d}{SINCE}*")}
 
 
 def read_checkpoint(path: str | Path) -> checkpoint_pb2.ActorCheckpoint:

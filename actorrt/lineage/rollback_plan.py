@@ -56,14 +56,20 @@ class Present:
     outside: frozenset[bytes] = frozenset()
 
 
+# What an actor marked it did since its checkpoint (``lineage.checkpoints.mark_since``).
+FROM, MORE = "from-", "more"
+
+
 @dataclass(frozen=True)
 class Restorable:
-    """An actor's part of the global checkpoint: its slot, its cut, and whether doing again what
-    it did since is sure to give the same (deterministic, one call at a time, no timers)."""
+    """An actor's part of the global checkpoint: its slot, its cut, whether it is deterministic
+    (``nondeterministic=False``, one call at a time, no timers), and what it marked it did since:
+    ``from-<sender hex>``, it took that sender's calls; ``more``, another's too, or it called."""
 
     slot: int
     cut: Cut[bytes]
     deterministic: bool = False
+    since: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,8 @@ class RollbackPlan:
     restart: frozenset[int]  # slots whose node goes back to the checkpoint (the failed ones among them)
     everyone: str = ""  # why every node goes back instead ("": only ``restart``)
     frontier: Frontier[bytes] | None = None
+    # Actors done again: the sender whose calls each takes first, and up to which counter.
+    first: Mapping[bytes, tuple[bytes, int]] = field(default_factory=dict)
 
 
 def plan(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present],
@@ -101,7 +109,9 @@ def plan(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present
     if too_far:
         return RollbackPlan(frozenset(restart), everyone=f"{len(too_far)} actors would go back before the checkpoint",
                             frontier=frontier)
-    return RollbackPlan(frozenset(restart), frontier=frontier)
+    alive = {a: p for a, p in present.items() if p.slot not in restart}
+    first = {a: f for a in frontier.replayed if a in checkpoint for f in [_done_again(a, checkpoint, alive)[1]] if f}
+    return RollbackPlan(frozenset(restart), frontier=frontier, first=first)
 
 
 def _strangers(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present]) -> set[bytes]:
@@ -120,7 +130,7 @@ def _actors(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Pres
     failed = {a for a, r in checkpoint.items() if r.slot in restart or a not in alive}
     actors: dict[bytes, Actor[bytes]] = {}
     for a in failed:  # (not reported: its node failed, or it was killed)
-        again = _done_again(a, checkpoint, alive, failed)
+        again, _ = _done_again(a, checkpoint, alive)
         actors[a] = Actor([checkpoint[a].cut, *again], alive=False, replays=bool(again))
     for a, p in present.items():
         if p.slot in restart:
@@ -146,35 +156,30 @@ def _as_reported(earlier: Cut[bytes], now: Cut[bytes]) -> Cut[bytes]:
     return Cut(received=received, sent=earlier.sent, resends=earlier.resends, answered=earlier.answered)
 
 
-def _done_again(actor: bytes, checkpoint: Mapping[bytes, Restorable], alive: Mapping[bytes, Present],
-                failed: set[bytes]) -> list[Cut[bytes]]:
-    """The present that re-executing a failed ``actor`` from its checkpoint is sure to rebuild, as
-    a cut (empty: none is). Its one sender since the checkpoint must be alive and keep every call
-    after it; no other participant may have sent it anything since."""
+def _done_again(actor: bytes, checkpoint: Mapping[bytes, Restorable],
+                alive: Mapping[bytes, Present]) -> tuple[list[Cut[bytes]], tuple[bytes, int] | None]:
+    """The present that doing again what a failed ``actor`` did since its checkpoint is sure to
+    rebuild, as a cut (empty: none is), and its sender's calls it must take first, up to which.
+
+    Its marks (``Restorable.since``) say it took calls of one sender only and called nobody. That
+    sender must be alive and keep every call after the checkpoint: restored, the actor takes them
+    again, those first (whatever else arrives waits), and so does what it did."""
     restored = checkpoint[actor]
-    if not restored.deterministic:
-        return []
-    took = restored.cut.received
-    if any(s not in alive and s not in checkpoint for s in took):
-        return []  # a sender nobody reports (a node process's own calls, a timer's firings)
-    for other in failed - {actor}:
-        theirs = checkpoint[other].cut
-        if actor in theirs.sent or actor in theirs.received or other in took or other in restored.cut.sent:
-            return []  # another failed actor it exchanged calls with: what it did since, nobody can tell
-    senders = [s for s, p in alive.items() if p.cut.sent.get(actor, 0) > took.get(s, 0)]
-    if len(senders) > 1:
-        return []
-    received = dict(took)
-    for s in senders:
-        if alive[s].kept_from.get(actor, 1) > took.get(s, 0) + 1:
-            return []  # it no longer keeps them all
-        received[s] = alive[s].cut.sent[actor]
+    if not restored.deterministic or MORE in restored.since:
+        return [], None
+    received, first = dict(restored.cut.received), None
+    for mark in restored.since:  # (one at most)
+        sender = bytes.fromhex(mark.removeprefix(FROM))
+        p = alive.get(sender)
+        if p is None or p.kept_from.get(actor, 1) > received.get(sender, 0) + 1:
+            return [], None  # its calls since are gone
+        received[sender] = max(received.get(sender, 0), p.cut.sent.get(actor, 0))
+        first = (sender, received[sender])
     sent = dict(restored.cut.sent)
-    took_from_it = [(r, p.cut) for r, p in alive.items()] + [(r, checkpoint[r].cut) for r in failed]
-    for r, cut in took_from_it:  # what it made is made again: at least what anyone took
-        if actor in cut.received:
-            sent[r] = max(sent.get(r, 0), cut.received[actor])
-    return [Cut(received=received, sent=sent)]
+    for r, p in alive.items():  # what it made is made again: at least what anyone took
+        if actor in p.cut.received:
+            sent[r] = max(sent.get(r, 0), p.cut.received[actor])
+    return [Cut(received=received, sent=sent)], first
 
 
 def _channels(actors: Mapping[bytes, Actor[bytes]]) -> list[Channel[bytes]]:

@@ -232,3 +232,24 @@ def test_a_failure_costs_only_the_lost_workers_iterations_since_their_checkpoint
         assert actorrt.get([w.ran.remote() for w in workers]) == [30] * 4  # the restored ones redid 11..21
     shards = [LinearShard(r, 4) for r in range(4)]
     assert np.array_equal(weights, _train(lambda w: [s.gradient(w) for s in shards], 30))
+
+
+@pytest.mark.parametrize("second_sender", [False, True], ids=["one sender: done again", "two: every node back"])
+def test_a_deterministic_actor_is_done_again_only_if_one_sender_fed_it_since_its_checkpoint(cluster_with, tmp_path,
+                                                                                            second_sender):
+    with cluster_with(num_nodes=2, store_shards=1, ft="checkpoint", checkpoint_dir=str(tmp_path / "ckpt")):
+        counter = Forward.options(node=1, nondeterministic=False).remote()
+        relay = Forward.options(node=0).remote(counter)
+        actorrt.get(counter.add.remote(1))
+        actorrt.checkpoint([counter, relay], timeout=30)
+        actorrt.get(counter.add.remote(2))
+        if second_sender:
+            actorrt.get(relay.add.remote(3))  # the relay's call to the counter: another sender
+        assert actorrt.get(counter.value.remote()) == (6 if second_sender else 3)  # the driver took it
+        actorrt.kill_node(1)
+        expected = 1 if second_sender else 0
+        eventually(lambda: _epochs()[1], lambda e: e > 1, timeout=30, what="node 1 back")
+        eventually(lambda: _values(counter), lambda v: v is not None and v[0] in (1, 3), timeout=20,
+                   what="the counter's value after the failure")
+        assert actorrt.rollbacks() == expected
+        assert _values(counter) == ([1] if second_sender else [3])

@@ -163,6 +163,7 @@ def test_a_global_checkpoint_under_way_cannot_be_gone_back_to_alone(tmp_path) ->
 # ---- selective re-execution -----------------------------------------------------------------------
 
 W, V = b"worker", b"other worker"
+FROM_DRIVER = frozenset({f"from-{DRIVER.hex()}"})
 
 
 def training(**worker: object) -> tuple[dict, dict]:
@@ -171,43 +172,45 @@ def training(**worker: object) -> tuple[dict, dict]:
     checkpoint = {W: Restorable(1, Cut(received={DRIVER: 4}), **worker),
                   V: Restorable(0, Cut(received={DRIVER: 4}), **worker)}
     present = {DRIVER: Present(-1, Cut(sent={W: 9, V: 9}, answered={W: 9, V: 9}), kept_from={W: 5, V: 5}),
-               V: Present(0, Cut(received={DRIVER: 9}))}
+               V: Present(0, Cut(received={DRIVER: 9}), outside=frozenset({DRIVER}))}
     return checkpoint, present
 
 
 def test_a_deterministic_worker_is_done_again_and_the_driver_and_the_others_keep_their_iterations() -> None:
-    checkpoint, present = training(deterministic=True)
+    checkpoint, present = training(deterministic=True, since=FROM_DRIVER)
     got = plan(checkpoint, present, failed={1})
     assert got.everyone == "" and got.restart == {1}
     assert got.frontier.replayed == {W} and got.frontier.kept == {DRIVER, V}
+    assert got.first == {W: (DRIVER, 9)}  # restored, it takes the driver's calls up to the ninth first
+
+
+def test_a_worker_that_took_nothing_since_its_checkpoint_stays_there() -> None:
+    checkpoint, present = training(deterministic=True)
+    present[DRIVER] = Present(-1, Cut(sent={W: 4, V: 9}, answered={W: 4, V: 9}), kept_from={W: 5, V: 5})
+    got = plan(checkpoint, present, failed={1})
+    assert got.everyone == "" and got.restart == {1} and got.first == {}
 
 
 def test_a_worker_that_may_not_do_the_same_again_takes_everyone_back() -> None:
-    checkpoint, present = training(deterministic=False)
-    assert "driver" in plan(checkpoint, present, failed={1}).everyone
-    checkpoint, present = training(deterministic=True)
-    present[V] = Present(0, Cut(received={DRIVER: 9}, sent={W: 1}))  # a second sender since the checkpoint
-    assert "driver" in plan(checkpoint, present, failed={1}).everyone
-    checkpoint, present = training(deterministic=True)
+    for worker in ({"deterministic": False, "since": FROM_DRIVER},  # created nondeterministic
+                   {"deterministic": True, "since": FROM_DRIVER | {"more"}}):  # took another's calls, or called
+        checkpoint, present = training(**worker)
+        assert "driver" in plan(checkpoint, present, failed={1}).everyone
+    checkpoint, present = training(deterministic=True, since=FROM_DRIVER)
     present[DRIVER] = Present(-1, present[DRIVER].cut, kept_from={W: 7, V: 5})  # calls 5 and 6 are gone
     assert "driver" in plan(checkpoint, present, failed={1}).everyone
 
 
-def test_a_deterministic_middle_stage_is_done_again_and_what_took_its_output_runs_on() -> None:
-    checkpoint, present = chain()
-    checkpoint[A] = Restorable(1, checkpoint[A].cut, deterministic=True)
-    del present[A]
+def test_calls_another_sent_and_the_worker_had_not_taken_wait_for_the_driver_s() -> None:
+    checkpoint, present = training(deterministic=True, since=FROM_DRIVER)
+    present[V] = Present(0, Cut(received={DRIVER: 9}, sent={W: 1}), outside=frozenset({DRIVER}))
     got = plan(checkpoint, present, failed={1})
-    assert got.everyone == "" and got.restart == {1} and got.frontier.kept == {DRIVER, SRC, B}
+    assert got.everyone == "" and got.first == {W: (DRIVER, 9)}
 
 
-def test_a_stage_whose_receiver_goes_back_is_not_done_again() -> None:
-    """b took a third failed actor's output since the checkpoint, so b goes back: a done again
-    would ask b again and might get other answers, so it goes back to its checkpoint too."""
+def test_a_stage_that_called_since_its_checkpoint_is_not_done_again() -> None:
     checkpoint, present = chain()
-    checkpoint[A] = Restorable(1, checkpoint[A].cut, deterministic=True)
-    checkpoint[C] = Restorable(1, Cut(sent={B: 1}))
-    present[B] = Present(2, Cut(received={A: 10, C: 3}))
+    checkpoint[A] = Restorable(1, checkpoint[A].cut, deterministic=True, since=frozenset({f"from-{SRC.hex()}", "more"}))
     del present[A]
     got = plan(checkpoint, present, failed={1})
-    assert got.restart == {1, 2} and {A, B} <= got.frontier.rolled_back and got.frontier.replayed == set()
+    assert got.restart == {1, 2} and got.frontier.replayed == set()
