@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError
 from grpc import aio
 
 from actorrt.cluster.node_service import NodeServicer
+from actorrt.core.first_calls import FirstCalls
 from actorrt.core.standbys import Standbys
 from actorrt.core.worker import Worker
 from actorrt.exceptions import ActorRTError
@@ -169,7 +170,7 @@ class NodeRecoveries:
                 actor = self.worker.host.recover(bytes.fromhex(actor_hex), [], checkpoint)
                 first = next((f for f in self.worker.membership.view.first_calls if f.actor == actor.actor_id), None)
                 if first is not None:  # it does again what it did since: that sender's calls first
-                    actor.takes_first(first.sender, first.upto)
+                    actor.first = FirstCalls(first.sender, first.upto)
                 actors.append(actor)
         stats.actors = stats.from_checkpoint = len(actors)
         stats.fetch_ms = (time.perf_counter() - started) * 1e3

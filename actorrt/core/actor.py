@@ -25,6 +25,7 @@ from actorrt.core.awaits import Awaits
 from actorrt.core.blocking_calls import may_block
 from actorrt.core.checkpointer import Checkpointer
 from actorrt.core.concurrent_calls import ConcurrentCall, run_concurrently
+from actorrt.core.first_calls import FirstCalls
 from actorrt.core.held_outputs import HeldOutputs
 from actorrt.core.ledger import SenderLedger
 from actorrt.core.membership import Membership
@@ -152,10 +153,7 @@ class ActorInstance:
         self.awaiting: RunningTask | None = None  # the live method whose coroutine runs now, which a kill interrupts
         self.timers = ActorTimers(self.timer_table, self._send_firing)
         self.between_tasks = True  # no task is under way (a checkpoint may be taken now)
-        # Restored to do again what it did (ft="checkpoint"): that sender's calls up to a counter
-        # first, the others' waiting meanwhile (lineage/rollback_plan.py).
-        self._first: tuple[bytes, int] | None = None
-        self._after_first: list[pb.TaskSpec] = []
+        self.first: FirstCalls | None = None  # restored to do again what it did (core/first_calls.py)
         self._runner = asyncio.ensure_future(self._run())
         self._runner.add_done_callback(self._runner_ended)
         if self.checkpointer.every_s:
@@ -244,32 +242,10 @@ class ActorInstance:
             if not self.mailbox.empty() and (not self.replaying or self.executed % REPLAY_YIELD_EVERY == 0):
                 await asyncio.sleep(0)  # fairness: a backlog here must not starve the node's other actors
 
-    def takes_first(self, sender: bytes, upto: int) -> None:
-        """Run ``sender``'s calls up to ``upto`` before any other's."""
-        self._first = (sender, upto)
-
-    def _waits_for_first(self, spec: pb.TaskSpec) -> bool:
-        """Whether ``spec`` waits for the calls this actor takes first (set aside if so)."""
-        if self._first_taken() or spec.sender == self._first[0]:
-            return False
-        self._after_first.append(spec)
-        return True
-
-    def _first_taken(self) -> bool:
-        """Whether the calls it takes first ran; if so, what waited goes back to the head of the
-        mailbox, in order (the runner, which calls this, takes them next)."""
-        sender, upto = self._first
-        if self.ledger.last_counter.get(sender, 0) < upto:
-            return False
-        self._first = None
-        self.mailbox._queue.extendleft(reversed(self._after_first))
-        self._after_first = []
-        return True
-
     async def ready(self, spec: pb.TaskSpec) -> bool:
         """Whether to run ``spec`` (a re-sent task is answered from the ledger instead), once the
         stash has room and the node holds its lease."""
-        if self._first is not None and self._waits_for_first(spec):
+        if self.first is not None and self.first.waits(spec, self.ledger, self.mailbox):
             return False
         if self.ledger.is_resent(spec):
             self.answer_resent(spec)
@@ -339,8 +315,8 @@ class ActorInstance:
         if started.replay_done and replay_done:
             self.replayed.set()
             self.timers.resume()
-        if self._first is not None:
-            self._first_taken()
+        if self.first is not None and self.first.taken(self.ledger, self.mailbox):
+            self.first = None
 
     async def checkpoint_now(self) -> None:
         await self.services.lease.held()
