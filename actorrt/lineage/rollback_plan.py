@@ -8,12 +8,11 @@ other actors are solved again as failed, until no new node is named. Every other
 running from where it is.
 
 **Selective re-execution.** A failed actor goes back to its checkpoint, and what it did since is
-lost, unless doing it again is sure to give the same: it is deterministic (created with
-``nondeterministic=False``, one call at a time, no timers, and it records nothing with
-``actorrt.record``, which nothing logs here), since its checkpoint all its calls came from one
-sender, which survived and keeps them, and the receivers of its calls since then stay where they
-are. Restored, it takes its calls again in that sender's order and does exactly what it did: the
-answers it gave and the calls it made (whose answers its receivers kept) are the same. The
+lost, unless doing it again is sure to give the same. It is, for a deterministic actor (created
+with ``nondeterministic=False``, one call at a time, no timers; it records nothing with
+``actorrt.record``, which nothing logs here) whose marks say that since its checkpoint it took
+the calls of one sender only and called nobody, when that sender survived and keeps those calls.
+Restored, it takes them again before any other's (``first``), and gives the same answers. The
 frontier then counts it as replaying to its present, as a logged actor does, and nobody who took
 its answers goes back: in a training loop whose workers each take their iterations from the
 driver, a failure costs the lost workers' iterations since their checkpoint, and the survivors
