@@ -79,7 +79,7 @@ class Head:
         self.address = ""
         self.slots: dict[int, Slot] = {}
         self.rollbacks = 0  # ft="checkpoint": failures that took every node back
-        self.rollback_rounds = 0  # and failures decided by the rollback frontier (those among them)
+        self.rollback_rounds = 0  # ft="checkpoint": failures the head decided a rollback for (any kind)
         self._rolling_back = asyncio.Lock()  # one round at a time
         self.first_calls: list[head_pb2.FirstCalls] = []  # the last round's (ClusterView.first_calls)
         self.revision = 0

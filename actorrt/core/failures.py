@@ -16,8 +16,8 @@ def died(object_id: bytes, slot: int, info: head_pb2.NodeInfo | None, mode: str)
 
 def rolled_back(object_id: bytes, slot: int) -> pb.ObjectValue:
     """ft="checkpoint": a failure took every actor back to the last global checkpoint."""
-    msg = (f"node {slot} was restarted by a global rollback (ft=checkpoint): every actor is back at the last "
-           f"global checkpoint; resubmit the work done since")
+    msg = (f"node {slot} was restarted by a global rollback: every actor is back at the last global checkpoint; "
+           f"resubmit the work done since")
     return pb.ObjectValue(object_id=object_id, error=runtime_error(pb.ROLLED_BACK, msg))
 
 

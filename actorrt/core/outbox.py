@@ -19,6 +19,7 @@ from actorrt.core.object_ref import ObjectRef
 from actorrt.core.serialization import runtime_error
 from actorrt.core.task_spec import sender_replayed
 from actorrt.lineage import ids
+from actorrt.lineage.options import FaultToleranceMode
 from actorrt.net.peer_streams import CANCEL, LINEAGE, PUSH, SUBMIT
 from actorrt.objects.store import shared_part
 from actorrt.rpc import checkpoint_pb2, head_pb2, node_pb2
@@ -328,7 +329,9 @@ class Outbox:
         w = self._w
         if w.host is not None:
             return spec.sender in w.host.actors
-        return spec.sender == w.submitter.process_context.sender_id
+        # (Under ft="global_rollback" a driver resumes from the checkpoint instead.)
+        own = spec.sender == w.submitter.process_context.sender_id
+        return own and w.ft.options.mode is FaultToleranceMode.CHECKPOINT
 
     def kept_from(self) -> dict[tuple[bytes, bytes], int]:
         """Per (sender, receiver): the first actor call this process still keeps, to send again."""

@@ -182,12 +182,12 @@ def _done_again(actor: bytes, checkpoint: Mapping[bytes, Restorable],
 
 
 def _channels(actors: Mapping[bytes, Actor[bytes]]) -> list[Channel[bytes]]:
-    """Every channel a cut names (by its messages, its copies or its answers), once. A receiver
+    """Every channel a cut names, once. A receiver
     that is not among ``actors`` is gone (killed): what it was sent matters no more."""
     pairs: set[tuple[bytes, bytes]] = set()
     for a, x in actors.items():
         for c in x.cuts:
-            pairs.update((a, r) for r in (*c.sent, *c.answered, *c.resends) if r in actors)
+            pairs.update((a, r) for r in c.sent if r in actors)  # (what it answered or resends it sent)
             pairs.update((s, a) for s in c.received)
     return [Channel(s, r) for s, r in sorted(pairs)]
 

@@ -154,3 +154,7 @@ class GlobalRollback(FaultTolerance):
     there. The head decides which; a process acts the same in both."""
 
     mode = FaultToleranceMode.CHECKPOINT
+
+    def __init__(self, options: FaultToleranceOptions) -> None:
+        super().__init__(options)
+        self.mode = options.mode  # (either: the head alone acts on the difference)

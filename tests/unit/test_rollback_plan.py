@@ -82,7 +82,7 @@ def test_a_node_goes_back_whole() -> None:
     assert plan(checkpoint, present, failed={1}).restart == {0, 1, 2}
 
 
-def test_actors_made_after_the_checkpoint_stay_on_a_survivor_and_are_lost_on_a_failed_node() -> None:
+def test_an_actor_made_after_the_checkpoint_on_a_survivor_stays() -> None:
     checkpoint, present = chain()
     present[C] = Present(0, Cut(received={SRC: 2}))  # src's calls to it are not in the checkpoint
     present[SRC] = Present(0, Cut(received={DRIVER: 10}, sent={A: 10, C: 2}), kept_from={A: 5, C: 3})
