@@ -28,14 +28,15 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from actorrt.core import context
 from actorrt.core.timers import TimerEntry
 from actorrt.exceptions import ActorRTError
 from actorrt.handles import ActorMethod
+
+if TYPE_CHECKING:  # numpy is imported on the first rng(): every process imports this module
+    import numpy as np
 
 T = TypeVar("T")
 
@@ -81,6 +82,8 @@ def rng() -> np.random.Generator:
     kept with the actor's state (its checkpoints too), so a replay draws the same numbers in the
     same order. In a driver, a generator of the process (nothing replays a driver)."""
     global _driver_rng
+    import numpy as np
+
     sender = context.current_sender.get(None)
     if sender is None or context.running_task.get(None) is None:
         if _driver_rng is None:
