@@ -125,10 +125,9 @@ class LoggedLineage(FaultTolerance):
         if not self.flusher.relates:
             return  # (nothing here ever related a record: no round trip)
         relations = self.flusher.relations
-        queued = relations.take()
-        if any(queued):
+        if relations:  # (queued, or taken by the flusher and not written yet)
             await self.flush()
-        await relations.write(queued)
+        await relations.drain()
 
     async def register_actor(self, slot: int, actor_id: bytes) -> None:
         # The actor waits for the store: unregistered, a restart of its slot would not rebuild it.

@@ -241,11 +241,15 @@ class RelationQueue:
         self._pending: dict[bytes, InstanceWrites] = {}
         self._named: dict[tuple[str, int], list[tuple[str, list[str]]]] = {}  # (namespace, ttl) -> relations
         self._writing = asyncio.Lock()  # one write at a time: a write returns once all queued before it is in
+        # Taken and not yet written (a flusher takes them, then waits for their tasks' specs): a
+        # drain before a checkpoint writes them too, or the checkpoint would cover tasks whose
+        # relations a kill then loses, and a replay from it never relates them again.
+        self._out: list[Queued] = []
         self._wake = wake  # called when something is queued
         self.written_tasks = 0
 
     def __bool__(self) -> bool:
-        return bool(self._pending or self._named)
+        return bool(self._pending or self._named or self._out)
 
     def add_named(self, namespace: str, output: str, inputs: list[str], ttl_s: int = 0) -> None:
         """A plain actor's relation: record ``output`` of ``namespace`` came from ``inputs``."""
@@ -266,13 +270,30 @@ class RelationQueue:
         """What is queued now, taken out (to be written once the lineage of its tasks is)."""
         taken = (self._pending, self._named)
         self._pending, self._named = {}, {}
+        if any(taken):
+            self._out.append(taken)
         return taken
 
     async def write(self, queued: Queued) -> None:
         """Write ``queued`` (what ``take`` gave), one script call per instance (instances in
-        parallel), after the write under way if any; what fails is queued again for the next try."""
+        parallel), after the write under way if any, unless a drain wrote it; what fails is queued
+        again for the next try."""
         async with self._writing:
-            await self._write(*queued)
+            if any(q is queued for q in self._out):
+                self._out = [q for q in self._out if q is not queued]
+                await self._write(*queued)
+
+    async def drain(self) -> None:
+        """Write everything queued or taken and not written yet (after the write under way)."""
+        self.take()
+        async with self._writing:
+            out, self._out = self._out, []
+            for i, queued in enumerate(out):
+                try:
+                    await self._write(*queued)
+                except BaseException:
+                    self._out = out[i + 1:] + self._out
+                    raise
 
     async def _write(self, taken: dict[bytes, InstanceWrites], named: dict[tuple[str, int], Any]) -> None:
         try:

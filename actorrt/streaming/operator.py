@@ -324,6 +324,8 @@ class Operator(RescaleSteps):
             self.timer.cancel()
         await self._emit([mine.then(last) for mine, last in zip(out, self._run(self.logic.finish), strict=True)], now)
         await self._settle()
+        if self.capture is not None:  # its records' relations are in the store before anyone hears of the end
+            await actorrt.commit_lineage()
         self.ended = True
         for port in self.routes:
             for route in port:
