@@ -49,10 +49,10 @@ class Shard:
 
     def __init__(self, rank: int, workers: int, rows: int, tally: str = "") -> None:
         self.args = (rank, workers, rows, tally)
-        rng = np.random.default_rng(11)
-        x, truth = rng.standard_normal((rows, FEATURES)), rng.standard_normal(FEATURES)
-        part = np.array_split(np.arange(rows), workers)[rank]
-        self.x, self.y = x[part], (x @ truth + 0.1 * rng.standard_normal(rows))[part]
+        truth = np.random.default_rng(11).standard_normal(FEATURES)
+        rng = np.random.default_rng([11, rank])  # its own rows only: a restore makes them again quickly
+        self.x = rng.standard_normal((rows // workers, FEATURES))
+        self.y = self.x @ truth + 0.1 * rng.standard_normal(rows // workers)
         self.tally = tally  # a file that counts the gradients computed, outside the actor's state
 
     def checkpoint(self) -> tuple[int, int, int, str]:
