@@ -38,7 +38,6 @@ from actorrt.cluster.supervisor import ALIVE_EVERY_S, SUPERSEDED_EXIT
 from actorrt.cluster.takeover import Takeover
 from actorrt.exceptions import ClusterError
 from actorrt.lineage.options import FaultToleranceMode
-from actorrt.lineage.rollback_plan import RollbackPlan
 from actorrt.net.server import InvalidRequestError, start_server
 from actorrt.net.tls import TlsFiles
 from actorrt.objects.host import host_identity
@@ -82,6 +81,7 @@ class Head:
         self.rollback_rounds = 0  # ft="checkpoint": failures the head decided a rollback for (any kind)
         self._rolling_back = asyncio.Lock()  # one round at a time
         self.first_calls: list[head_pb2.FirstCalls] = []  # the last round's (ClusterView.first_calls)
+        self.rollback_manifest = 0  # and the global checkpoint its nodes restore
         self.revision = 0
         self.moved: dict[bytes, head_pb2.ActorMove] = {}  # actors their standbys serve now
         self._subscribers: set[asyncio.Queue[head_pb2.ClusterView]] = set()
@@ -164,6 +164,7 @@ class Head:
         # freezes it again, and the round then sees what it ran meanwhile).
         self.rollback_rounds = view.rollback_rounds + 1
         self.first_calls = list(view.first_calls)
+        self.rollback_manifest = view.rollback_manifest
         self.moved = {m.actor: m for m in view.moved_actors}
         self.drivers.restore(list(view.drivers), list(view.departed_drivers))
         now = asyncio.get_running_loop().time()
@@ -320,18 +321,19 @@ class Head:
         taken there would replace the one the rollback restores); that view ends the round."""
         async with self._rolling_back:
             round_ = self.rollback_rounds + 1
+            directory = self.options.fault_tolerance.checkpoint_dir
             if self.mode is FaultToleranceMode.GLOBAL_ROLLBACK:
-                decided = RollbackPlan(frozenset({failed}), everyone="ft='global_rollback'")
+                decided = await rollback_round.everyone_back({failed}, "ft='global_rollback'", directory)
             else:
                 await self._restarts_registered()
                 nodes = {s.info.slot: s.info.address for s in self.slots.values() if s.info.state == head_pb2.ALIVE}
                 try:
                     decided = await rollback_round.decide(round_, nodes, list(self.drivers.connected), {failed},
-                                                          self.options.fault_tolerance.checkpoint_dir, self.token,
-                                                          self.tls)
+                                                          directory, self.token, self.tls)
                 except Exception as exc:  # noqa: BLE001 - a frozen cluster must be thawed whatever failed here
                     log.exception("the rollback round failed")
-                    decided = RollbackPlan(frozenset({failed}), everyone=f"the rollback round failed: {exc!r}")
+                    decided = await rollback_round.everyone_back({failed}, f"the rollback round failed: {exc!r}",
+                                                                 directory)
             if decided.everyone:
                 log.warning("every node goes back to the last global checkpoint: %s", decided.everyone)
                 self.rollbacks += 1
@@ -342,6 +344,7 @@ class Head:
                             failed, sorted({failed, *back}), len(nodes) - len(back))
             self.rollback_rounds = round_
             self.first_calls = [head_pb2.FirstCalls(actor=a, sender=s, upto=n) for a, (s, n) in decided.first.items()]
+            self.rollback_manifest = decided.manifest
             for slot in back:
                 self._background.spawn(self._launch(slot))
 
@@ -388,6 +391,7 @@ class Head:
             rollbacks=self.rollbacks,
             rollback_rounds=self.rollback_rounds,
             first_calls=self.first_calls,
+            rollback_manifest=self.rollback_manifest,
             cluster_id=self.cluster_id,
             head_grace_s=self.options.head_grace,
             stopping=self._stopping,

@@ -23,8 +23,8 @@ from actorrt.core.first_calls import FirstCalls
 from actorrt.core.standbys import Standbys
 from actorrt.core.worker import Worker
 from actorrt.exceptions import ActorRTError
-from actorrt.lineage import ids
-from actorrt.lineage.checkpoints import latest_manifest, read_checkpoint
+from actorrt.lineage import checkpoints, ids
+from actorrt.lineage.checkpoints import read_checkpoint
 from actorrt.lineage.replay import replay_order
 from actorrt.net.auth import metadata
 from actorrt.net.server import channel
@@ -159,12 +159,16 @@ class NodeRecoveries:
         """ft="checkpoint": this node's actors as of the last global checkpoint (no replay)."""
         started = time.perf_counter()
         directory = self.worker.ft.options.checkpoint_dir
-        manifest = await asyncio.to_thread(latest_manifest, directory)
+        pinned = self.worker.membership.view.rollback_manifest  # the round's: every node restores the same one
+        manifest = await asyncio.to_thread(lambda: checkpoints.manifest(directory, pinned) if pinned
+                                           else checkpoints.latest_manifest(directory))
         if manifest is None:
             log.error("no global checkpoint in %s: the actors of node %d are lost", directory, self.worker.slot)
             return []
         actors = []
         for actor_hex, entry in manifest["actors"].items():
+            if checkpoints.writer_slot(entry["path"]) != self.worker.slot:
+                continue  # another node's (whose files its checkpoints may be replacing meanwhile)
             checkpoint = await asyncio.to_thread(read_checkpoint, entry["path"])
             if checkpoint.creation.slot == self.worker.slot:
                 actor = self.worker.host.recover(bytes.fromhex(actor_hex), [], checkpoint)

@@ -13,13 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 from google.protobuf.message import DecodeError
 from grpc import aio
 
 from actorrt.core.timers import TIMERS_EXTRA
-from actorrt.lineage.checkpoints import actor_directory, latest_manifest, marks_since, read_checkpoint
+from actorrt.lineage.checkpoints import (
+    actor_directory,
+    latest_manifest,
+    latest_restorable,
+    marks_since,
+    read_checkpoint,
+)
 from actorrt.lineage.rollback_plan import (
     DRIVER_SLOT,
     Present,
@@ -65,7 +72,7 @@ async def decide(round_: int, nodes: dict[int, str], drivers: list[str], failed:
             failed.add(slot)
     driver_replies = await asyncio.gather(*(freeze(a) for a in drivers))
     if any(reply is None for reply in driver_replies):  # what it took, nobody can tell
-        return RollbackPlan(frozenset(failed), everyone="a driver did not report")
+        return await everyone_back(failed, "a driver did not report", checkpoint_dir)
     for slot, reply in [*zip(nodes, replies, strict=True), *((DRIVER_SLOT, r) for r in driver_replies)]:
         if reply is None or slot in failed:
             continue
@@ -73,30 +80,36 @@ async def decide(round_: int, nodes: dict[int, str], drivers: list[str], failed:
         if reply.opaque:
             opaque.add(slot)
     try:
-        checkpoint, unusable = await asyncio.to_thread(checkpoint_cuts, checkpoint_dir)
+        checkpoint, unusable, number = await asyncio.to_thread(checkpoint_cuts, checkpoint_dir)
     except (OSError, DecodeError, ValueError) as exc:
-        checkpoint, unusable = {}, f"the last global checkpoint is unreadable here: {exc}"
+        checkpoint, unusable, number = {}, f"the last global checkpoint is unreadable here: {exc}", 0
     if unusable:
-        return RollbackPlan(frozenset(failed), everyone=unusable)
-    return plan(checkpoint, present, failed, opaque)
+        return await everyone_back(failed, unusable, checkpoint_dir)
+    return replace(plan(checkpoint, present, failed, opaque), manifest=number)
 
 
-def checkpoint_cuts(directory: str | Path) -> tuple[dict[bytes, Restorable], str]:
-    """The actors of the newest global checkpoint (``restorable``); or why it cannot be gone
-    back to alone: there is none, or an actor of it has a newer checkpoint file (a global
-    checkpoint is under way, and what others dropped on hearing of it, calls kept and results kept
-    for a restore to ask for again, may be what this one's restore needs)."""
-    manifest = latest_manifest(directory)
-    if manifest is None:
-        return {}, "no global checkpoint was taken yet"
+async def everyone_back(failed: set[int], why: str, checkpoint_dir: str) -> RollbackPlan:
+    """Every node goes back, to the newest global checkpoint whose files are all there."""
+    found = await asyncio.to_thread(latest_restorable, checkpoint_dir)
+    return RollbackPlan(frozenset(failed), everyone=why, manifest=found["id"] if found else 0)
+
+
+def checkpoint_cuts(directory: str | Path) -> tuple[dict[bytes, Restorable], str, int]:
+    """The actors of the newest global checkpoint (``restorable``) and its number; or why it
+    cannot be gone back to alone: there is none, or an actor of it has a newer checkpoint file (a
+    global checkpoint is under way, and what others dropped on hearing of it, calls kept and
+    results kept for a restore to ask for again, may be what this one's restore needs)."""
+    found = latest_manifest(directory)
+    if found is None:
+        return {}, "no global checkpoint was taken yet", 0
     cuts = {}
-    for actor_hex, entry in manifest["actors"].items():
+    for actor_hex, entry in found["actors"].items():
         files = actor_directory(directory, bytes.fromhex(actor_hex)).glob("*.ckpt")
         if any(int(f.name.split("-", 1)[0]) > entry["seq"] for f in files):
-            return {}, "a global checkpoint was being taken"
+            return {}, "a global checkpoint was being taken", 0
         actor = bytes.fromhex(actor_hex)
         cuts[actor] = restorable(read_checkpoint(entry["path"]), marks_since(directory, actor, entry["seq"]))
-    return cuts, ""
+    return cuts, "", found["id"]
 
 
 def restorable(checkpoint: ActorCheckpoint, since: set[str]) -> Restorable:

@@ -36,6 +36,11 @@ def checkpoint_path(directory: str | Path, actor_id: bytes, seq: int, writer: st
     return actor_directory(directory, actor_id) / f"{seq:010d}-{writer}.ckpt"
 
 
+def writer_slot(path: str | Path) -> int:
+    """The node slot whose process wrote checkpoint file ``path`` (``checkpoint_path``'s name)."""
+    return int(Path(path).name.split("-", 1)[1].split(".", 1)[0])
+
+
 def write_checkpoint(path: Path, checkpoint: checkpoint_pb2.ActorCheckpoint) -> None:
     write_atomically(path, checkpoint.SerializeToString())
 
@@ -90,8 +95,28 @@ def write_manifest(directory: str | Path, taken: list[dict[str, Any]]) -> dict[s
 
 def latest_manifest(directory: str | Path) -> dict[str, Any] | None:
     """The newest global checkpoint in ``directory``, or None."""
-    found = sorted(p for p in (Path(directory) / "global").glob("*.json") if p.stem.isdigit())
+    found = _manifests(directory)
     return json.loads(found[-1].read_text()) if found else None
+
+
+def manifest(directory: str | Path, number: int) -> dict[str, Any] | None:
+    """Global checkpoint ``number`` in ``directory``, or None."""
+    path = Path(directory) / "global" / f"{number:010d}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def latest_restorable(directory: str | Path) -> dict[str, Any] | None:
+    """The newest global checkpoint whose every file is still there (an actor keeps its two
+    newest: a global checkpoint under way may have dropped the file the last complete one names)."""
+    for path in reversed(_manifests(directory)):
+        found = json.loads(path.read_text())
+        if all(Path(entry["path"]).exists() for entry in found["actors"].values()):
+            return found
+    return None
+
+
+def _manifests(directory: str | Path) -> list[Path]:
+    return sorted(p for p in (Path(directory) / "global").glob("*.json") if p.stem.isdigit())
 
 
 def snapshot_state(instance: Any) -> bytes:

@@ -78,6 +78,7 @@ class RollbackPlan:
     frontier: Frontier[bytes] | None = None
     # Actors done again: the sender whose calls each takes first, and up to which counter.
     first: Mapping[bytes, tuple[bytes, int]] = field(default_factory=dict)
+    manifest: int = 0  # the global checkpoint that every node going back restores (0: none)
 
 
 def plan(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present],

@@ -80,7 +80,7 @@ class FaultTolerance(_message.Message):
     def __init__(self, mode: _Optional[str] = ..., store_delay_ms: _Optional[float] = ..., max_forwards: _Optional[int] = ..., stash_limit: _Optional[int] = ..., checkpoint_dir: _Optional[str] = ..., inline_max_bytes: _Optional[int] = ..., pinned_budget_bytes: _Optional[int] = ...) -> None: ...
 
 class ClusterView(_message.Message):
-    __slots__ = ("revision", "nodes", "store_shards", "store_password", "fault_tolerance", "store_url", "drivers", "rollbacks", "departed_drivers", "cluster_id", "head_grace_s", "stopping", "store_tls", "store_replicas", "moved_actors", "rollback_rounds", "first_calls")
+    __slots__ = ("revision", "nodes", "store_shards", "store_password", "fault_tolerance", "store_url", "drivers", "rollbacks", "departed_drivers", "cluster_id", "head_grace_s", "stopping", "store_tls", "store_replicas", "moved_actors", "rollback_rounds", "first_calls", "rollback_manifest")
     REVISION_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     STORE_SHARDS_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +98,7 @@ class ClusterView(_message.Message):
     MOVED_ACTORS_FIELD_NUMBER: _ClassVar[int]
     ROLLBACK_ROUNDS_FIELD_NUMBER: _ClassVar[int]
     FIRST_CALLS_FIELD_NUMBER: _ClassVar[int]
+    ROLLBACK_MANIFEST_FIELD_NUMBER: _ClassVar[int]
     revision: int
     nodes: _containers.RepeatedCompositeFieldContainer[NodeInfo]
     store_shards: _containers.RepeatedCompositeFieldContainer[StoreShard]
@@ -115,7 +116,8 @@ class ClusterView(_message.Message):
     moved_actors: _containers.RepeatedCompositeFieldContainer[ActorMove]
     rollback_rounds: int
     first_calls: _containers.RepeatedCompositeFieldContainer[FirstCalls]
-    def __init__(self, revision: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., store_shards: _Optional[_Iterable[_Union[StoreShard, _Mapping]]] = ..., store_password: _Optional[str] = ..., fault_tolerance: _Optional[_Union[FaultTolerance, _Mapping]] = ..., store_url: _Optional[str] = ..., drivers: _Optional[_Iterable[str]] = ..., rollbacks: _Optional[int] = ..., departed_drivers: _Optional[_Iterable[str]] = ..., cluster_id: _Optional[bytes] = ..., head_grace_s: _Optional[float] = ..., stopping: _Optional[bool] = ..., store_tls: _Optional[bool] = ..., store_replicas: _Optional[int] = ..., moved_actors: _Optional[_Iterable[_Union[ActorMove, _Mapping]]] = ..., rollback_rounds: _Optional[int] = ..., first_calls: _Optional[_Iterable[_Union[FirstCalls, _Mapping]]] = ...) -> None: ...
+    rollback_manifest: int
+    def __init__(self, revision: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[NodeInfo, _Mapping]]] = ..., store_shards: _Optional[_Iterable[_Union[StoreShard, _Mapping]]] = ..., store_password: _Optional[str] = ..., fault_tolerance: _Optional[_Union[FaultTolerance, _Mapping]] = ..., store_url: _Optional[str] = ..., drivers: _Optional[_Iterable[str]] = ..., rollbacks: _Optional[int] = ..., departed_drivers: _Optional[_Iterable[str]] = ..., cluster_id: _Optional[bytes] = ..., head_grace_s: _Optional[float] = ..., stopping: _Optional[bool] = ..., store_tls: _Optional[bool] = ..., store_replicas: _Optional[int] = ..., moved_actors: _Optional[_Iterable[_Union[ActorMove, _Mapping]]] = ..., rollback_rounds: _Optional[int] = ..., first_calls: _Optional[_Iterable[_Union[FirstCalls, _Mapping]]] = ..., rollback_manifest: _Optional[int] = ...) -> None: ...
 
 class FirstCalls(_message.Message):
     __slots__ = ("actor", "sender", "upto")

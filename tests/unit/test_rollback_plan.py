@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from actorrt.cluster.rollback_round import checkpoint_cuts
 from actorrt.lineage import checkpoints
 from actorrt.lineage.frontier import Cut
@@ -153,11 +155,15 @@ def test_a_global_checkpoint_under_way_cannot_be_gone_back_to_alone(tmp_path) ->
         path.parent.mkdir(parents=True, exist_ok=True)
         checkpoints.write_checkpoint(path, ckpt)
         taken.append({"actor_id": A.hex(), "seq": seq, "path": str(path)})
-    assert checkpoint_cuts(tmp_path) == ({}, "no global checkpoint was taken yet")
+    assert checkpoint_cuts(tmp_path) == ({}, "no global checkpoint was taken yet", 0)
     checkpoints.write_manifest(tmp_path, taken[:1])
-    assert checkpoint_cuts(tmp_path) == ({}, "a global checkpoint was being taken")
+    assert checkpoint_cuts(tmp_path) == ({}, "a global checkpoint was being taken", 0)
+    assert checkpoints.latest_restorable(tmp_path)["id"] == 1
     checkpoints.write_manifest(tmp_path, taken[1:])
-    assert checkpoint_cuts(tmp_path) == ({A: Restorable(1, Cut(received={SRC: 2}))}, "")
+    assert checkpoint_cuts(tmp_path) == ({A: Restorable(1, Cut(received={SRC: 2}))}, "", 2)
+    Path(taken[0]["path"]).unlink()  # dropped once two newer ones were taken
+    checkpoints.write_manifest(tmp_path, [{**taken[0], "seq": 3, "path": str(tmp_path / "gone")}])
+    assert checkpoints.latest_restorable(tmp_path)["id"] == 2  # the newest whose files are all there
 
 
 # ---- selective re-execution -----------------------------------------------------------------------
