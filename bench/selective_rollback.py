@@ -14,6 +14,7 @@ the failure's cost is the time from iteration K's start to the end, with minus w
   resumes from that iteration with the weights it had then.
 - ``lineage_stash``: the default: node 1's workers checkpoint every C iterations on their own
   and replay their logged calls since.
+- ``none``: nothing kept, nothing recovered: a run without the failure only, for scale.
 
 Every run's weights are checked bit for bit against plain numpy in this process. Each worker
 also counts the gradients it computed in a file outside its state (a rollback does not take
@@ -115,7 +116,8 @@ def run(mode: str, workers: int, rows: int, iterations: int, every: int, kill_at
         actorrt.get([h.gradient.remote(np.zeros(FEATURES)) for h in handles])  # loaded (not counted below)
         for r in range(workers):
             (tallies / f"{r}.tally").write_bytes(b"")
-        result = timed(lambda on_iteration: [train(handles, iterations, every, mode != "lineage_stash",
+        rolls_back = mode in ("checkpoint", "global_rollback")
+        result = timed(lambda on_iteration: [train(handles, iterations, every, rolls_back,
                                                    on_iteration)], expected, kill_at)
         result["rollbacks"] = actorrt.rollbacks()
     finally:
@@ -141,8 +143,9 @@ def main(workers: int, iterations: int, every: int, kill_at: int, rows: int) -> 
                         "cost_s": from_iteration(with_failure, kill_at) - from_iteration(without, kill_at),
                         "redone": with_failure["gradients"] - workers * iterations,
                         "exact": without["bit_identical"] and with_failure["bit_identical"]})
+    plain = run("none", workers, rows, iterations, every, None, expected)
     by = {r["ft"]: r for r in results}
-    doc = {**meta, "results": results,
+    doc = {**meta, "results": results, "none": plain,
            "cost_checkpoint_over_global_rollback": by["checkpoint"]["cost_s"] / by["global_rollback"]["cost_s"]}
     RESULTS.mkdir(exist_ok=True)
     base = RESULTS / f"selective-rollback-{stamp}"
@@ -155,6 +158,7 @@ def main(workers: int, iterations: int, every: int, kill_at: int, rows: int) -> 
     for r in results:
         print(f"  {r['ft']:<16} {r['without_failure']['total_s']:>7.2f} {r['with_failure']['total_s']:>9.2f} "
               f"{r['cost_s']:>7.2f} {r['redone']:>17} {r['with_failure']['rollbacks']:>9} {r['exact']}")
+    print(f"  {'none':<16} {plain['total_s']:>7.2f} {'-':>9} {'-':>7} {'-':>17} {'-':>9} {plain['bit_identical']}")
     ratio = doc["cost_checkpoint_over_global_rollback"]
     print(f"  failure cost, checkpoint (selective) / global rollback: {ratio:.2f}x")
 

@@ -127,7 +127,9 @@ class ActorInstance:
         # rollback frontier): results are kept until the sender's checkpoint no longer awaits them.
         ft = services.ft
         self.ledger = SenderLedger(actor_id, self.who, senders_replay=ft.logs_lineage or ft.rolls_back,
-                                   shared=services.shared, functions_rerun=not ft.rolls_back)
+                                   shared=services.shared, functions_rerun=not ft.rolls_back,
+                                   sorts_senders=ft.rolls_back)
+        self._marks_acks = ft.rolls_back  # its acknowledgements say so (the rollback frontier)
         self.policy = Policy.from_proto(creation.policy)
         services.ft.hosts(actor_id, self.policy)
         if self.policy.kind == "ephemeral":
@@ -304,7 +306,7 @@ class ActorInstance:
         send = not started.replayed
         if send and self.held is not None:
             send = await self._send_or_hold(spec, value)
-        elif send and self.services.ft.rolls_back and self._acknowledges(spec, value):
+        elif send and self._marks_acks and self._acknowledges(spec, value):
             value.keep_call = True  # its caller depends on nothing in it (the rollback frontier)
         if started.keep:
             self.ledger.keep(spec, value)

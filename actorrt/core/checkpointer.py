@@ -112,18 +112,15 @@ class Checkpointer:
         """``ft="checkpoint"``: the actor takes a call of ``sender`` (or, with b"", calls an
         actor). A rollback may do again what it did since its checkpoint only if all of it came
         from one sender: marked durably before the call runs (``rollback_plan``)."""
-        seq, first, more = self._since
-        if seq != self.seq:
-            seq, first, more = self.seq, b"", False
-        directory = self._actor.services.ft.options.checkpoint_dir
-        if more or not seq or (sender and sender == first):
-            pass
-        elif not sender or first:  # a call, or a second sender
-            checkpoints.mark_since(directory, self._actor.actor_id, seq, "more")
-            more = True
-        else:
-            checkpoints.mark_since(directory, self._actor.actor_id, seq, f"from-{sender.hex()}")
-            first = sender
+        seq, first, more = self._since if self._since[0] == self.seq else (self.seq, b"", False)
+        if seq and not more and not (sender and sender == first):
+            directory, actor_id = self._actor.services.ft.options.checkpoint_dir, self._actor.actor_id
+            if sender and not first:
+                checkpoints.mark_since(directory, actor_id, seq, checkpoints.FROM + sender.hex())
+                first = sender
+            else:  # a call, or a second sender
+                checkpoints.mark_since(directory, actor_id, seq, checkpoints.MORE)
+                more = True
         self._since = (seq, first, more)
 
     def durable_from(self, sender: bytes) -> int:

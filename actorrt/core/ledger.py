@@ -56,7 +56,7 @@ def results_unasked(order: list[pb.TaskSpec]) -> set[bytes]:
 
 class SenderLedger:
     def __init__(self, actor_id: bytes, who: str, senders_replay: bool, shared: SharedObjects | None = None,
-                 functions_rerun: bool = True) -> None:
+                 functions_rerun: bool = True, sorts_senders: bool = False) -> None:
         self._actor_id = actor_id
         self._shared = shared  # kept results in shared memory are held while kept
         self._who = who  # "Class(actor id)", for messages
@@ -69,8 +69,10 @@ class SenderLedger:
         self._calls: dict[bytes, OrderedDict[int, bytes]] = {}  # per sender: counter -> call_digest
         self._function_senders: OrderedDict[bytes, None] = OrderedDict()  # least recently run from first
         self._function_bytes = 0  # of their results
-        # Senders outside any actor task (drivers, node processes), and whether a remote
-        # function's call called it: a rollback round tells actors from the rest (core/freezing.py).
+        # With ``sorts_senders`` (ft="checkpoint"): senders outside any actor task (drivers, node
+        # processes), and whether a remote function's call called it: a rollback round tells
+        # actors from the rest (core/freezing.py).
+        self._sorts_senders = sorts_senders
         self.outside: set[bytes] = set()
         self.called_by_functions = False
 
@@ -80,10 +82,11 @@ class SenderLedger:
     def ran(self, spec: pb.TaskSpec) -> None:
         """``spec`` runs now."""
         self.last_counter[spec.sender] = spec.task_counter
-        if not spec.parent_id:
-            self.outside.add(spec.sender)
-        elif spec.from_function:
-            self.called_by_functions = True
+        if self._sorts_senders:
+            if not spec.parent_id:
+                self.outside.add(spec.sender)
+            elif spec.from_function:
+                self.called_by_functions = True
         if spec.answered_upto and not sender_replayed(spec, self._senders_replay):
             self.drop_results(spec.sender, spec.answered_upto)  # before it runs: its result may reuse their memory
         if self._senders_replay or self._reruns(spec):

@@ -63,6 +63,7 @@ def drop_older(path: Path) -> None:
 # ``<seq>.since-from-<sender hex>`` for its first sender's calls, ``<seq>.since-more`` once it took
 # another sender's or called an actor. A rollback round reads them (``rollback_plan``).
 SINCE = ".since-"
+FROM, MORE = "from-", "more"  # (what a mark says: its first sender's calls; more than those)
 
 
 def mark_since(directory: str | Path, actor_id: bytes, seq: int, what: str) -> None:

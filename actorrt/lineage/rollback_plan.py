@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from actorrt.lineage.checkpoints import FROM, MORE
 from actorrt.lineage.frontier import Actor, Channel, Cut, Frontier, solve
 from actorrt.rpc import checkpoint_pb2, node_pb2
 
@@ -53,10 +54,6 @@ class Present:
     cut: Cut[bytes]
     kept_from: Mapping[bytes, int] = field(default_factory=dict)
     outside: frozenset[bytes] = frozenset()
-
-
-# What an actor marked it did since its checkpoint (``lineage.checkpoints.mark_since``).
-FROM, MORE = "from-", "more"
 
 
 @dataclass(frozen=True)
@@ -94,9 +91,7 @@ def plan(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present
         return RollbackPlan(frozenset(restart), everyone="an actor took calls or answers from an actor nobody knows "
                                                          "(lost with its node, made after the checkpoint)")
     while True:
-        # (Every actor that stays alive at the end keeps its present: one that moves takes its node
-        # back, so an actor done again asks its receivers again only where they stay.)
-        actors = _actors(checkpoint, present, restart)
+        actors, firsts = _actors(checkpoint, present, restart)
         frontier = solve(actors, _channels(actors))
         moved = {present[a].slot for a in frontier.rolled_back if a in present and present[a].slot not in restart}
         if DRIVER_SLOT in moved:
@@ -109,8 +104,7 @@ def plan(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present
     if too_far:
         return RollbackPlan(frozenset(restart), everyone=f"{len(too_far)} actors would go back before the checkpoint",
                             frontier=frontier)
-    alive = {a: p for a, p in present.items() if p.slot not in restart}
-    first = {a: f for a in frontier.replayed if a in checkpoint for f in [_done_again(a, checkpoint, alive)[1]] if f}
+    first = {a: f for a, f in firsts.items() if a in frontier.replayed}
     return RollbackPlan(frozenset(restart), frontier=frontier, first=first)
 
 
@@ -125,13 +119,17 @@ def _strangers(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, P
 
 
 def _actors(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Present],
-            restart: set[int]) -> dict[bytes, Actor[bytes]]:
+            restart: set[int]) -> tuple[dict[bytes, Actor[bytes]], dict[bytes, tuple[bytes, int]]]:
+    """The frontier's actors, and for those that may be done again, the calls each takes first."""
     alive = {a: p for a, p in present.items() if p.slot not in restart}
     failed = {a for a, r in checkpoint.items() if r.slot in restart or a not in alive}
     actors: dict[bytes, Actor[bytes]] = {}
+    firsts: dict[bytes, tuple[bytes, int]] = {}
     for a in failed:  # (not reported: its node failed, or it was killed)
-        again, _ = _done_again(a, checkpoint, alive)
+        again, first = _done_again(a, checkpoint, alive)
         actors[a] = Actor([checkpoint[a].cut, *again], alive=False, replays=bool(again))
+        if first is not None:
+            firsts[a] = first
     for a, p in present.items():
         if p.slot in restart:
             actors.setdefault(a, Actor([], alive=False))  # made after the checkpoint: it is lost
@@ -147,7 +145,7 @@ def _actors(checkpoint: Mapping[bytes, Restorable], present: Mapping[bytes, Pres
                     took.setdefault(s, {})[a] = max(took.get(s, {}).get(a, 0), n)
     for s, receivers in took.items():
         actors[s] = Actor([Cut(sent=receivers)], alive=True)
-    return actors
+    return actors, firsts
 
 
 def _as_reported(earlier: Cut[bytes], now: Cut[bytes]) -> Cut[bytes]:
