@@ -7,6 +7,7 @@ from grpc import aio
 from actorrt.core import freezing
 from actorrt.core.worker import Worker
 from actorrt.rpc import node_pb2
+from actorrt.util.usage import ProcessUsage
 
 
 class NodeServicer:
@@ -17,6 +18,7 @@ class NodeServicer:
         self.slot = -1
         self.epoch = 0
         self.recoveries: list[node_pb2.RecoveryStats] = []
+        self._usage = ProcessUsage()
 
     async def Connect(self, requests, context: aio.ServicerContext) -> None:  # noqa: N802
         await self.worker.router.serve(requests, context)
@@ -39,6 +41,7 @@ class NodeServicer:
 
     def stats(self) -> node_pb2.NodeStatsReply:
         host = self.worker.host
+        cpu_percent, rss_bytes = self._usage.sample()
         return node_pb2.NodeStatsReply(
             slot=self.slot,
             epoch=self.epoch,
@@ -52,4 +55,6 @@ class NodeServicer:
             recoveries=self.recoveries,
             objects_kept=self.worker.retention.stats(),
             standby_copies=self.worker.standbys.loaded(),
+            cpu_percent=cpu_percent,
+            rss_bytes=rss_bytes,
         )

@@ -62,6 +62,10 @@ def _as_metrics(values: Any) -> dict[str, float]:
     return {str(name): float(value) for name, value in values.items()}
 
 
+def _as_labels(values: Any) -> list[str]:
+    return [str(value) for value in values]
+
+
 class ActorServices(Protocol):
     """What an actor needs of the process hosting it (the ``Worker`` provides it)."""
 
@@ -169,10 +173,12 @@ class ActorInstance:
 
     def published(self) -> dict[str, Any]:
         """What the actor's instance publishes for monitoring: ``__actorrt_metrics__()`` (name to
-        number) and ``__actorrt_label__()`` (a name for people), if its class defines them. A hook
-        that fails publishes nothing; it never fails the stats."""
+        number), ``__actorrt_label__()`` (a name for people) and ``__actorrt_inputs__()`` (the
+        labels, up to ``#``, of what feeds it), if its class defines them. A hook that fails
+        publishes nothing; it never fails the stats."""
         out: dict[str, Any] = {}
-        hooks = (("__actorrt_metrics__", "metrics", _as_metrics), ("__actorrt_label__", "label", str))
+        hooks = (("__actorrt_metrics__", "metrics", _as_metrics), ("__actorrt_label__", "label", str),
+                 ("__actorrt_inputs__", "inputs", _as_labels))
         for hook, field_name, form in hooks:
             fn = getattr(self.instance, hook, None)
             if fn is None or self.death is not None:

@@ -252,16 +252,18 @@ class ClusterStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ClusterStatsReply(_message.Message):
-    __slots__ = ("view", "nodes", "metrics_url", "named")
+    __slots__ = ("view", "nodes", "metrics_url", "named", "dashboard_url")
     VIEW_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     METRICS_URL_FIELD_NUMBER: _ClassVar[int]
     NAMED_FIELD_NUMBER: _ClassVar[int]
+    DASHBOARD_URL_FIELD_NUMBER: _ClassVar[int]
     view: ClusterView
     nodes: _containers.RepeatedCompositeFieldContainer[_node_pb2.NodeStatsReply]
     metrics_url: str
     named: _containers.RepeatedCompositeFieldContainer[NamedActor]
-    def __init__(self, view: _Optional[_Union[ClusterView, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[_node_pb2.NodeStatsReply, _Mapping]]] = ..., metrics_url: _Optional[str] = ..., named: _Optional[_Iterable[_Union[NamedActor, _Mapping]]] = ...) -> None: ...
+    dashboard_url: str
+    def __init__(self, view: _Optional[_Union[ClusterView, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[_node_pb2.NodeStatsReply, _Mapping]]] = ..., metrics_url: _Optional[str] = ..., named: _Optional[_Iterable[_Union[NamedActor, _Mapping]]] = ..., dashboard_url: _Optional[str] = ...) -> None: ...
 
 class ShutdownRequest(_message.Message):
     __slots__ = ()

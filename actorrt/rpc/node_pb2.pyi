@@ -218,7 +218,7 @@ class NodeStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ActorStats(_message.Message):
-    __slots__ = ("actor_id", "class_name", "queued", "executed", "dead", "results_kept_bytes", "metrics", "label", "standby")
+    __slots__ = ("actor_id", "class_name", "queued", "executed", "dead", "results_kept_bytes", "metrics", "label", "standby", "inputs")
     class MetricsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -235,6 +235,7 @@ class ActorStats(_message.Message):
     METRICS_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     STANDBY_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
     actor_id: bytes
     class_name: str
     queued: int
@@ -244,10 +245,11 @@ class ActorStats(_message.Message):
     metrics: _containers.ScalarMap[str, float]
     label: str
     standby: int
-    def __init__(self, actor_id: _Optional[bytes] = ..., class_name: _Optional[str] = ..., queued: _Optional[int] = ..., executed: _Optional[int] = ..., dead: _Optional[bool] = ..., results_kept_bytes: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ..., label: _Optional[str] = ..., standby: _Optional[int] = ...) -> None: ...
+    inputs: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, actor_id: _Optional[bytes] = ..., class_name: _Optional[str] = ..., queued: _Optional[int] = ..., executed: _Optional[int] = ..., dead: _Optional[bool] = ..., results_kept_bytes: _Optional[int] = ..., metrics: _Optional[_Mapping[str, float]] = ..., label: _Optional[str] = ..., standby: _Optional[int] = ..., inputs: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class NodeStatsReply(_message.Message):
-    __slots__ = ("slot", "epoch", "actors", "pending_results", "objects", "messages_sent", "batches_sent", "lineage", "recoveries", "objects_kept", "shared_memory", "standby_copies")
+    __slots__ = ("slot", "epoch", "actors", "pending_results", "objects", "messages_sent", "batches_sent", "lineage", "recoveries", "objects_kept", "shared_memory", "standby_copies", "cpu_percent", "rss_bytes")
     class StandbyCopiesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -267,6 +269,8 @@ class NodeStatsReply(_message.Message):
     OBJECTS_KEPT_FIELD_NUMBER: _ClassVar[int]
     SHARED_MEMORY_FIELD_NUMBER: _ClassVar[int]
     STANDBY_COPIES_FIELD_NUMBER: _ClassVar[int]
+    CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     actors: _containers.RepeatedCompositeFieldContainer[ActorStats]
@@ -279,7 +283,9 @@ class NodeStatsReply(_message.Message):
     objects_kept: ObjectsKept
     shared_memory: SharedMemory
     standby_copies: _containers.ScalarMap[str, int]
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., actors: _Optional[_Iterable[_Union[ActorStats, _Mapping]]] = ..., pending_results: _Optional[int] = ..., objects: _Optional[int] = ..., messages_sent: _Optional[int] = ..., batches_sent: _Optional[int] = ..., lineage: _Optional[_Union[LineageStats, _Mapping]] = ..., recoveries: _Optional[_Iterable[_Union[RecoveryStats, _Mapping]]] = ..., objects_kept: _Optional[_Union[ObjectsKept, _Mapping]] = ..., shared_memory: _Optional[_Union[SharedMemory, _Mapping]] = ..., standby_copies: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    cpu_percent: float
+    rss_bytes: int
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., actors: _Optional[_Iterable[_Union[ActorStats, _Mapping]]] = ..., pending_results: _Optional[int] = ..., objects: _Optional[int] = ..., messages_sent: _Optional[int] = ..., batches_sent: _Optional[int] = ..., lineage: _Optional[_Union[LineageStats, _Mapping]] = ..., recoveries: _Optional[_Iterable[_Union[RecoveryStats, _Mapping]]] = ..., objects_kept: _Optional[_Union[ObjectsKept, _Mapping]] = ..., shared_memory: _Optional[_Union[SharedMemory, _Mapping]] = ..., standby_copies: _Optional[_Mapping[str, int]] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ...) -> None: ...
 
 class SharedMemory(_message.Message):
     __slots__ = ("in_use_bytes", "in_use", "pooled_bytes", "created", "reused", "held_from_others", "written_bytes", "read_bytes", "lent")

@@ -142,6 +142,15 @@ class _Store:
         connection of the store's own (``script_connection.py``) rather than redis-py's."""
         raise NotImplementedError
 
+    async def shard_info(self, section: str = "default") -> dict[str, dict]:
+        """Each primary's ``INFO section``, by address."""
+        raise NotImplementedError
+
+    async def replicas_connected(self) -> dict[str, int]:
+        """How many replicas each shard has connected now, by address."""
+        infos = await self.shard_info("replication")
+        return {address: int(info.get("connected_slaves", 0)) for address, info in infos.items()}
+
     async def _gather(self, coros) -> list:
         with self._errors_translated():
             return await asyncio.gather(*coros)
@@ -230,11 +239,9 @@ class ShardedStore(_Store):
             by_shard.setdefault(self.shard_of(tag), []).append(i)
         return _round_robin(by_shard)
 
-    async def replicas_connected(self) -> dict[str, int]:
-        """How many replicas each shard has connected now, by address."""
-        infos = await self._gather(client.info("replication") for client in self._clients)
-        return {address: int(info.get("connected_slaves", 0)) for address, info in zip(self.addresses, infos,
-                                                                                       strict=True)}
+    async def shard_info(self, section: str = "default") -> dict[str, dict]:
+        infos = await self._gather(client.info(section) for client in self._clients)
+        return dict(zip(self.addresses, infos, strict=True))
 
     async def aclose(self) -> None:
         for client in self._clients:
@@ -315,10 +322,10 @@ class ClusterStore(_Store):
             by_node.setdefault(self._client.get_node_from_key(tag).name, []).append(i)
         return _round_robin(by_node)
 
-    async def replicas_connected(self) -> dict[str, int]:
+    async def shard_info(self, section: str = "default") -> dict[str, dict]:
         await self._slot_map()
-        (infos,) = await self._gather([self._client.info("replication", target_nodes=RedisCluster.PRIMARIES)])
-        return {name: int(info.get("connected_slaves", 0)) for name, info in infos.items()}
+        (infos,) = await self._gather([self._client.info(section, target_nodes=RedisCluster.PRIMARIES)])
+        return infos
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -424,10 +424,18 @@ class Operator(RescaleSteps):
         self.monitor.stopped.remote(f"operator {self.__actorrt_label__()} was stopped: {why}")
 
     def __actorrt_label__(self) -> str:
-        return f"{self.plan.name}/{self.stage} {self.plan.stages[self.stage].name}#{self.instance}"
+        return f"{_stage_label(self.plan, self.stage)}#{self.instance}"
+
+    def __actorrt_inputs__(self) -> list[str]:
+        return [_stage_label(self.plan, put.stage) for put in self.plan.stages[self.stage].inputs]
 
     def __actorrt_metrics__(self) -> dict[str, float]:
         # Batches sent, not yet processed downstream.
         backlog = sum(len(queue) for port in self._in_flight for queues in port for queue in queues)
         return {"records_in": self.records_in, "records_out": self.records_out, "backlog_batches": backlog,
                 **self._metrics.summary()}
+
+
+def _stage_label(plan: Plan, stage: int) -> str:
+    """A stage's name for people: the flow's, its index and its own (an instance's label adds ``#i``)."""
+    return f"{plan.name}/{stage} {plan.stages[stage].name}"
