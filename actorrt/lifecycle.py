@@ -66,6 +66,8 @@ def init(
     runtime_env: dict[str, Any] | None = None,
     metrics_port: int | None = None,
     head_grace: float = HEAD_GRACE_S,
+    dashboard_port: int | None = None,
+    dashboard_host: str = "127.0.0.1",
 ) -> dict[str, Any]:
     """Start an embedded cluster, or connect to a running one.
 
@@ -113,9 +115,13 @@ def init(
             ``http://host:metrics_port/metrics``; None (the default) serves none.
         head_grace: seconds the embedded cluster's nodes and this driver wait for an unreachable
             head (its supervisor restarts one that dies at once) before they give up on the cluster.
+        dashboard_port: the embedded cluster's head serves its web dashboard (nodes, actors,
+            flows, recoveries, lineage store) on this port (0: any free one); None serves none.
+        dashboard_host: the address the dashboard binds; loopback unless told otherwise.
 
     Returns:
-        ``{"address": head address, "nodes": [...]}``.
+        ``{"address": head address, "nodes": [...]}``, and ``"dashboard_url"`` where the embedded
+        cluster serves a dashboard: a link that logs the browser in with the cluster token.
     """
     with _lock:
         if context.is_initialized():
@@ -133,7 +139,8 @@ def init(
             options = HeadOptions(host=host, nodes=num_nodes, store_shards=store_shards, store_replicas=store_replicas,
                                   fault_tolerance=ft_options,
                                   store_url=store_url or "", heartbeat_timeout=heartbeat_timeout,
-                                  metrics_port=metrics_port, head_grace=head_grace)
+                                  metrics_port=metrics_port, head_grace=head_grace,
+                                  dashboard_port=dashboard_port, dashboard_host=dashboard_host)
             session_dir = Path(tempfile.mkdtemp(prefix="actorrt-"))
             try:
                 head = start_head(session_dir, options, code_paths=driver_code.search_paths(), tls=tls)
@@ -157,7 +164,10 @@ def init(
         tracebacks.hide_frames_under(ActorRTError, _PACKAGE_DIR)
         if head is not None:  # a SIGTERM stops the embedded cluster and removes its session directory
             signals.clean_up_before(signal.SIGTERM, _shutdown_unless_busy)
-        return {"address": driver.head_address, "nodes": driver.nodes()}
+        out = {"address": driver.head_address, "nodes": driver.nodes()}
+        if head is not None and head.session.dashboard_url:
+            out["dashboard_url"] = f"{head.session.dashboard_url}?token={head.session.token}"
+        return out
 
 
 def _shutdown_unless_busy() -> None:

@@ -120,6 +120,8 @@ def _start_head(session_dir: Path, options: HeadOptions, token: str | None, time
     click.echo(f"  logs:         {head.log_path.parent}")
     if head.session.metrics_url:
         click.echo(f"  metrics:      {head.session.metrics_url} (Prometheus)")
+    if head.session.dashboard_url:
+        click.echo(f"  dashboard:    {head.session.dashboard_url} (log in with the token in the session file)")
     if tls is not None:
         click.echo(f"  mutual TLS:   certificate {tls.cert}, CA {tls.ca}")
     settings = [f"{session.SESSION_DIR_ENV}={session_dir}"] if env_hint else []

@@ -35,7 +35,8 @@ def status(address: str | None, token: str | None, session_dir: Path | None, tls
     view = reply.view
     pid = f" (pid {local.head_pid})" if local is not None else ""
     click.echo(f"head {address}{pid}, view revision {view.revision}"
-               + (f", Prometheus metrics on {reply.metrics_url}" if reply.metrics_url else ""))
+               + (f", Prometheus metrics on {reply.metrics_url}" if reply.metrics_url else "")
+               + (f", dashboard on {reply.dashboard_url}" if reply.dashboard_url else ""))
     rows = [("SLOT", "EPOCH", "STATE", "ADDRESS", "PID", "HOST", "MANAGED", "ACTORS", "SHM_MB", "PINNED_MB",
              "SPILLED_MB", "FREED_MB", "RESTARTS", "LAST_FAILURE")]
     for n in view.nodes:

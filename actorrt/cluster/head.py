@@ -36,6 +36,8 @@ from actorrt.cluster.slots import LEASE_FRACTION, MAX_RESTART_DELAY_S, Slot, hei
 from actorrt.cluster.store_shards import StoreShards
 from actorrt.cluster.supervisor import ALIVE_EVERY_S, SUPERSEDED_EXIT
 from actorrt.cluster.takeover import Takeover
+from actorrt.dashboard.recoveries import FailureLog
+from actorrt.dashboard.server import Dashboard, HeadSources
 from actorrt.exceptions import ClusterError
 from actorrt.lineage.options import FaultToleranceMode
 from actorrt.net.server import InvalidRequestError, start_server
@@ -90,6 +92,9 @@ class Head:
         self.processes: NodeProcesses | None = None  # how node processes start (once the head serves)
         self._metrics: Any = None  # the Prometheus endpoint's HTTP server, if asked for
         self.metrics_url = ""  # and its address
+        self.failures = FailureLog()  # what the dashboard's recoveries page shows
+        self._dashboard: Dashboard | None = None
+        self.dashboard_url = ""
         self.stopped = asyncio.Event()
         self._background = BackgroundTasks("head")
         self.store = StoreShards(self._background.spawn, self._store_moved, lambda: self._stopping,
@@ -137,14 +142,23 @@ class Head:
             self._metrics = serve_metrics(self.options.host, self.options.metrics_port, self.cluster_stats)
             self.metrics_url = f"http://{self.options.host}:{self._metrics.server_port}/metrics"
             log.info("Prometheus metrics on %s", self.metrics_url)
+        if self.options.dashboard_port is not None:
+            await self._serve_dashboard()
         session.write(Session(self.address, self.token, os.getpid(), str(self.session_dir), children.supervisor_pid(),
-                              metrics_url=self.metrics_url))
+                              metrics_url=self.metrics_url, dashboard_url=self.dashboard_url))
         children.serving()
         self._background.spawn(children.tell_alive(ALIVE_EVERY_S))
         store = "an external lineage store" if self.options.store_url else f"{len(self.store.shards)} store shards"
         log.info("head %sserving on %s with %d nodes and %s", "restarted, " if restored else "", self.address,
                  len(self.slots), store)
         return server
+
+    async def _serve_dashboard(self) -> None:
+        sources = HeadSources(self.cluster_stats, lambda: self.state.store.shard_info(), self.heartbeat_ages,
+                              self.failures, self.options.fault_tolerance.checkpoint_dir)
+        self._dashboard = Dashboard(sources, self.token, self.tls)
+        self.dashboard_url = await self._dashboard.start(self.options.dashboard_host, self.options.dashboard_port)
+        log.info("dashboard on %s", self.dashboard_url)
 
     async def _open_state(self, former_address: str) -> Restored | None:
         self.state, self.cluster_id, restored = await takeover.open_state(
@@ -203,6 +217,8 @@ class Head:
         self.publish()  # nodes (those added by hand too) exit, drivers fail what waits
         if self._metrics is not None:
             self._metrics.shutdown()
+        if self._dashboard is not None:
+            await self._dashboard.stop()
         if self.processes is not None:
             self.processes.stop()
         await asyncio.gather(*(s.process.stop(3.0) for s in self.slots.values() if s.process is not None))
@@ -258,6 +274,7 @@ class Head:
             s.process.kill()  # fail-stop: a node declared dead must not keep running
         s.failed_at = asyncio.get_running_loop().time()
         s.detection_ms = (s.failed_at - (s.killed_at if s.killed_at is not None else s.last_heartbeat)) * 1e3
+        self.failures.failed(slot, epoch, reason, time.time() - s.detection_ms / 1e3, s.detection_ms)
         s.killed_at = None
         s.info.state = head_pb2.DEAD
         await self._fence(s, epoch)
@@ -320,6 +337,7 @@ class Head:
         failed one, so that no process sends work to a node that is about to go back (a checkpoint
         taken there would replace the one the rollback restores); that view ends the round."""
         async with self._rolling_back:
+            started = time.perf_counter()
             round_ = self.rollback_rounds + 1
             directory = self.options.fault_tolerance.checkpoint_dir
             if self.mode is FaultToleranceMode.GLOBAL_ROLLBACK:
@@ -343,6 +361,8 @@ class Head:
                 log.warning("node %d failed: nodes %s go back to the last global checkpoint, %d others keep running",
                             failed, sorted({failed, *back}), len(nodes) - len(back))
             self.rollback_rounds = round_
+            self.failures.rolled_back(failed, {slot: self.slots[slot].info.epoch for slot in back}, time.time(),
+                                      (time.perf_counter() - started) * 1e3)
             self.first_calls = [head_pb2.FirstCalls(actor=a, sender=s, upto=n) for a, (s, n) in decided.first.items()]
             self.rollback_manifest = decided.manifest
             for slot in back:
@@ -494,4 +514,8 @@ class Head:
     def cluster_stats(self) -> head_pb2.ClusterStatsReply:
         stats = [s.stats for _, s in sorted(self.slots.items()) if s.info.state == head_pb2.ALIVE]
         return head_pb2.ClusterStatsReply(view=self.view(), nodes=stats, metrics_url=self.metrics_url,
-                                          named=self.names.all())
+                                          named=self.names.all(), dashboard_url=self.dashboard_url)
+
+    def heartbeat_ages(self) -> dict[int, float]:
+        now = asyncio.get_running_loop().time()
+        return {slot: now - s.last_heartbeat for slot, s in self.slots.items() if s.info.state == head_pb2.ALIVE}

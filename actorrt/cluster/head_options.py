@@ -50,6 +50,9 @@ class HeadOptions:
         store_url: an external lineage store instead of the head's own shards.
         metrics_port: serve Prometheus metrics on this port of ``host`` (0: any free port;
             None: no endpoint).
+        dashboard_port: serve the web dashboard on this port (0: any free port; None: no dashboard).
+        dashboard_host: the address the dashboard binds: loopback unless told otherwise (it is
+            behind the cluster token, and HTTPS beyond loopback when the cluster speaks TLS).
         head_grace: seconds nodes and drivers wait for an unreachable head before they give up.
         store_replicas: replicas of each store shard that hold a write before it is acked; the head
             runs them beside its own shards and promotes one in a failed shard's place (an
@@ -66,13 +69,15 @@ class HeadOptions:
     metrics_port: int | None = None
     head_grace: float = HEAD_GRACE_S
     store_replicas: int = 0
+    dashboard_port: int | None = None
+    dashboard_host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         if not isinstance(self.nodes, int) or self.nodes < 0:
             raise ValueError(f"nodes must be an int >= 0, not {self.nodes!r}")
         if not isinstance(self.store_shards, int) or self.store_shards < 1:
             raise ValueError(f"store_shards must be an int >= 1, not {self.store_shards!r}")
-        for name in ("port", "metrics_port"):
+        for name in ("port", "metrics_port", "dashboard_port"):
             value = getattr(self, name)
             if (value is not None or name == "port") and (not isinstance(value, int) or not 0 <= value <= 65535):
                 raise ValueError(f"{name} must be an int from 0 to 65535, not {value!r}")
@@ -107,6 +112,8 @@ class HeadOptions:
             out += ["--checkpoint-dir", ft.checkpoint_dir]
         if self.metrics_port is not None:
             out += ["--metrics-port", str(self.metrics_port)]
+        if self.dashboard_port is not None:
+            out += ["--dashboard-port", str(self.dashboard_port), "--dashboard-host", self.dashboard_host]
         return out
 
 
@@ -144,6 +151,10 @@ _OPTIONS = [
                       "rediss:// or rediss+cluster:// over TLS."),
     click.option("--metrics-port", default=None, type=click.IntRange(0, 65535),
                  help="Serve Prometheus metrics of the cluster's nodes and actors on this port (0: any free port)."),
+    click.option("--dashboard-port", default=None, type=click.IntRange(0, 65535),
+                 help="Serve the web dashboard on this port (0: any free port); log in with the cluster token."),
+    click.option("--dashboard-host", default="127.0.0.1", show_default=True,
+                 help="Address the dashboard binds (loopback unless told; HTTPS beyond it when the cluster has TLS)."),
     click.option("--store-replicas", default=0, show_default=True, type=click.IntRange(0, MAX_STORE_REPLICAS),
                  help="Replicas of each store shard that hold a write before it is acked (the head runs them "
                       "beside its shards and promotes one in a failed shard's place)."),
@@ -153,19 +164,21 @@ _OPTIONS = [
 # The parameter names of the options above, in click's spelling.
 OPTION_NAMES = ("host", "port", "nodes", "store_shards", "ft", "store_delay_ms", "max_forwards", "stash_limit",
                 "checkpoint_dir", "inline_max_bytes", "pinned_budget_bytes", "heartbeat_timeout", "store_url",
-                "metrics_port", "store_replicas", "head_grace")
+                "metrics_port", "dashboard_port", "dashboard_host", "store_replicas", "head_grace")
 
 
 def _from_values(host: str, port: int, nodes: int, store_shards: int, ft: str, store_delay_ms: float,
                  max_forwards: int | None, stash_limit: int, checkpoint_dir: Path | None, inline_max_bytes: int,
                  pinned_budget_bytes: int, heartbeat_timeout: float, store_url: str | None,
-                 metrics_port: int | None, store_replicas: int, head_grace: float) -> HeadOptions:
+                 metrics_port: int | None, dashboard_port: int | None, dashboard_host: str, store_replicas: int,
+                 head_grace: float) -> HeadOptions:
     try:
         return HeadOptions(host, port, nodes, store_shards,
                            FaultToleranceOptions(ft, store_delay_ms, max_forwards, stash_limit,
                                                  str(checkpoint_dir.absolute()) if checkpoint_dir else "",
                                                  inline_max_bytes, pinned_budget_bytes),
-                           heartbeat_timeout, store_url or "", metrics_port, head_grace, store_replicas)
+                           heartbeat_timeout, store_url or "", metrics_port, head_grace, store_replicas,
+                           dashboard_port, dashboard_host)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
 

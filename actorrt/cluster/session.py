@@ -31,6 +31,7 @@ class Session:
     supervisor_pid: int = 0  # the process that restarts the head (0: none)
     standby: bool = False  # a standby head, not serving (head_address is empty) until it takes over
     metrics_url: str = ""  # the head's Prometheus endpoint, if it serves one
+    dashboard_url: str = ""  # the head's web dashboard, if it serves one
 
     @property
     def root_pid(self) -> int:

@@ -147,3 +147,17 @@ def covered_tasks(actor_id: bytes, collected: dict[bytes, int], cut: dict[bytes,
         for sender, last in cut.items()
         for counter in range(collected.get(sender, 0) + 1, last + 1)
     ]
+
+
+def checkpoint_files(directory: str | Path, actor_id: bytes) -> list[dict[str, Any]]:
+    """The checkpoint files kept of ``actor_id``, newest first: their number, the node slot that
+    wrote each, its size and when it was written (for people: the dashboard)."""
+    out = []
+    for path in sorted(actor_directory(directory, actor_id).glob("*.ckpt"), reverse=True):
+        try:
+            stat = path.stat()
+        except FileNotFoundError:  # dropped meanwhile
+            continue
+        out.append({"seq": int(path.name.split("-", 1)[0]), "slot": writer_slot(path), "bytes": stat.st_size,
+                    "written": stat.st_mtime})
+    return out

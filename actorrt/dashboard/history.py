@@ -1,0 +1,88 @@
+"""What the head has seen of its cluster over the last minutes: one sample a second.
+
+The dashboard's charts read it: each flow's rates, backlog and latencies, each node's CPU and
+memory, and each process's lineage (its stash, its flushes' latency and bytes per task). Actor
+restarts are counted here too: an actor seen on a newer incarnation of its node was rebuilt.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from actorrt.dashboard.flows import Flow, flows_of
+from actorrt.dashboard.recoveries import FailureLog
+from actorrt.rpc import head_pb2
+
+SAMPLE_EVERY_S = 1.0
+WINDOW_S = 600.0  # kept: ten minutes of samples
+
+
+@dataclass
+class Series:
+    """Points (time, value per name) over the window; names may come and go."""
+
+    window_s: float = WINDOW_S
+    points: deque[tuple[float, dict[str, float | None]]] = field(default_factory=deque)
+
+    def add(self, at: float, values: dict[str, float | None]) -> None:
+        self.points.append((at, values))
+        while self.points and at - self.points[0][0] > self.window_s:
+            self.points.popleft()
+
+    def columns(self, since: float = 0.0, until: float = float("inf")) -> dict[str, list]:
+        """``{"t": [...], name: [...]}`` over ``[since, until]``, None where a name had no value
+        (uPlot's column layout: a gap in the line)."""
+        chosen = [(t, v) for t, v in self.points if since <= t <= until]
+        names = sorted({name for _, v in chosen for name in v})
+        return {"t": [t for t, _ in chosen], **{n: [v.get(n) for _, v in chosen] for n in names}}
+
+
+class History:
+    def __init__(self, failures: FailureLog, window_s: float = WINDOW_S) -> None:
+        self.failures = failures
+        self.window_s = window_s
+        self.flows: dict[str, Series] = {}  # by flow: its summary (Flow.summary)
+        self.nodes = Series(window_s)  # "cpu <slot>", "rss <slot>" (MiB)
+        self.lineage = Series(window_s)  # "stash <slot>", "latency <slot>" (ms), "bytes/task <slot>"
+        self.last_flows: dict[str, Flow] = {}
+        self.flow_slots: dict[str, set[int]] = {}  # every slot a flow's operators were seen on
+        self.restarts: dict[bytes, int] = {}  # actor: times seen on a newer incarnation of its node
+        self._seen_on: dict[bytes, tuple[int, int]] = {}  # actor: (slot, epoch) last seen on
+
+    def sample(self, at: float, stats: head_pb2.ClusterStatsReply) -> None:
+        """Take one sample: ``at`` is wall-clock seconds, ``stats`` the head's newest heartbeats."""
+        nodes = list(stats.nodes)
+        self.failures.observe(nodes)
+        self.last_flows = flows_of(nodes)
+        for name, flow in self.last_flows.items():
+            self.flows.setdefault(name, Series(self.window_s)).add(at, flow.summary())
+            self.flow_slots.setdefault(name, set()).update(flow.slots())
+        for failure in self.failures.failures:
+            if failure.flows is None:
+                failure.flows = sorted(n for n, slots in self.flow_slots.items() if failure.slot in slots)
+        self.nodes.add(at, {k: v for n in nodes for k, v in (
+            (f"cpu {n.slot}", n.cpu_percent), (f"rss {n.slot}", n.rss_bytes / 2**20))})
+        lineage: dict[str, float | None] = {}
+        for n in nodes:
+            if n.HasField("lineage"):
+                lineage[f"stash {n.slot}"] = n.lineage.stash_size
+                lineage[f"latency {n.slot}"] = n.lineage.store_latency_ms_p50
+                lineage[f"bytes/task {n.slot}"] = bytes_per_task(n)
+        self.lineage.add(at, lineage)
+        for n in nodes:
+            for actor in n.actors:
+                seen = self._seen_on.get(actor.actor_id)
+                if seen is not None and seen[0] == n.slot and seen[1] < n.epoch:
+                    self.restarts[actor.actor_id] = self.restarts.get(actor.actor_id, 0) + 1
+                self._seen_on[actor.actor_id] = (n.slot, n.epoch)
+
+    def flow_columns(self, name: str, since: float = 0.0, until: float = float("inf")) -> dict[str, list]:
+        series = self.flows.get(name)
+        return series.columns(since, until) if series is not None else {"t": []}
+
+
+def bytes_per_task(node) -> float | None:
+    """Lineage bytes this process wrote to the store per spec version it flushed."""
+    lineage = node.lineage
+    return lineage.store_bytes_written / lineage.flushed if lineage.flushed else None

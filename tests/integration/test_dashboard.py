@@ -1,0 +1,238 @@
+"""The head's web dashboard over real HTTP: its door (the cluster token), its bind, its answers
+to bad requests, and its pages in a real browser (headless Chromium driven by Selenium) while a
+dataflow runs and a node is killed."""
+
+from __future__ import annotations
+
+import collections
+import json
+import re
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from selenium.webdriver.common.by import By
+
+import actorrt
+from actorrt.streaming import Dataflow, Fed
+from tests.support.browser import artifacts_dir, chromium, wait_for
+
+KEYS = 40
+STAGES = 'section[data-flow="clicks"] g[data-stage]'
+RATE_IN, RATE_OUT = (f'[data-flow="clicks"] [data-metric="records_{d}_per_s"]' for d in ("in", "out"))
+
+
+@pytest.fixture(scope="module")
+def dashboard():
+    """A three-node cluster serving its dashboard on any free port: (its address, the login link)."""
+    link = actorrt.init(num_nodes=3, store_shards=2, dashboard_port=0)["dashboard_url"]
+    try:
+        yield link.split("?")[0], link
+    finally:
+        actorrt.shutdown()
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+_open = urllib.request.build_opener(_NoRedirects).open
+
+
+def _get(url: str, headers: dict[str, str] | None = None, data: bytes | None = None) -> tuple[int, dict, bytes]:
+    request = urllib.request.Request(url, data=data, headers=headers or {})
+    try:
+        with _open(request, timeout=10) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+def _token(link: str) -> str:
+    return urllib.parse.parse_qs(urllib.parse.urlsplit(link).query)["token"][0]
+
+
+def _listening_address(port: int) -> str:
+    """The address a socket listening on ``port`` of this machine is bound to (from the kernel)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, _, hex_port = local.partition(":")
+            if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                return address
+    raise AssertionError(f"nothing listens on port {port}")
+
+
+# ---- the door ---------------------------------------------------------------------------------------
+
+def test_without_the_token_the_dashboard_shows_nothing_but_its_login_page(dashboard):
+    base, link = dashboard
+    status, headers, body = _get(base + "api/snapshot")
+    assert status == 401 and "log in" in json.loads(body)["error"]
+    status, _, body = _get(base)
+    assert status == 401 and b'action="/login"' in body and b"actorrt_dashboard" not in body
+    status, _, body = _get(base + "api/snapshot", {"Authorization": "Bearer not-the-token"})
+    assert status == 401
+    status, headers, body = _get(base + "?token=not-the-token")
+    assert status == 401 and b"not this cluster" in body and "Set-Cookie" not in headers
+    status, headers, _ = _get(base + "login", data=b"token=not-the-token")
+    assert status == 401 and "Set-Cookie" not in headers
+
+
+def test_the_token_in_a_link_logs_in_and_leaves_the_address(dashboard):
+    base, link = dashboard
+    status, headers, _ = _get(link)
+    assert status == 303 and headers["Location"] == "/" and "token" not in headers["Location"]
+    cookie = headers["Set-Cookie"].split(";")[0]
+    assert "HttpOnly" in headers["Set-Cookie"] and "SameSite=Strict" in headers["Set-Cookie"]
+    assert _token(link) not in cookie  # the cookie holds a digest, not the token
+    status, _, body = _get(base, {"Cookie": cookie})
+    assert status == 200 and b'id="page"' in body
+    status, headers, _ = _get(base + "login", data=urllib.parse.urlencode({"token": _token(link)}).encode())
+    assert status == 303 and headers["Set-Cookie"].split(";")[0] == cookie
+
+
+def test_a_script_reads_the_snapshot_with_the_token_as_a_bearer(dashboard):
+    base, link = dashboard
+    status, headers, body = _get(base + "api/snapshot", {"Authorization": f"Bearer {_token(link)}"})
+    assert status == 200 and headers["Content-Type"].startswith("application/json")
+    snapshot = json.loads(body)
+    assert [n["slot"] for n in snapshot["cluster"]["nodes"]] == [0, 1, 2]
+    assert all(n["state"] == "alive" and n["rss_bytes"] > 0 for n in snapshot["cluster"]["nodes"])
+    assert len(snapshot["cluster"]["shards"]) == 2 and all("error" not in s for s in snapshot["cluster"]["shards"])
+    assert "default-src 'self'" in headers["Content-Security-Policy"] and headers["X-Frame-Options"] == "DENY"
+
+
+def test_bad_requests_get_clear_errors_and_the_dashboard_serves_on(dashboard):
+    base, link = dashboard
+    bearer = {"Authorization": f"Bearer {_token(link)}"}
+    status, _, body = _get(base + "api/actors/not-hex", bearer)
+    assert status == 400 and "hexadecimal" in json.loads(body)["error"]
+    status, _, body = _get(base + "api/actors/" + "ab" * 16, bearer)
+    assert status == 404 and "no live actor" in json.loads(body)["error"]
+    status, _, _ = _get(base + "static/../../../etc/passwd", bearer)
+    assert status in (403, 404)
+    status, _, _ = _get(base + "api/snapshot", bearer)
+    assert status == 200
+
+
+def test_the_page_loads_only_assets_served_from_the_package(dashboard):
+    base, link = dashboard
+    status, _, body = _get(base, {"Authorization": f"Bearer {_token(link)}"})
+    assets = re.findall(rb'(?:src|href)="([^"#]+)"', body)
+    assert assets and all(a.startswith(b"/static/") or a == b"data:," for a in assets), assets
+    for asset in (a.decode() for a in assets if a.startswith(b"/static/")):
+        status, headers, content = _get(base + asset.lstrip("/"))
+        assert status == 200 and content, asset
+        assert headers["Content-Type"].split(";")[0] in ("text/css", "text/javascript", "application/javascript")
+
+
+def test_the_dashboard_binds_loopback_unless_asked(dashboard):
+    base, _ = dashboard
+    assert urllib.parse.urlsplit(base).hostname == "127.0.0.1"
+    assert _listening_address(urllib.parse.urlsplit(base).port) == "0100007F"  # 127.0.0.1, in the kernel's order
+
+
+# ---- in a browser ---------------------------------------------------------------------------------
+
+def _feed(running, stop: threading.Event, fed: list[int]) -> None:
+    while not stop.is_set():
+        batch = list(range(len(fed), len(fed) + 100))
+        running.feed(batch)
+        fed.extend(batch)
+        time.sleep(0.02)
+
+
+def _number(chrome, selector: str) -> float | None:
+    text = chrome.find_element(By.CSS_SELECTOR, selector).text.replace(",", "")
+    return None if text in ("", "–") else float(text.split()[0])
+
+
+def _shot(chrome, name: str) -> None:
+    chrome.save_screenshot(str(artifacts_dir() / f"{name}.png"))
+
+
+def test_the_pages_show_the_nodes_a_flow_s_rates_and_a_recovery_phase_by_phase(dashboard):
+    base, link = dashboard
+    flow = Dataflow("clicks", batch_size=20, max_in_flight=8)
+    (flow.source(Fed()).map(lambda n: (n % KEYS, 1), parallelism=2)
+     .key_by(lambda kv: kv[0]).fold(lambda: 0, lambda total, kv: total + kv[1], parallelism=2).collect())
+    running = flow.start(timeout=240)
+    stop, fed = threading.Event(), []
+    feeder = threading.Thread(target=_feed, args=(running, stop, fed))
+    try:
+        with chromium() as chrome:
+            chrome.get(base + "?token=not-the-token")
+            assert "not this cluster" in chrome.find_element(By.ID, "login-error").text
+            chrome.find_element(By.NAME, "token").send_keys(_token(link))
+            chrome.find_element(By.CSS_SELECTOR, "#login button").click()
+            # Cluster: the three nodes, alive, with their CPU and memory.
+            wait_for(chrome, lambda c: len(c.find_elements(By.CSS_SELECTOR, '#nodes tr[data-state="alive"]')) == 3,
+                     what="three live nodes on the cluster page")
+            assert "token" not in chrome.current_url
+            assert chrome.find_element(By.CSS_SELECTOR, '#nodes tr[data-slot="1"] td:nth-child(8)').text.endswith("MiB")
+            _shot(chrome, "cluster")
+
+            # Flows: the graph of the flow's stages, then its rates rising once records come.
+            chrome.get(base + "#/flows")
+            wait_for(chrome, lambda c: len(c.find_elements(By.CSS_SELECTOR, STAGES)) == 3, what="the flow's stages")
+            assert not _number(chrome, RATE_OUT)
+            feeder.start()
+            wait_for(chrome, lambda c: (_number(c, RATE_OUT) or 0) > 100, what="records leaving the flow")
+            first = _number(chrome, RATE_IN)
+            wait_for(chrome, lambda c: _number(c, RATE_IN) > first, what="the flow's input rate rising")
+            assert _number(chrome, '[data-flow="clicks"] [data-metric="latency_p99_ms"]') is not None
+            _shot(chrome, "flows")
+
+            # Recoveries: kill a node that runs the flow's operators, and watch it come back.
+            chrome.get(base + "#/recoveries")
+            wait_for(chrome, lambda c: c.find_elements(By.CSS_SELECTOR, "#recoveries .empty"), what="no failure yet")
+            actorrt.kill_node(1)
+            section = '#recoveries section[data-failure][data-done="true"]'
+            wait_for(chrome, lambda c: c.find_elements(By.CSS_SELECTOR, section), timeout=60, what="a recovered node")
+            phases = [p.get_attribute("data-phase") for p in chrome.find_elements(By.CSS_SELECTOR, f"{section} .phase")]
+            assert phases[:2] == ["detection", "restart"] and phases[-1] == "replay", phases
+            assert "reading lineage" in phases
+            assert _number(chrome, f'{section} [data-fact="tasks-replayed"]') > 0
+            assert "node 1 (epoch 1) failed" in chrome.find_element(By.CSS_SELECTOR, section).text
+            assert "clicks" in chrome.find_element(By.CSS_SELECTOR, section).text  # the flow it touched
+            wait_for(chrome, lambda c: c.find_elements(By.CSS_SELECTOR, f"{section} .uplot"), what="its latency chart")
+            time.sleep(3)  # a few more points after the recovery on its chart
+            _shot(chrome, "recoveries")
+
+            # Back on the cluster page: node 1 is alive again, in its second incarnation.
+            chrome.get(base + "#/cluster")
+            wait_for(chrome, lambda c: c.find_element(By.CSS_SELECTOR, '#nodes tr[data-slot="1"]').get_attribute(
+                "data-state") == "alive" and c.find_element(By.CSS_SELECTOR, '#nodes tr[data-slot="1"] td:nth-child(3)'
+                                                            ).text == "2", what="node 1 back in epoch 2")
+
+            # Actors: search for the fold's instances, open one, see its node's last recovery.
+            chrome.get(base + "#/actors")
+            wait_for(chrome, lambda c: len(c.find_elements(By.CSS_SELECTOR, "#actors tr[data-actor]")) >= 5)
+            chrome.find_element(By.ID, "actor-search").send_keys("fold")
+            wait_for(chrome, lambda c: len(c.find_elements(By.CSS_SELECTOR, "#actors tr[data-actor]")) == 2,
+                     what="the fold's two instances")
+            _shot(chrome, "actors")
+            chrome.find_element(By.CSS_SELECTOR, "#actors tr[data-actor]").click()
+            wait_for(chrome, lambda c: c.find_elements(By.CSS_SELECTOR, "#actor-detail .card"), what="the actor's page")
+            assert "Operator" in chrome.find_element(By.ID, "actor-detail").text
+
+            # Lineage store: every live node's stash and flushes.
+            chrome.get(base + "#/lineage")
+            wait_for(chrome, lambda c: len(c.find_elements(By.CSS_SELECTOR, "#lineage tr[data-slot]")) == 3)
+            assert _number(chrome, '[data-fact="bytes-per-task"]') > 0
+            _shot(chrome, "lineage")
+    finally:
+        stop.set()
+        if feeder.is_alive():
+            feeder.join()
+    result = running.finish(timeout=120)
+    final = {}
+    for key, total in result.outputs:
+        final[key] = total
+    assert final == collections.Counter(n % KEYS for n in fed)  # exactly once, through the kill
