@@ -6,7 +6,9 @@ arrives first). A node process is SIGKILLed while the DataFrame is being fed; it
 rebuilt by replay. ``bridge.to_dataframe`` brings the reducers' counts back into Spark, and the
 result is compared with Spark's own ``groupBy().count()``.
 
-    python examples/bridge_wordcount.py [--lines 20000] [--no-kill]
+The head serves its web dashboard meanwhile (the address is printed first).
+
+    python examples/bridge_wordcount.py [--lines 20000] [--no-kill] [--dashboard-port 8265] [--hold 300]
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=20_000)
     parser.add_argument("--no-kill", action="store_true", help="do not kill a node")
+    parser.add_argument("--dashboard-port", type=int, default=0, help="the dashboard's port (0: any free one)")
+    parser.add_argument("--hold", type=float, default=0.0,
+                        help="keep the cluster (and its dashboard) up this many seconds after the run")
     args = parser.parse_args()
 
     corpus = Path(tempfile.mkdtemp(prefix="actorrt-corpus-")) / "corpus.txt"
@@ -78,7 +83,8 @@ def main() -> None:
     spark = (SparkSession.builder.master("local[2]").appName("actorrt-wordcount")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    actorrt.init(num_nodes=2)
+    info = actorrt.init(num_nodes=2, dashboard_port=args.dashboard_port)
+    print(f"dashboard: {info['dashboard_url']} (the recovery shows on its Recoveries page; --hold 300 keeps it up)")
     try:
         lines = spark.read.text(str(corpus)).repartition(4)
         reducers = [Reducer.options(node=i % 2).remote() for i in range(4)]
@@ -101,6 +107,9 @@ def main() -> None:
         print("equals Spark's own groupBy().count():", difference == 0)
         if difference:
             raise SystemExit(f"{difference} rows differ from Spark's answer")
+        if args.hold:
+            print(f"holding the cluster for {args.hold:.0f} s: {info['dashboard_url']}")
+            time.sleep(args.hold)
     finally:
         actorrt.shutdown()
         spark.stop()

@@ -12,14 +12,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import pytest
 from selenium.webdriver.common.by import By
 
 import actorrt
 from actorrt.streaming import Dataflow, Fed
-from tests.support.browser import artifacts_dir, chromium, wait_for
+from tests.support.browser import artifacts_dir, attributes, chromium, text_of, wait_for
+from tests.support.listening import LOOPBACK, listening_address
 
 KEYS = 40
 STAGES = 'section[data-flow="clicks"] g[data-stage]'
@@ -55,17 +55,6 @@ def _get(url: str, headers: dict[str, str] | None = None, data: bytes | None = N
 
 def _token(link: str) -> str:
     return urllib.parse.parse_qs(urllib.parse.urlsplit(link).query)["token"][0]
-
-
-def _listening_address(port: int) -> str:
-    """The address a socket listening on ``port`` of this machine is bound to (from the kernel)."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            local, state = line.split()[1], line.split()[3]
-            address, _, hex_port = local.partition(":")
-            if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
-                return address
-    raise AssertionError(f"nothing listens on port {port}")
 
 
 # ---- the door ---------------------------------------------------------------------------------------
@@ -135,7 +124,7 @@ def test_the_page_loads_only_assets_served_from_the_package(dashboard):
 def test_the_dashboard_binds_loopback_unless_asked(dashboard):
     base, _ = dashboard
     assert urllib.parse.urlsplit(base).hostname == "127.0.0.1"
-    assert _listening_address(urllib.parse.urlsplit(base).port) == "0100007F"  # 127.0.0.1, in the kernel's order
+    assert listening_address(urllib.parse.urlsplit(base).port) == LOOPBACK
 
 
 # ---- in a browser ---------------------------------------------------------------------------------
@@ -149,7 +138,7 @@ def _feed(running, stop: threading.Event, fed: list[int]) -> None:
 
 
 def _number(chrome, selector: str) -> float | None:
-    text = chrome.find_element(By.CSS_SELECTOR, selector).text.replace(",", "")
+    text = (text_of(chrome, selector) or "").strip().replace(",", "")
     return None if text in ("", "–") else float(text.split()[0])
 
 
@@ -168,24 +157,23 @@ def test_the_pages_show_the_nodes_a_flow_s_rates_and_a_recovery_phase_by_phase(d
     try:
         with chromium() as chrome:
             chrome.get(base + "?token=not-the-token")
-            assert "not this cluster" in chrome.find_element(By.ID, "login-error").text
+            assert "not this cluster" in text_of(chrome, "#login-error")
             chrome.find_element(By.NAME, "token").send_keys(_token(link))
             chrome.find_element(By.CSS_SELECTOR, "#login button").click()
             # Cluster: the three nodes, alive, with their CPU and memory.
             wait_for(chrome, lambda c: len(c.find_elements(By.CSS_SELECTOR, '#nodes tr[data-state="alive"]')) == 3,
                      what="three live nodes on the cluster page")
             assert "token" not in chrome.current_url
-            assert chrome.find_element(By.CSS_SELECTOR, '#nodes tr[data-slot="1"] td:nth-child(8)').text.endswith("MiB")
+            assert text_of(chrome, '#nodes tr[data-slot="1"] td:nth-child(8)').endswith("MiB")
             _shot(chrome, "cluster")
 
             # Flows: the graph of the flow's stages, then its rates rising once records come.
             chrome.get(base + "#/flows")
             wait_for(chrome, lambda c: len(c.find_elements(By.CSS_SELECTOR, STAGES)) == 3, what="the flow's stages")
-            assert not _number(chrome, RATE_OUT)
-            feeder.start()
-            wait_for(chrome, lambda c: (_number(c, RATE_OUT) or 0) > 100, what="records leaving the flow")
-            first = _number(chrome, RATE_IN)
-            wait_for(chrome, lambda c: _number(c, RATE_IN) > first, what="the flow's input rate rising")
+            assert not _number(chrome, RATE_IN) and not _number(chrome, RATE_OUT)
+            feeder.start()  # the page, never reloaded, shows the rates rise from nothing
+            wait_for(chrome, lambda c: (_number(c, RATE_IN) or 0) > 100 and (_number(c, RATE_OUT) or 0) > 100,
+                     what="records entering and leaving the flow")
             assert _number(chrome, '[data-flow="clicks"] [data-metric="latency_p99_ms"]') is not None
             _shot(chrome, "flows")
 
@@ -195,21 +183,20 @@ def test_the_pages_show_the_nodes_a_flow_s_rates_and_a_recovery_phase_by_phase(d
             actorrt.kill_node(1)
             section = '#recoveries section[data-failure][data-done="true"]'
             wait_for(chrome, lambda c: c.find_elements(By.CSS_SELECTOR, section), timeout=60, what="a recovered node")
-            phases = [p.get_attribute("data-phase") for p in chrome.find_elements(By.CSS_SELECTOR, f"{section} .phase")]
+            phases = attributes(chrome, f"{section} .phase", "data-phase")
             assert phases[:2] == ["detection", "restart"] and phases[-1] == "replay", phases
             assert "reading lineage" in phases
             assert _number(chrome, f'{section} [data-fact="tasks-replayed"]') > 0
-            assert "node 1 (epoch 1) failed" in chrome.find_element(By.CSS_SELECTOR, section).text
-            assert "clicks" in chrome.find_element(By.CSS_SELECTOR, section).text  # the flow it touched
+            assert "node 1 (epoch 1) failed" in text_of(chrome, section)
+            assert "flows touched: clicks" in text_of(chrome, section)
             wait_for(chrome, lambda c: c.find_elements(By.CSS_SELECTOR, f"{section} .uplot"), what="its latency chart")
             time.sleep(3)  # a few more points after the recovery on its chart
             _shot(chrome, "recoveries")
 
             # Back on the cluster page: node 1 is alive again, in its second incarnation.
             chrome.get(base + "#/cluster")
-            wait_for(chrome, lambda c: c.find_element(By.CSS_SELECTOR, '#nodes tr[data-slot="1"]').get_attribute(
-                "data-state") == "alive" and c.find_element(By.CSS_SELECTOR, '#nodes tr[data-slot="1"] td:nth-child(3)'
-                                                            ).text == "2", what="node 1 back in epoch 2")
+            wait_for(chrome, lambda c: attributes(c, '#nodes tr[data-slot="1"]', "data-state") == ["alive"]
+                     and text_of(c, '#nodes tr[data-slot="1"] td:nth-child(3)') == "2", what="node 1 back in epoch 2")
 
             # Actors: search for the fold's instances, open one, see its node's last recovery.
             chrome.get(base + "#/actors")
@@ -220,7 +207,7 @@ def test_the_pages_show_the_nodes_a_flow_s_rates_and_a_recovery_phase_by_phase(d
             _shot(chrome, "actors")
             chrome.find_element(By.CSS_SELECTOR, "#actors tr[data-actor]").click()
             wait_for(chrome, lambda c: c.find_elements(By.CSS_SELECTOR, "#actor-detail .card"), what="the actor's page")
-            assert "Operator" in chrome.find_element(By.ID, "actor-detail").text
+            assert "Operator" in text_of(chrome, "#actor-detail")
 
             # Lineage store: every live node's stash and flushes.
             chrome.get(base + "#/lineage")

@@ -7,6 +7,7 @@ another host identity, as in test_collective_hosts.py, so objects reach it as pu
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -15,6 +16,9 @@ import struct
 import subprocess
 import sys
 import textwrap
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -30,6 +34,7 @@ from actorrt.core import context
 from actorrt.net.auth import metadata
 from actorrt.net.tls import ENV_NAMES, TlsFiles
 from actorrt.rpc import common_pb2, head_pb2, head_pb2_grpc, node_pb2, node_pb2_grpc
+from tests.support.listening import ANY, listening_address
 
 MB = 1 << 20
 OTHER_HOST = "elsewhere"
@@ -98,11 +103,12 @@ def _actorrt(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 @pytest.fixture(scope="module")
 def tls_cluster(certs, tmp_path_factory):
     """A TLS cluster: a head with one node, a node of another host added by hand, and this process
-    as its driver (TLS files and token from the environment). Yields its session."""
+    as its driver (TLS files and token from the environment), its dashboard open beyond loopback.
+    Yields its session."""
     d = certs[0]
     session_dir = tmp_path_factory.mktemp("session")
     started = _actorrt("start", "--head", "--nodes", "1", "--store-shards", "1", "--session-dir", str(session_dir),
-                       *_flags(d))
+                       "--dashboard-port", "0", "--dashboard-host", "0.0.0.0", *_flags(d))
     assert started.returncode == 0, started.stdout + started.stderr
     found = session.read(session_dir)
     other_node = None
@@ -209,6 +215,21 @@ def test_the_clusters_own_store_shards_serve_tls_only(tls_cluster, certs):
     with redis.Redis(host=host, port=int(port), password=view.store_password, socket_timeout=2) as plaintext, \
             pytest.raises((redis.ConnectionError, redis.TimeoutError)):
         plaintext.ping()
+
+
+def test_the_dashboard_beyond_loopback_serves_https_with_the_cluster_certificate(tls_cluster, certs):
+    url = urllib.parse.urlsplit(tls_cluster.dashboard_url)
+    assert url.scheme == "https" and listening_address(url.port) == ANY  # beyond loopback, as asked
+    context = ssl.create_default_context(cafile=str(certs[0] / "ca.pem"))  # no client certificate: a browser
+    request = urllib.request.Request(f"https://127.0.0.1:{url.port}/api/snapshot",
+                                     headers={"Authorization": f"Bearer {tls_cluster.token}"})
+    with urllib.request.urlopen(request, context=context, timeout=10) as response:
+        assert response.status == 200 and len(json.load(response)["cluster"]["nodes"]) == 2
+    with pytest.raises((urllib.error.URLError, ConnectionError)):  # never in plain HTTP
+        urllib.request.urlopen(f"http://127.0.0.1:{url.port}/api/snapshot", timeout=10)
+    with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):  # another CA's client
+        urllib.request.urlopen(request, context=ssl.create_default_context(cafile=str(certs[1] / "ca.pem")),
+                               timeout=10)
 
 
 @pytest.mark.parametrize("client", ["certificate of another CA", "no certificate", "server not trusted"])

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.wait import WebDriverWait
 
@@ -51,5 +52,20 @@ def chromium(width: int = 1400, height: int = 1000) -> Iterator[webdriver.Chrome
 
 def wait_for(chrome: webdriver.Chrome, condition: Callable[[webdriver.Chrome], Any], timeout: float = 30.0,
              what: str = "") -> Any:
-    """Poll ``condition(chrome)`` until it is truthy; returns its value."""
-    return WebDriverWait(chrome, timeout, poll_frequency=0.2).until(condition, message=what)
+    """Poll ``condition(chrome)`` until it is truthy; returns its value. A live page redraws its
+    parts every second, so an element found may be gone when read: that poll counts as false."""
+    return WebDriverWait(chrome, timeout, poll_frequency=0.2,
+                         ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)
+                         ).until(condition, message=what)
+
+
+def text_of(chrome: webdriver.Chrome, selector: str) -> str | None:
+    """The text of the first element ``selector`` matches, read in one step (None: no such element)."""
+    return chrome.execute_script("const e = document.querySelector(arguments[0]); return e ? e.textContent : null;",
+                                 selector)
+
+
+def attributes(chrome: webdriver.Chrome, selector: str, name: str) -> list[str]:
+    """Attribute ``name`` of every element ``selector`` matches, read in one step."""
+    return chrome.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(e => e.getAttribute(arguments[1]));", selector, name)
