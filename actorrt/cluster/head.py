@@ -130,6 +130,12 @@ class Head:
             self._background.spawn(self._leader.run(lambda: self._stopping))
         self.processes = NodeProcesses(self.address, self.options.host, self.token, self.tls, self.session_dir,
                                        self._background.spawn)
+        if self.options.dashboard_port is not None:  # before any node: a port taken stops the head here
+            try:
+                await self._serve_dashboard()
+            except ClusterError:
+                await server.stop(0)
+                raise
         if restored is None:
             for slot in range(self.options.nodes):
                 self.slots[slot] = Slot(head_pb2.NodeInfo(slot=slot, epoch=0, managed=True))
@@ -142,8 +148,6 @@ class Head:
             self._metrics = serve_metrics(self.options.host, self.options.metrics_port, self.cluster_stats)
             self.metrics_url = f"http://{self.options.host}:{self._metrics.server_port}/metrics"
             log.info("Prometheus metrics on %s", self.metrics_url)
-        if self.options.dashboard_port is not None:
-            await self._serve_dashboard()
         session.write(Session(self.address, self.token, os.getpid(), str(self.session_dir), children.supervisor_pid(),
                               metrics_url=self.metrics_url, dashboard_url=self.dashboard_url))
         children.serving()
@@ -157,7 +161,11 @@ class Head:
         sources = HeadSources(self.cluster_stats, lambda: self.state.store.shard_info(), self.heartbeat_ages,
                               self.failures, self.options.fault_tolerance.checkpoint_dir)
         self._dashboard = Dashboard(sources, self.token, self.tls)
-        self.dashboard_url = await self._dashboard.start(self.options.dashboard_host, self.options.dashboard_port)
+        host, port = self.options.dashboard_host, self.options.dashboard_port
+        try:
+            self.dashboard_url = await self._dashboard.start(host, port)
+        except OSError as exc:
+            raise ClusterError(f"the dashboard cannot serve on {host}:{port}: {exc.strerror or exc}") from None
         log.info("dashboard on %s", self.dashboard_url)
 
     async def _open_state(self, former_address: str) -> Restored | None:

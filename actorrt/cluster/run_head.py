@@ -23,6 +23,7 @@ from actorrt.cluster.head import Head
 from actorrt.cluster.head_options import HeadOptions, head_options
 from actorrt.cluster.head_state import SupersededError
 from actorrt.cluster.supervisor import SUPERSEDED_EXIT
+from actorrt.exceptions import ClusterError
 
 log = logging.getLogger("actorrt.head")
 
@@ -56,6 +57,9 @@ def main(head: HeadOptions, session_dir: Path | None, restarted: bool, standby: 
         sys.exit(SUPERSEDED_EXIT)
     except leadership.NothingToTakeOverError as exc:
         log.info("%s; exiting", exc)
+    except ClusterError as exc:  # it cannot start as asked: the cause ends its log, in one line
+        log.critical("%s", exc)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import json
 import re
+import socket
 import threading
 import time
 import urllib.error
@@ -17,6 +18,9 @@ import pytest
 from selenium.webdriver.common.by import By
 
 import actorrt
+from actorrt.cluster.head_options import HeadOptions
+from actorrt.cluster.launch import start_head
+from actorrt.exceptions import ClusterError
 from actorrt.streaming import Dataflow, Fed
 from tests.support.browser import artifacts_dir, attributes, chromium, text_of, wait_for
 from tests.support.listening import LOOPBACK, listening_address
@@ -125,6 +129,15 @@ def test_the_dashboard_binds_loopback_unless_asked(dashboard):
     base, _ = dashboard
     assert urllib.parse.urlsplit(base).hostname == "127.0.0.1"
     assert listening_address(urllib.parse.urlsplit(base).port) == LOOPBACK
+
+
+def test_a_dashboard_port_already_taken_stops_the_head_saying_so(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ClusterError, match=f"the dashboard cannot serve on 127.0.0.1:{port}: .*in use"):
+            start_head(tmp_path, HeadOptions(nodes=1, store_shards=1, dashboard_port=port))
 
 
 # ---- in a browser ---------------------------------------------------------------------------------
