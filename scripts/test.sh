@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/install-browser.sh
 export PATH="$(pwd)/.venv/bin:$PATH"
-exec pytest -q "$@"
+exec pytest -q --durations=20 "$@"

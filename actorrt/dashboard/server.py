@@ -119,10 +119,13 @@ class Dashboard:
     async def _sample(self) -> None:
         while True:
             await asyncio.sleep(SAMPLE_EVERY_S)
-            self.history.sample(time.time(), self.sources.stats())
-            if self._listeners:
-                await self._read_shards()
-                self._send(self._encoded())
+            try:
+                self.history.sample(time.time(), self.sources.stats())
+                if self._listeners:
+                    await self._read_shards()
+                    self._send(self._encoded())
+            except Exception:  # noqa: BLE001 - a page that stops updating is better than a head that stops
+                log.exception("the dashboard's sample failed")
 
     def _send(self, data: bytes | None) -> None:
         for queue in self._listeners:
