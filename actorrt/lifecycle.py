@@ -16,6 +16,7 @@ import shutil
 import signal
 import tempfile
 import threading
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +167,7 @@ def init(
             signals.clean_up_before(signal.SIGTERM, _shutdown_unless_busy)
         out = {"address": driver.head_address, "nodes": driver.nodes()}
         if head is not None and head.session.dashboard_url:
-            out["dashboard_url"] = f"{head.session.dashboard_url}?token={head.session.token}"
+            out["dashboard_url"] = f"{head.session.dashboard_url}?token={urllib.parse.quote(head.session.token)}"
         return out
 
 

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import time
+import urllib.parse
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -132,7 +133,7 @@ class Head:
                                        self._background.spawn)
         if self.options.dashboard_port is not None:  # before any node: a port taken stops the head here
             try:
-                await self._serve_dashboard()
+                await self._serve_dashboard(former.dashboard_url if former is not None else "")
             except ClusterError:
                 await server.stop(0)
                 raise
@@ -157,15 +158,24 @@ class Head:
                  len(self.slots), store)
         return server
 
-    async def _serve_dashboard(self) -> None:
+    async def _serve_dashboard(self, former_url: str) -> None:
+        """Serve the dashboard; a restarted head serves it where its predecessor did (open pages
+        reconnect), and goes on without it rather than fail a running cluster for it."""
         sources = HeadSources(self.cluster_stats, lambda: self.state.store.shard_info(), self.heartbeat_ages,
                               self.failures, self.options.fault_tolerance.checkpoint_dir)
         self._dashboard = Dashboard(sources, self.token, self.tls)
-        host, port = self.options.dashboard_host, self.options.dashboard_port
+        host = self.options.dashboard_host
+        port = urllib.parse.urlsplit(former_url).port or self.options.dashboard_port
         try:
             self.dashboard_url = await self._dashboard.start(host, port)
         except OSError as exc:
-            raise ClusterError(f"the dashboard cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+            message = f"the dashboard cannot serve on {host}:{port}: {exc.strerror or exc}"
+            await self._dashboard.stop()
+            self._dashboard = None
+            if not self.restarted:
+                raise ClusterError(message) from None
+            log.error("%s; the cluster goes on without it", message)
+            return
         log.info("dashboard on %s", self.dashboard_url)
 
     async def _open_state(self, former_address: str) -> Restored | None:
@@ -282,7 +292,9 @@ class Head:
             s.process.kill()  # fail-stop: a node declared dead must not keep running
         s.failed_at = asyncio.get_running_loop().time()
         s.detection_ms = (s.failed_at - (s.killed_at if s.killed_at is not None else s.last_heartbeat)) * 1e3
-        self.failures.failed(slot, epoch, reason, time.time() - s.detection_ms / 1e3, s.detection_ms)
+        # (One that never registered sent no heartbeat: nothing to detect it from.)
+        detected_ms = 0.0 if never_started else s.detection_ms
+        self.failures.failed(slot, epoch, reason, time.time() - detected_ms / 1e3, detected_ms)
         s.killed_at = None
         s.info.state = head_pb2.DEAD
         await self._fence(s, epoch)
@@ -520,7 +532,9 @@ class Head:
         return s.process.pid
 
     def cluster_stats(self) -> head_pb2.ClusterStatsReply:
-        stats = [s.stats for _, s in sorted(self.slots.items()) if s.info.state == head_pb2.ALIVE]
+        # (A node that has sent no heartbeat yet has no stats of its own incarnation.)
+        stats = [s.stats for _, s in sorted(self.slots.items())
+                 if s.info.state == head_pb2.ALIVE and s.stats.epoch == s.info.epoch]
         return head_pb2.ClusterStatsReply(view=self.view(), nodes=stats, metrics_url=self.metrics_url,
                                           named=self.names.all(), dashboard_url=self.dashboard_url)
 

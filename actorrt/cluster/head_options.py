@@ -88,6 +88,9 @@ class HeadOptions:
         if not isinstance(self.store_replicas, int) or not 0 <= self.store_replicas <= MAX_STORE_REPLICAS:
             raise ValueError(f"store_replicas must be an int from 0 to {MAX_STORE_REPLICAS}, "
                              f"not {self.store_replicas!r}")
+        if not isinstance(self.dashboard_host, str) or not self.dashboard_host:
+            raise ValueError(f"dashboard_host must be an address to bind (127.0.0.1 by default; 0.0.0.0 for every "
+                             f"interface), not {self.dashboard_host!r}")
         if not isinstance(self.head_grace, int | float) or self.head_grace <= 0:
             raise ValueError(f"head_grace must be a number > 0 (seconds), not {self.head_grace!r}")
 

@@ -63,7 +63,7 @@ def _as_metrics(values: Any) -> dict[str, float]:
 
 
 def _as_labels(values: Any) -> list[str]:
-    return [str(value) for value in values]
+    return [values] if isinstance(values, str) else [str(value) for value in values]
 
 
 class ActorServices(Protocol):

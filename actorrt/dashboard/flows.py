@@ -8,6 +8,7 @@ same way shows up as a stage too.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -89,5 +90,11 @@ def flows_of(nodes: list[node_pb2.NodeStatsReply]) -> dict[str, Flow]:
             if stage is None:
                 stage = flow.stages[key] = Stage(key, int(match["stage"]), match["name"], list(actor.inputs))
             stage.instances.append({"instance": int(match["instance"]), "slot": node.slot,
-                                    "actor": actor.actor_id.hex(), "metrics": dict(actor.metrics)})
+                                    "actor": actor.actor_id.hex(), "metrics": finite_metrics(actor)})
     return dict(sorted(flows.items()))
+
+
+def finite_metrics(actor: node_pb2.ActorStats) -> dict[str, float]:
+    """What an actor publishes, less what is not a number (NaN, infinities: JSON has no word
+    for them, and a page that cannot parse one update would stop updating)."""
+    return {name: value for name, value in actor.metrics.items() if math.isfinite(value)}

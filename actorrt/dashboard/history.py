@@ -2,7 +2,9 @@
 
 The dashboard's charts read it: each flow's rates, backlog and latencies, each node's CPU and
 memory, and each process's lineage (its stash, its flushes' latency and bytes per task). Actor
-restarts are counted here too: an actor seen on a newer incarnation of its node was rebuilt.
+restarts are counted here too: an actor seen on another node incarnation than before was rebuilt
+(on its node's next one, an heir, or where its standby was). What has not been seen for the
+window's length is forgotten.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from actorrt.rpc import head_pb2
 
 SAMPLE_EVERY_S = 1.0
 WINDOW_S = 600.0  # kept: ten minutes of samples
+# A failure touched the flows that had an operator on its node this recently.
+TOUCHED_WITHIN_S = 30.0
 
 
 @dataclass
@@ -46,9 +50,9 @@ class History:
         self.nodes = Series(window_s)  # "cpu <slot>", "rss <slot>" (MiB)
         self.lineage = Series(window_s)  # "stash <slot>", "latency <slot>" (ms), "bytes/task <slot>"
         self.last_flows: dict[str, Flow] = {}
-        self.flow_slots: dict[str, set[int]] = {}  # every slot a flow's operators were seen on
-        self.restarts: dict[bytes, int] = {}  # actor: times seen on a newer incarnation of its node
-        self._seen_on: dict[bytes, tuple[int, int]] = {}  # actor: (slot, epoch) last seen on
+        self._flow_slots: dict[tuple[str, int], float] = {}  # (flow, slot): when an operator was last seen there
+        self.restarts: dict[bytes, int] = {}  # actor: times seen on another node incarnation than before
+        self._seen_on: dict[bytes, tuple[int, int, float]] = {}  # actor: (slot, epoch, when) last seen
 
     def sample(self, at: float, stats: head_pb2.ClusterStatsReply) -> None:
         """Take one sample: ``at`` is wall-clock seconds, ``stats`` the head's newest heartbeats."""
@@ -57,10 +61,11 @@ class History:
         self.last_flows = flows_of(nodes)
         for name, flow in self.last_flows.items():
             self.flows.setdefault(name, Series(self.window_s)).add(at, flow.summary())
-            self.flow_slots.setdefault(name, set()).update(flow.slots())
+            self._flow_slots.update({(name, slot): at for slot in flow.slots()})
         for failure in self.failures.failures:
             if failure.flows is None:
-                failure.flows = sorted(n for n, slots in self.flow_slots.items() if failure.slot in slots)
+                failure.flows = sorted({name for (name, slot), seen in self._flow_slots.items()
+                                        if slot == failure.slot and failure.at - seen < TOUCHED_WITHIN_S})
         self.nodes.add(at, {k: v for n in nodes for k, v in (
             (f"cpu {n.slot}", n.cpu_percent), (f"rss {n.slot}", n.rss_bytes / 2**20))})
         lineage: dict[str, float | None] = {}
@@ -73,9 +78,19 @@ class History:
         for n in nodes:
             for actor in n.actors:
                 seen = self._seen_on.get(actor.actor_id)
-                if seen is not None and seen[0] == n.slot and seen[1] < n.epoch:
+                if seen is not None and seen[:2] != (n.slot, n.epoch):
                     self.restarts[actor.actor_id] = self.restarts.get(actor.actor_id, 0) + 1
-                self._seen_on[actor.actor_id] = (n.slot, n.epoch)
+                self._seen_on[actor.actor_id] = (n.slot, n.epoch, at)
+        self._forget(at - self.window_s)
+
+    def _forget(self, before: float) -> None:
+        """Drop flows, placements and actors not seen since ``before``."""
+        self.flows = {name: s for name, s in self.flows.items() if s.points and s.points[-1][0] >= before}
+        self._flow_slots = {k: seen for k, seen in self._flow_slots.items() if seen >= before}
+        gone = [a for a, (_, _, seen) in self._seen_on.items() if seen < before]
+        for actor in gone:
+            del self._seen_on[actor]
+            self.restarts.pop(actor, None)
 
     def flow_columns(self, name: str, since: float = 0.0, until: float = float("inf")) -> dict[str, list]:
         series = self.flows.get(name)

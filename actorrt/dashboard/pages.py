@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from actorrt.dashboard.flows import finite_metrics
 from actorrt.dashboard.history import History, bytes_per_task
 from actorrt.lineage import ids
-from actorrt.rpc import head_pb2
+from actorrt.rpc import head_pb2, node_pb2
 
 # The recoveries page shows the latest failures, each with its flows' latency from this long
 # before it to this long after its recovery.
@@ -59,21 +60,25 @@ def shard(s: head_pb2.StoreShard, info: dict | str) -> dict[str, Any]:
             "replication_lag_bytes": max(lags) if lags else None}
 
 
-def actors(stats: head_pb2.ClusterStatsReply, history: History) -> list[dict[str, Any]]:
+def names_of(stats: head_pb2.ClusterStatsReply) -> dict[bytes, list[str]]:
     names: dict[bytes, list[str]] = {}
     for named in stats.named:
         names.setdefault(named.actor_id, []).append(named.name)
-    out = []
-    for n in stats.nodes:
-        for a in n.actors:
-            if a.actor_id == ids.FUNCTIONS:
-                continue
-            out.append({"id": a.actor_id.hex(), "class_name": a.class_name,
-                        "name": ",".join(sorted(names.get(a.actor_id, []))), "label": a.label, "slot": n.slot,
-                        "epoch": n.epoch, "state": "dead" if a.dead else "alive", "queued": a.queued,
-                        "executed": a.executed, "restarts": history.restarts.get(a.actor_id, 0),
-                        "results_kept_bytes": a.results_kept_bytes, "metrics": dict(a.metrics),
-                        "standby": a.standby if a.HasField("standby") else None})
+    return names
+
+
+def actor_row(node: node_pb2.NodeStatsReply, a: node_pb2.ActorStats, names: dict[bytes, list[str]],
+              history: History) -> dict[str, Any]:
+    return {"id": a.actor_id.hex(), "class_name": a.class_name, "name": ",".join(sorted(names.get(a.actor_id, []))),
+            "label": a.label, "slot": node.slot, "epoch": node.epoch, "state": "dead" if a.dead else "alive",
+            "queued": a.queued, "executed": a.executed, "restarts": history.restarts.get(a.actor_id, 0),
+            "results_kept_bytes": a.results_kept_bytes, "metrics": finite_metrics(a),
+            "standby": a.standby if a.HasField("standby") else None}
+
+
+def actors(stats: head_pb2.ClusterStatsReply, history: History) -> list[dict[str, Any]]:
+    names = names_of(stats)
+    out = [actor_row(n, a, names, history) for n in stats.nodes for a in n.actors if a.actor_id != ids.FUNCTIONS]
     return sorted(out, key=lambda a: (a["slot"], a["label"] or a["class_name"], a["id"]))
 
 

@@ -9,7 +9,7 @@ them to the failure they recover from.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from google.protobuf.json_format import MessageToDict
 
@@ -29,12 +29,22 @@ class Failure:
     detection_ms: float  # from then until the head declared it dead
     with_slot: int | None = None  # a node sent back by a rollback round with this failed one
     round_ms: float = 0.0  # the rollback round that decided who goes back (ft="checkpoint")
-    recovery: dict | None = None  # its replacement's RecoveryStats, as they arrive
+    # What the nodes that rebuilt its actors report, by (node slot, node epoch, index): the slot's
+    # next incarnation, an heir, or a node whose standbys took its actors' place (several may).
+    reports: dict[tuple[int, int, int], dict] = field(default_factory=dict)
     flows: list[str] | None = None  # the flows with an operator on the slot (set at the next sample)
 
     @property
+    def recovery(self) -> dict | None:
+        """The report of the slot's own next incarnation if there is one, else of whichever
+        node rebuilt its actors."""
+        own = [r for (slot, _, _), r in self.reports.items() if slot == self.slot]
+        return next(iter(own or self.reports.values()), None)
+
+    @property
     def done(self) -> bool:
-        return self.recovery is not None and self.recovery.get("replay_ms", 0.0) > 0.0
+        recovery = self.recovery
+        return recovery is not None and recovery.get("replay_ms", 0.0) > 0.0
 
     def phases(self) -> list[tuple[str, float]]:
         """The recovery phase by phase, in order: (name, milliseconds)."""
@@ -47,22 +57,26 @@ class Failure:
 
     def as_json(self) -> dict:
         r = self.recovery or {}
+        phases = self.phases()
         return {"id": self.id, "slot": self.slot, "epoch": self.epoch, "reason": self.reason, "at": self.at,
                 "with_slot": self.with_slot, "done": self.done, "flows": self.flows or [],
-                "phases": [{"name": n, "ms": ms} for n, ms in self.phases()],
-                "total_ms": sum(ms for _, ms in self.phases()),
+                "phases": [{"name": n, "ms": ms} for n, ms in phases], "total_ms": sum(ms for _, ms in phases),
                 "actors": r.get("actors", 0), "tasks_replayed": r.get("tasks_replayed", 0),
                 "replay_tasks_per_s": r.get("replay_tasks_per_s", 0.0),
-                "from_checkpoint": r.get("from_checkpoint", 0), "from_standby": r.get("from_standby", 0),
-                "sends_skipped": r.get("sends_skipped", 0), "promoted": r.get("promoted", False)}
+                "from_checkpoint": r.get("from_checkpoint", 0),
+                "from_standby": sum(other.get("from_standby", 0) for other in self.reports.values()),
+                "sends_skipped": r.get("sends_skipped", 0),
+                "promoted": any(other.get("promoted", False) for other in self.reports.values())}
 
 
 class FailureLog:
     def __init__(self, kept: int = FAILURES_KEPT) -> None:
         self.failures: deque[Failure] = deque(maxlen=kept)
         self._next = 1
-        # (node slot, node epoch, index in its recoveries) -> the failure that recovery is of
-        self._reports: dict[tuple[int, int, int], Failure] = {}
+        # Every report the live incarnations carry, by (node slot, node epoch, index in its
+        # recoveries): the failure it is of, or None for one of a failure this log never saw (from
+        # before the head restarted), which no later failure may take.
+        self._reports: dict[tuple[int, int, int], Failure | None] = {}
 
     def failed(self, slot: int, epoch: int, reason: str, at: float, detection_ms: float) -> Failure:
         failure = Failure(self._next, slot, epoch, reason, at, detection_ms)
@@ -83,35 +97,27 @@ class FailureLog:
                 went.with_slot, went.round_ms = failed_slot, round_ms
 
     def observe(self, nodes: list[node_pb2.NodeStatsReply]) -> None:
-        """Attach the recoveries the nodes report to the failures they recover from."""
+        """Attach the recoveries the nodes report (each in every heartbeat of its incarnation) to
+        the failures they recover from, the first time each is seen; update each until done."""
+        seen: dict[tuple[int, int, int], Failure | None] = {}
         for node in nodes:
             for i, recovery in enumerate(node.recoveries):
                 key = (node.slot, node.epoch, i)
-                failure = self._reports.get(key)
-                if failure is None:
-                    failure = self._match(recovery, node.slot, node.epoch)
-                    if failure is None:
-                        continue
-                    self._reports[key] = failure
-                    self._forget_dropped()
-                if not failure.done:
-                    failure.recovery = MessageToDict(recovery, preserving_proto_field_name=True,
-                                                     always_print_fields_with_no_presence=True)
+                failure = self._reports[key] if key in self._reports else self._match(recovery, node.slot, node.epoch)
+                seen[key] = failure
+                if failure is not None and failure.reports.get(key, {}).get("replay_ms", 0.0) <= 0.0:
+                    failure.reports[key] = MessageToDict(recovery, preserving_proto_field_name=True,
+                                                         always_print_fields_with_no_presence=True)
+        self._reports = seen  # incarnations gone report no more
 
     def _match(self, recovery: node_pb2.RecoveryStats, slot: int, epoch: int) -> Failure | None:
-        """The latest failure without a recovery of a slot this one rebuilt: its own slot's
-        earlier incarnation, or a dead slot it inherited or took standbys over from."""
+        """The latest failure of a slot this recovery rebuilt: its own slot's earlier
+        incarnation, or a dead slot it inherited or took standbys over from."""
         rebuilt = set(recovery.slots) or {slot}
-        taken = set(map(id, self._reports.values()))
         for f in reversed(self.failures):
-            if f.slot in rebuilt and id(f) not in taken and (f.slot != slot or f.epoch < epoch):
+            if f.slot in rebuilt and (f.slot != slot or f.epoch < epoch):
                 return f
         return None
-
-    def _forget_dropped(self) -> None:
-        if len(self._reports) > 2 * (self.failures.maxlen or 0):
-            kept = set(map(id, self.failures))
-            self._reports = {k: f for k, f in self._reports.items() if id(f) in kept}
 
     def recent(self, count: int) -> list[Failure]:
         return list(self.failures)[-count:][::-1]

@@ -1,9 +1,9 @@
 """The dashboard's HTTP server: aiohttp on the head's own event loop.
 
-It samples the head's stats once a second into its history (a few microseconds of work while
-nobody looks). While pages are open it also asks the store shards for their ``INFO``, builds one
-snapshot of every page, and sends it to each open page as a server-sent event: the cost does not
-grow with the cluster's traffic, only with its size.
+It samples the head's stats once a second into its history (no page open: that is all it does).
+While pages are open it also asks the store shards for their ``INFO``, builds one snapshot of
+every page, and sends it to each open page as a server-sent event: the cost does not grow with
+the cluster's traffic, only with its size. ``bench/dashboard_cost.py`` measures it.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
+from yarl import URL
 
 from actorrt.dashboard import pages
 from actorrt.dashboard.auth import Door
 from actorrt.dashboard.history import SAMPLE_EVERY_S, History
 from actorrt.dashboard.recoveries import FailureLog
-from actorrt.lineage import checkpoints
+from actorrt.lineage import checkpoints, ids
 from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2
 from actorrt.util.background import BackgroundTasks
@@ -36,6 +36,8 @@ log = logging.getLogger("actorrt.head")
 
 STATIC = Path(__file__).parent / "static"
 SHARD_INFO_TIMEOUT_S = 0.5
+# A failing sample is logged at most this often (it would fail again every second).
+FAILURE_LOGGED_EVERY_S = 60.0
 # A stopping head waits this long at most for requests under way (event streams end at once).
 SHUTDOWN_TIMEOUT_S = 1.0
 # Security headers of every answer: the page runs only its own scripts and is never framed.
@@ -49,7 +51,7 @@ class HeadSources:
     """What the dashboard reads of the head."""
 
     stats: Callable[[], head_pb2.ClusterStatsReply]
-    shard_info: Callable[[], Awaitable[dict[str, dict]]]  # each store shard's INFO, by address
+    shard_info: Callable[[], Awaitable[dict[str, dict | BaseException]]]  # each store shard's INFO, by address
     heartbeat_ages: Callable[[], dict[int, float]]  # seconds since each live node's last heartbeat
     failures: FailureLog
     checkpoint_dir: str
@@ -65,15 +67,18 @@ def is_loopback(host: str) -> bool:
 
 
 class Dashboard:
-    def __init__(self, sources: HeadSources, token: str, tls: TlsFiles | None = None,
-                 history: History | None = None) -> None:
+    def __init__(self, sources: HeadSources, token: str, tls: TlsFiles | None = None) -> None:
         self.sources = sources
-        self.history = history if history is not None else History(sources.failures)
+        self.history = History(sources.failures)
+        self._token = token
         self._tls = tls
-        self._door = Door(token, secure=tls is not None)
+        self._door: Door | None = None  # once it knows its port and scheme
         self._listeners: set[asyncio.Queue[bytes | None]] = set()  # open event streams (None: end)
         self._usage = ProcessUsage()  # the head's own
-        self._shards: dict[str, dict | str] = {}
+        self._head_usage = (0.0, 0)  # its last sample: (CPU percent, resident bytes)
+        self._shards: dict[str, dict | str] = {}  # each shard's INFO, or why it has none
+        self._shards_at = 0.0  # when they were read (loop time)
+        self._failure_logged_at = -FAILURE_LOGGED_EVERY_S
         self._background = BackgroundTasks("dashboard")
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -100,6 +105,7 @@ class Dashboard:
         site = web.TCPSite(self._runner, host, port, ssl_context=context)
         await site.start()
         bound = site._server.sockets[0].getsockname()[1]  # aiohttp names no public accessor for it
+        self._door = Door(self._token, bound, secure=context is not None)
         shown = f"[{host}]" if ":" in host else host
         self.url = f"{'https' if context else 'http'}://{shown}:{bound}/"
         if not is_loopback(host):
@@ -120,12 +126,17 @@ class Dashboard:
         while True:
             await asyncio.sleep(SAMPLE_EVERY_S)
             try:
-                self.history.sample(time.time(), self.sources.stats())
+                stats = self.sources.stats()
+                self._head_usage = self._usage.sample()
+                self.history.sample(time.time(), stats)
                 if self._listeners:
-                    await self._read_shards()
-                    self._send(self._encoded())
+                    await self._read_shards(stats)
+                    self._send(self._encoded(stats))
             except Exception:  # noqa: BLE001 - a page that stops updating is better than a head that stops
-                log.exception("the dashboard's sample failed")
+                now = asyncio.get_running_loop().time()
+                if now - self._failure_logged_at >= FAILURE_LOGGED_EVERY_S:
+                    self._failure_logged_at = now
+                    log.exception("the dashboard's sample failed (logged once a minute at most)")
 
     def _send(self, data: bytes | None) -> None:
         for queue in self._listeners:
@@ -133,19 +144,28 @@ class Dashboard:
                 queue.get_nowait()  # a page that fell behind gets the newest only
             queue.put_nowait(data)
 
-    async def _read_shards(self) -> None:
+    async def _read_shards(self, stats: head_pb2.ClusterStatsReply) -> None:
+        """Each of the head's own shards' INFO (an external store's are its operators' to watch)."""
+        self._shards_at = asyncio.get_running_loop().time()
+        if not stats.view.store_shards:
+            return
         try:
-            self._shards = await asyncio.wait_for(self.sources.shard_info(), SHARD_INFO_TIMEOUT_S)
+            infos = await asyncio.wait_for(self.sources.shard_info(), SHARD_INFO_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - a shard down is what the page must show, not a crash
-            self._shards = {s.address: f"unreachable: {exc!r}" for s in self.sources.stats().view.store_shards}
+            infos = {s.address: exc for s in stats.view.store_shards}
+        self._shards = {address: f"unreachable: {info!r}" if isinstance(info, BaseException) else info
+                        for address, info in infos.items()}
 
-    def _build(self) -> dict[str, Any]:
-        cpu, rss = self._usage.sample()
+    async def _fresh_shards(self, stats: head_pb2.ClusterStatsReply) -> None:
+        if asyncio.get_running_loop().time() - self._shards_at > SAMPLE_EVERY_S:
+            await self._read_shards(stats)
+
+    def _encoded(self, stats: head_pb2.ClusterStatsReply) -> bytes:
+        cpu, rss = self._head_usage
         head = {"cpu_percent": cpu, "rss_bytes": rss, "heartbeats": self.sources.heartbeat_ages()}
-        return pages.snapshot(self.sources.stats(), self.history, head, self._shards, time.time())
-
-    def _encoded(self) -> bytes:
-        return json.dumps(self._build(), separators=(",", ":")).encode()
+        snapshot = pages.snapshot(stats, self.history, head, self._shards, time.time())
+        # Not a number is no JSON: one would stop every page (what actors publish is filtered).
+        return json.dumps(snapshot, separators=(",", ":"), allow_nan=False).encode()
 
     # ---- requests -------------------------------------------------------------------------------
 
@@ -159,14 +179,16 @@ class Dashboard:
 
     async def _guarded(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                        ) -> web.StreamResponse:
-        if request.path == "/login" or request.path.startswith("/static/"):  # the page's code: no data
-            return await handler(request)
         given = request.query.get("token")
         if given is not None:  # a link with the token: log in, and drop the token from the address
             if not self._door.is_token(given):
                 return _login(401, "That token is not this cluster's.")
             kept = {k: v for k, v in request.query.items() if k != "token"}
-            return self._door.admit(_see_other(str(request.rel_url.with_query(kept))))
+            # Always a path of this server ("//host/..." would send the browser elsewhere).
+            here = URL("/" + request.rel_url.path.lstrip("/\\")).with_query(kept)
+            return self._door.admit(_see_other(str(here)))
+        if request.path == "/login" or request.path.startswith("/static/"):  # the page's code: no data
+            return await handler(request)
         if not self._door.lets_in(request):
             if request.path.startswith("/api/"):
                 return web.json_response({"error": "log in with the cluster token first"}, status=401)
@@ -187,9 +209,9 @@ class Dashboard:
         return web.FileResponse(STATIC / "index.html")
 
     async def _snapshot(self, request: web.Request) -> web.StreamResponse:
-        if not self._shards:
-            await self._read_shards()
-        return web.Response(body=self._encoded(), content_type="application/json")
+        stats = self.sources.stats()
+        await self._fresh_shards(stats)
+        return web.Response(body=self._encoded(stats), content_type="application/json")
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **_HEADERS})
@@ -197,12 +219,14 @@ class Dashboard:
         queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=1)
         self._listeners.add(queue)
         try:
-            if not self._shards:
-                await self._read_shards()
-            data: bytes | None = self._encoded()  # at once: a page opened shows its data without waiting a tick
+            stats = self.sources.stats()
+            await self._fresh_shards(stats)
+            data: bytes | None = self._encoded(stats)  # at once: a page opened shows it without waiting a tick
             while data is not None:
                 await response.write(b"data: " + data + b"\n\n")
                 data = await queue.get()
+        except ConnectionResetError:  # the page went away
+            pass
         finally:
             self._listeners.discard(queue)
         return response
@@ -213,20 +237,23 @@ class Dashboard:
         except ValueError:
             return web.json_response({"error": "an actor ID is hexadecimal"}, status=400)
         stats = self.sources.stats()
-        found = next(((n, a) for n in stats.nodes for a in n.actors if a.actor_id == actor_id), None)
+        found = next(((n, a) for n in stats.nodes for a in n.actors
+                      if a.actor_id == actor_id and actor_id != ids.FUNCTIONS), None)
         if found is None:
             return web.json_response({"error": f"no live actor {actor_id.hex()}"}, status=404)
-        node, _ = found
-        actor = next(a for a in pages.actors(stats, self.history) if a["id"] == actor_id.hex())
+        node, stats_of_actor = found
+        actor = pages.actor_row(node, stats_of_actor, pages.names_of(stats), self.history)
         files = await asyncio.to_thread(checkpoints.checkpoint_files, self.sources.checkpoint_dir, actor_id)
         last = next((f for f in reversed(self.sources.failures.failures) if f.slot == node.slot), None)
         return web.json_response({**actor, "checkpoints": files,
                                   "last_recovery": last.as_json() if last is not None else None})
 
 
+_LOGIN_PAGE = (STATIC / "login.html").read_text()
+
+
 def _login(status: int, error: str) -> web.Response:
-    page = (STATIC / "login.html").read_text().replace("{{error}}", error)
-    return web.Response(status=status, text=page, content_type="text/html")
+    return web.Response(status=status, text=_LOGIN_PAGE.replace("{{error}}", error), content_type="text/html")
 
 
 def _see_other(location: str) -> web.Response:

@@ -142,13 +142,17 @@ class _Store:
         connection of the store's own (``script_connection.py``) rather than redis-py's."""
         raise NotImplementedError
 
-    async def shard_info(self, section: str = "default") -> dict[str, dict]:
-        """Each primary's ``INFO section``, by address."""
+    async def shard_info(self, section: str = "default") -> dict[str, dict | BaseException]:
+        """Each primary's ``INFO section``, by address (or the error that shard gave)."""
         raise NotImplementedError
 
     async def replicas_connected(self) -> dict[str, int]:
         """How many replicas each shard has connected now, by address."""
         infos = await self.shard_info("replication")
+        for info in infos.values():
+            if isinstance(info, BaseException):
+                with self._errors_translated():
+                    raise info
         return {address: int(info.get("connected_slaves", 0)) for address, info in infos.items()}
 
     async def _gather(self, coros) -> list:
@@ -239,8 +243,8 @@ class ShardedStore(_Store):
             by_shard.setdefault(self.shard_of(tag), []).append(i)
         return _round_robin(by_shard)
 
-    async def shard_info(self, section: str = "default") -> dict[str, dict]:
-        infos = await self._gather(client.info(section) for client in self._clients)
+    async def shard_info(self, section: str = "default") -> dict[str, dict | BaseException]:
+        infos = await asyncio.gather(*(client.info(section) for client in self._clients), return_exceptions=True)
         return dict(zip(self.addresses, infos, strict=True))
 
     async def aclose(self) -> None:
@@ -322,7 +326,7 @@ class ClusterStore(_Store):
             by_node.setdefault(self._client.get_node_from_key(tag).name, []).append(i)
         return _round_robin(by_node)
 
-    async def shard_info(self, section: str = "default") -> dict[str, dict]:
+    async def shard_info(self, section: str = "default") -> dict[str, dict | BaseException]:
         await self._slot_map()
         (infos,) = await self._gather([self._client.info(section, target_nodes=RedisCluster.PRIMARIES)])
         return infos

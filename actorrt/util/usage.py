@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import sys
 import time
 
 # CPU is the share of one core over at least this much of the recent past.
@@ -32,5 +33,5 @@ def resident_bytes() -> int:
     try:
         with open("/proc/self/statm", "rb") as f:
             return int(f.read().split()[1]) * _PAGE
-    except OSError:  # not Linux: the peak is the best there is
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    except OSError:  # not Linux: the peak is the best there is (macOS counts it in bytes, others in KiB)
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)

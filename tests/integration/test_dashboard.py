@@ -10,9 +10,7 @@ import re
 import socket
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 
 import pytest
 from selenium.webdriver.common.by import By
@@ -23,6 +21,7 @@ from actorrt.cluster.launch import start_head
 from actorrt.exceptions import ClusterError
 from actorrt.streaming import Dataflow, Fed
 from tests.support.browser import artifacts_dir, attributes, chromium, text_of, wait_for
+from tests.support.http import fetch
 from tests.support.listening import LOOPBACK, listening_address
 
 KEYS = 40
@@ -40,23 +39,6 @@ def dashboard():
         actorrt.shutdown()
 
 
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):
-        return None
-
-
-_open = urllib.request.build_opener(_NoRedirects).open
-
-
-def _get(url: str, headers: dict[str, str] | None = None, data: bytes | None = None) -> tuple[int, dict, bytes]:
-    request = urllib.request.Request(url, data=data, headers=headers or {})
-    try:
-        with _open(request, timeout=10) as response:
-            return response.status, dict(response.headers), response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers), error.read()
-
-
 def _token(link: str) -> str:
     return urllib.parse.parse_qs(urllib.parse.urlsplit(link).query)["token"][0]
 
@@ -65,34 +47,42 @@ def _token(link: str) -> str:
 
 def test_without_the_token_the_dashboard_shows_nothing_but_its_login_page(dashboard):
     base, link = dashboard
-    status, headers, body = _get(base + "api/snapshot")
+    status, headers, body = fetch(base + "api/snapshot")
     assert status == 401 and "log in" in json.loads(body)["error"]
-    status, _, body = _get(base)
+    status, _, body = fetch(base)
     assert status == 401 and b'action="/login"' in body and b"actorrt_dashboard" not in body
-    status, _, body = _get(base + "api/snapshot", {"Authorization": "Bearer not-the-token"})
-    assert status == 401
-    status, headers, body = _get(base + "?token=not-the-token")
+    for header in ({"Authorization": "Bearer not-the-token"}, {"Authorization": "Bearer caf\xe9"},
+                   {"Cookie": "actorrt_dashboard=caf\xe9"}):  # (bytes that are not UTF-8: refused, no error)
+        status, _, body = fetch(base + "api/snapshot", header)
+        assert status == 401, header
+    status, headers, body = fetch(base + "?token=not-the-token")
     assert status == 401 and b"not this cluster" in body and "Set-Cookie" not in headers
-    status, headers, _ = _get(base + "login", data=b"token=not-the-token")
+    status, headers, _ = fetch(base + "login", data=b"token=not-the-token")
     assert status == 401 and "Set-Cookie" not in headers
 
 
 def test_the_token_in_a_link_logs_in_and_leaves_the_address(dashboard):
     base, link = dashboard
-    status, headers, _ = _get(link)
-    assert status == 303 and headers["Location"] == "/" and "token" not in headers["Location"]
+    status, headers, _ = fetch(link)
+    assert status == 303 and headers["Location"] == "/"
     cookie = headers["Set-Cookie"].split(";")[0]
-    assert "HttpOnly" in headers["Set-Cookie"] and "SameSite=Strict" in headers["Set-Cookie"]
+    assert "HttpOnly" in headers["Set-Cookie"] and "SameSite=Lax" in headers["Set-Cookie"]
+    assert "Secure" not in headers["Set-Cookie"]  # plain HTTP on loopback: it would never come back
     assert _token(link) not in cookie  # the cookie holds a digest, not the token
-    status, _, body = _get(base, {"Cookie": cookie})
+    status, _, body = fetch(base, {"Cookie": cookie})
     assert status == 200 and b'id="page"' in body
-    status, headers, _ = _get(base + "login", data=urllib.parse.urlencode({"token": _token(link)}).encode())
+    status, headers, _ = fetch(base + "login", data=urllib.parse.urlencode({"token": _token(link)}).encode())
     assert status == 303 and headers["Set-Cookie"].split(";")[0] == cookie
+    # The redirect stays on this server, whatever the path looks like.
+    for path, kept in (("/api/snapshot?x=1&", "/api/snapshot?x=1"), ("//evil.example/?", "/evil.example/"),
+                       ("/%5Cevil.example/?", "/evil.example/")):
+        status, headers, _ = fetch(f"{base.rstrip('/')}{path}token={_token(link)}")
+        assert status == 303 and headers["Location"] == kept, (path, headers["Location"])
 
 
 def test_a_script_reads_the_snapshot_with_the_token_as_a_bearer(dashboard):
     base, link = dashboard
-    status, headers, body = _get(base + "api/snapshot", {"Authorization": f"Bearer {_token(link)}"})
+    status, headers, body = fetch(base + "api/snapshot", {"Authorization": f"Bearer {_token(link)}"})
     assert status == 200 and headers["Content-Type"].startswith("application/json")
     snapshot = json.loads(body)
     assert [n["slot"] for n in snapshot["cluster"]["nodes"]] == [0, 1, 2]
@@ -104,23 +94,24 @@ def test_a_script_reads_the_snapshot_with_the_token_as_a_bearer(dashboard):
 def test_bad_requests_get_clear_errors_and_the_dashboard_serves_on(dashboard):
     base, link = dashboard
     bearer = {"Authorization": f"Bearer {_token(link)}"}
-    status, _, body = _get(base + "api/actors/not-hex", bearer)
+    status, _, body = fetch(base + "api/actors/not-hex", bearer)
     assert status == 400 and "hexadecimal" in json.loads(body)["error"]
-    status, _, body = _get(base + "api/actors/" + "ab" * 16, bearer)
+    status, _, body = fetch(base + "api/actors/" + "ab" * 16, bearer)
     assert status == 404 and "no live actor" in json.loads(body)["error"]
-    status, _, _ = _get(base + "static/../../../etc/passwd", bearer)
-    assert status in (403, 404)
-    status, _, _ = _get(base + "api/snapshot", bearer)
+    for escape in ("static/%2e%2e/%2e%2e/server.py", "static/..%2f..%2fserver.py", "static/%2e%2e%2f__init__.py"):
+        status, _, body = fetch(base + escape, bearer)
+        assert status in (403, 404) and b"import" not in body, escape
+    status, _, _ = fetch(base + "api/snapshot", bearer)
     assert status == 200
 
 
 def test_the_page_loads_only_assets_served_from_the_package(dashboard):
     base, link = dashboard
-    status, _, body = _get(base, {"Authorization": f"Bearer {_token(link)}"})
+    status, _, body = fetch(base, {"Authorization": f"Bearer {_token(link)}"})
     assets = re.findall(rb'(?:src|href)="([^"#]+)"', body)
     assert assets and all(a.startswith(b"/static/") or a == b"data:," for a in assets), assets
     for asset in (a.decode() for a in assets if a.startswith(b"/static/")):
-        status, headers, content = _get(base + asset.lstrip("/"))
+        status, headers, content = fetch(base + asset.lstrip("/"))
         assert status == 200 and content, asset
         assert headers["Content-Type"].split(";")[0] in ("text/css", "text/javascript", "application/javascript")
 

@@ -34,6 +34,7 @@ from actorrt.core import context
 from actorrt.net.auth import metadata
 from actorrt.net.tls import ENV_NAMES, TlsFiles
 from actorrt.rpc import common_pb2, head_pb2, head_pb2_grpc, node_pb2, node_pb2_grpc
+from tests.support.http import fetch
 from tests.support.listening import ANY, listening_address
 
 MB = 1 << 20
@@ -225,6 +226,9 @@ def test_the_dashboard_beyond_loopback_serves_https_with_the_cluster_certificate
                                      headers={"Authorization": f"Bearer {tls_cluster.token}"})
     with urllib.request.urlopen(request, context=context, timeout=10) as response:
         assert response.status == 200 and len(json.load(response)["cluster"]["nodes"]) == 2
+    status, headers, _ = fetch(f"https://127.0.0.1:{url.port}/login", data=f"token={tls_cluster.token}".encode(),
+                               context=context)
+    assert status == 303 and "Secure" in headers["Set-Cookie"]  # the cookie travels on HTTPS only
     with pytest.raises((urllib.error.URLError, ConnectionError)):  # never in plain HTTP
         urllib.request.urlopen(f"http://127.0.0.1:{url.port}/api/snapshot", timeout=10)
     with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):  # another CA's client

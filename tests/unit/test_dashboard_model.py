@@ -3,6 +3,11 @@ recoveries, flows read as graphs, the history's series and restarts, store shard
 
 from __future__ import annotations
 
+import json
+
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
+
 from actorrt.dashboard import pages
 from actorrt.dashboard.auth import Door
 from actorrt.dashboard.flows import flows_of
@@ -69,6 +74,28 @@ def test_a_rollback_round_records_its_time_and_the_nodes_it_sent_back():
     assert went.done and not failure.done
 
 
+def test_reports_of_failures_before_the_head_restarted_join_no_later_failure():
+    log = FailureLog()  # a restarted head's: empty, while node 1 (epoch 2) still reports its recovery
+    log.observe([_node(1, 2, recoveries=[_recovery(replay_ms=5.0)])])
+    failure = log.failed(1, 2, "killed", 100.0, 1.0)
+    log.observe([_node(1, 2, recoveries=[_recovery(replay_ms=5.0)])])
+    assert failure.recovery is None and not failure.done
+    log.observe([_node(1, 3, recoveries=[_recovery(replay_ms=8.0)])])
+    assert failure.recovery["replay_ms"] == 8.0
+
+
+def test_a_failure_recovered_by_standbys_and_by_its_restart_shows_its_restart():
+    log = FailureLog()
+    failure = log.failed(2, 1, "killed", 100.0, 1.0)
+    promoted = _recovery(slots=[2], promoted=True, from_standby=3, replay_ms=2.0)
+    log.observe([_node(0, 1, recoveries=[promoted])])
+    log.observe([_node(0, 1, recoveries=[promoted]),
+                 _node(2, 2, recoveries=[_recovery(restart_ms=400.0, replay_ms=50.0, actors=1)])])
+    shown = failure.as_json()
+    assert [p["ms"] for p in shown["phases"] if p["name"] in ("restart", "replay")] == [400.0, 50.0]
+    assert shown["promoted"] and shown["from_standby"] == 3 and shown["actors"] == 1
+
+
 def test_the_log_keeps_the_latest_failures():
     log = FailureLog(kept=3)
     for i in range(5):
@@ -109,15 +136,18 @@ def _stats(nodes) -> head_pb2.ClusterStatsReply:
     return head_pb2.ClusterStatsReply(nodes=nodes)
 
 
-def test_history_counts_an_actor_seen_on_a_newer_incarnation_of_its_node_as_a_restart():
-    history = History(FailureLog())
+def test_history_counts_an_actor_seen_on_another_node_incarnation_as_a_restart_and_forgets_the_gone():
+    history = History(FailureLog(), window_s=100.0)
     counter = node_pb2.ActorStats(actor_id=b"c", class_name="Counter")
     history.sample(1.0, _stats([_node(0, 1, [counter])]))
     history.sample(2.0, _stats([_node(0, 1, [counter])]))
     assert history.restarts.get(b"c", 0) == 0
-    history.sample(3.0, _stats([_node(0, 2, [counter])]))
+    history.sample(3.0, _stats([_node(0, 2, [counter])]))  # its node's next incarnation
     history.sample(4.0, _stats([_node(0, 2, [counter])]))
-    assert history.restarts[b"c"] == 1
+    history.sample(5.0, _stats([_node(3, 1, [counter])]))  # an heir, or where its standby was
+    assert history.restarts[b"c"] == 2
+    history.sample(200.0, _stats([]))
+    assert b"c" not in history.restarts
 
 
 def test_history_keeps_each_flow_s_series_over_its_window_and_names_the_flows_a_failure_touched():
@@ -133,6 +163,11 @@ def test_history_keeps_each_flow_s_series_over_its_window_and_names_the_flows_a_
     log.failed(7, 1, "killed", 15.0, 1.0)
     history.sample(16.0, _stats(_wordcount_nodes()[:1]))
     assert [f.flows for f in log.recent(2)] == [[], ["wc"]]
+    # A flow gone from a node long before its failure was not touched by it; a flow gone from the
+    # whole window is forgotten.
+    log.failed(1, 2, "killed", 16.0 + 60.0, 1.0)
+    history.sample(16.0 + 60.0, _stats([]))
+    assert log.recent(1)[0].flows == [] and history.flow_columns("wc") == {"t": []}
 
 
 def test_a_series_leaves_a_gap_where_a_name_had_no_value():
@@ -156,7 +191,31 @@ def test_a_shard_s_info_gives_its_memory_keys_rates_and_replication_lag():
     assert pages.shard(head_pb2.StoreShard(address="a:1"), "unreachable: timeout")["error"] == "unreachable: timeout"
 
 
-def test_the_door_knows_the_token_and_its_cookie_is_not_the_token():
-    door = Door("s3cret-token", secure=False)
+def _request(**headers: str):
+    return make_mocked_request("GET", "/", headers=headers)
+
+
+def test_the_door_lets_in_its_cookie_or_the_token_as_a_bearer_and_nothing_else():
+    door = Door("s3cret-token", 8265, secure=False)
     assert door.is_token("s3cret-token") and not door.is_token("s3cret-tokem") and not door.is_token("")
-    assert "s3cret" not in door._cookie
+    cookie = door.admit(web.Response()).cookies[door.cookie_name]
+    assert cookie.value != "s3cret-token" and cookie["httponly"] and cookie["samesite"] == "Lax"
+    assert not cookie["secure"]  # plain HTTP (loopback): a Secure cookie would never come back
+    assert door.lets_in(_request(Cookie=f"{door.cookie_name}={cookie.value}"))
+    assert door.lets_in(_request(Authorization="Bearer s3cret-token"))
+    for refused in ({}, {"Cookie": f"{door.cookie_name}=s3cret-token"},
+                    {"Cookie": f"actorrt_dashboard_1={cookie.value}"},  # another port's dashboard
+                    {"Authorization": "Bearer s3cret-tokem"}, {"Authorization": "Basic s3cret-token"}):
+        assert not door.lets_in(_request(**refused)), refused
+    assert not door.is_token("caf\udce9")  # bytes that were not UTF-8, as aiohttp decodes them: refused, no error
+    assert Door("s3cret-token", 8265, secure=True).admit(web.Response()).cookies[door.cookie_name]["secure"]
+
+
+def test_nan_and_infinite_metrics_never_reach_the_pages():
+    nodes = [_node(0, actors=[_operator("f/0 source0#0", records_in_per_s=float("nan"), records_out_per_s=5.0,
+                                        latency_p99_ms=float("inf"))])]
+    history = History(FailureLog())
+    history.sample(1.0, _stats(nodes))
+    snapshot = pages.snapshot(_stats(nodes), history, {"heartbeats": {}}, {}, 2.0)
+    assert snapshot["actors"][0]["metrics"] == {"records_out_per_s": 5.0}
+    json.dumps(snapshot, allow_nan=False)  # raises on NaN or infinity

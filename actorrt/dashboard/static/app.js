@@ -8,7 +8,7 @@ const PHASES = ["detection", "rollback round", "restart", "survivors' flush", "r
 const PHASE_COLORS = ["#cf222e", "#8250df", "#bc4c00", "#9a6700", "#0969da", "#1a7f37"];
 
 let snap = null;        // the newest snapshot
-let current = null;     // the page shown: {route, arg, update}
+let current = null;     // the page shown: {name, arg, timer}
 const charts = new Map();
 
 // ---- formatting ---------------------------------------------------------------------------------
@@ -176,10 +176,7 @@ const pages = {
     mount() { return `<div id="flows"></div>`; },
     update(s) {
       const root = $("#flows");
-      if (!s.flows.length) { root.innerHTML = '<p class="empty">No dataflow is running.</p>'; return; }
-      const names = s.flows.map(f => f.name).join("|");
-      if (root.dataset.names !== names) {
-        root.dataset.names = names;
+      if (!laidOut(root, s.flows.map(f => f.name).join("|"), "No dataflow is running.")) {
         root.innerHTML = s.flows.map((f, i) => `<section class="card" data-flow="${esc(f.name)}">
           <h2>${esc(f.name)}</h2><div class="facts" data-summary></div><div data-graph></div>
           <div class="charts"><div class="chart" id="flow-rates-${i}"></div><div class="chart" id="flow-latency-${i}"></div></div>
@@ -205,15 +202,14 @@ const pages = {
     mount() { return `<div id="recoveries"></div>`; },
     update(s) {
       const root = $("#recoveries");
-      if (!s.recoveries.length) { root.innerHTML = '<p class="empty">No node has failed since the head started.</p>'; return; }
-      const ids = s.recoveries.map(r => `${r.id}:${r.done}:${r.phases.length}`).join("|");
-      if (root.dataset.ids !== ids) {
-        root.dataset.ids = ids;
+      const ids = s.recoveries.map(r => `${r.id}:${Object.keys(r.latency).join(",")}`).join("|");
+      if (!laidOut(root, ids, "No node has failed since the head started.")) {
         root.innerHTML = s.recoveries.map(r => recoveryCard(r, true)).join("");
       }
       for (const r of s.recoveries) {
         const section = root.querySelector(`section[data-failure="${r.id}"]`);
-        section.querySelector("[data-timeline]").innerHTML = timeline(r);
+        section.dataset.done = r.done;
+        section.querySelector("[data-body]").innerHTML = recoveryBody(r);
         const band = [r.at, r.at + r.total_ms / 1000];
         Object.entries(r.latency).forEach(([flow, columns], j) => {
           chart(`recovery-${r.id}-${j}`, `${flow}: latency p99 (ms) around the failure`, columns, ["latency_p99_ms"], {band});
@@ -251,6 +247,15 @@ const pages = {
   },
 };
 
+// Whether `root` is laid out for the items `key` names: if not, and there are none, it says
+// `empty`; a caller lays out the items when this is false and `key` is not empty.
+function laidOut(root, key, empty) {
+  if (root.dataset.key === key) return true;
+  root.dataset.key = key;
+  if (!key) root.innerHTML = `<p class="empty">${esc(empty)}</p>`;
+  return !key;
+}
+
 // A flow's stages as a graph: a column per depth (a stage after its inputs), edges from inputs.
 function flowGraph(f) {
   const byKey = new Map(f.stages.map(s => [s.key, s]));
@@ -266,7 +271,7 @@ function flowGraph(f) {
   for (const s of f.stages) (columns[depthOf(s)] ||= []).push(s);
   const W = 210, H = 66, GX = 60, GY = 16, pos = new Map();
   columns.forEach((col, x) => col.forEach((s, y) => pos.set(s.key, {x: 10 + x * (W + GX), y: 10 + y * (H + GY)})));
-  const height = 20 + Math.max(...columns.map(c => c.length)) * (H + GY);
+  const height = 20 + Math.max(1, ...columns.map(c => (c ? c.length : 0))) * (H + GY);
   const edges = f.stages.flatMap(s => s.inputs.filter(k => pos.has(k)).map(k => {
     const a = pos.get(k), b = pos.get(s.key);
     const x0 = a.x + W, y0 = a.y + H / 2, x1 = b.x, y1 = b.y + H / 2, mx = (x0 + x1) / 2;
@@ -290,18 +295,22 @@ function timeline(r) {
       style="flex: ${Math.max(p.ms / total, 0.004)} 0 0">${p.ms / total > 0.12 ? esc(p.name) : ""}</div>`).join("");
 }
 
+// A failure's card: its body (redrawn at every update) and, on the recoveries page, its charts.
 function recoveryCard(r, withCharts) {
+  const charts = withCharts ? `<div class="charts">${Object.keys(r.latency).map((_, j) => `<div class="chart" id="recovery-${r.id}-${j}"></div>`).join("")}</div>` : "";
+  return `<section class="card" data-failure="${r.id}" data-done="${r.done}"><div data-body>${recoveryBody(r)}</div>${charts}</section>`;
+}
+
+function recoveryBody(r) {
   const legend = r.phases.map(p => `<span data-phase-ms="${esc(p.name)}"><i style="background:${PHASE_COLORS[PHASES.indexOf(p.name)]}"></i>${esc(p.name)} ${ms(p.ms)}</span>`).join("");
   const what = r.with_slot === null ? `node ${r.slot} (epoch ${r.epoch}) failed` : `node ${r.slot} (epoch ${r.epoch}) went back with node ${r.with_slot}`;
-  const charts = withCharts ? `<div class="charts">${Object.keys(r.latency).map((_, j) => `<div class="chart" id="recovery-${r.id}-${j}"></div>`).join("")}</div>` : "";
-  return `<section class="card" data-failure="${r.id}" data-done="${r.done}">
-    <h3>${what} at ${clock(r.at)} <span class="badge ${r.done ? "done" : "running"}">${r.done ? "recovered" : "recovering"}</span></h3>
+  return `<h3>${what} at ${clock(r.at)} <span class="badge ${r.done ? "done" : "running"}">${r.done ? "recovered" : "recovering"}</span></h3>
     <p class="muted">${esc(r.reason)}${r.flows.length ? ` · flows touched: ${esc(r.flows.join(", "))}` : ""}</p>
     <div class="timeline" data-timeline>${timeline(r)}</div><div class="legend">${legend}</div>
     <div class="facts">${fact("total", ms(r.total_ms), 'data-fact="total"')}${fact("actors rebuilt", r.actors)}
       ${fact("tasks replayed", num(r.tasks_replayed), 'data-fact="tasks-replayed"')}${fact("replay rate", `${num(r.replay_tasks_per_s)} tasks/s`)}
       ${fact("from a checkpoint", r.from_checkpoint)}${r.promoted ? fact("standbys promoted", r.from_standby) : ""}
-      ${fact("sends skipped", num(r.sends_skipped))}</div>${charts}</section>`;
+      ${fact("sends skipped", num(r.sends_skipped))}</div>`;
 }
 
 // ---- routing and the live feed -------------------------------------------------------------------
@@ -325,14 +334,21 @@ function connect() {
   const live = $("#live");
   const events = new EventSource("/api/events");
   events.onmessage = e => {
-    snap = JSON.parse(e.data);
-    live.dataset.state = "live";
-    live.textContent = `live · ${clock(snap.now)}`;
-    pages[current.name].update(snap);
+    try {
+      snap = JSON.parse(e.data);
+      live.dataset.state = "live";
+      live.textContent = `live · ${clock(snap.now)}`;
+      pages[current.name].update(snap);
+    } catch (error) {  // one bad update must not stop the next ones
+      console.error("dashboard update failed", error);
+    }
   };
-  events.onerror = () => {
+  events.onerror = async () => {
     live.dataset.state = "lost";
     live.textContent = "connection lost: retrying…";
+    // The browser retries the stream by itself, unless it was refused: logged out (a new token).
+    const answer = await fetch("/api/snapshot").catch(() => null);
+    if (answer && answer.status === 401) location.href = "/login";
   };
 }
 
