@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
 import signal
 import socket
 import threading
@@ -44,7 +45,12 @@ class Child:
             self._fd = -1
 
     def alive(self) -> bool:
-        return self._fd >= 0 and (self._exited is None or not self._exited.done())
+        if self._fd < 0:
+            return False
+        if self._exited is not None:
+            return not self._exited.done()
+        # Nobody waits on it yet: ask the pidfd now (it reads as ready once its process has exited).
+        return not select.select([self._fd], [], [], 0)[0]
 
     async def wait(self) -> None:
         """Return once the process has exited."""
