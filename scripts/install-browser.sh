@@ -12,4 +12,4 @@ if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
 fi
 apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null
-echo "installed $(chromium --version)"
+echo "installed $(dpkg-query -W -f "\${Package} \${Version}" chromium)"

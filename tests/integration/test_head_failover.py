@@ -245,7 +245,7 @@ def test_the_head_soak_script_passes_a_short_seeded_round():
     """``scripts/head_soak.py`` as a user runs it (its own process and cluster), briefly: two head
     kills and a node kill under load, every answer checked against the callers' own counts."""
     script = Path(__file__).parents[2] / "scripts" / "head_soak.py"
-    ran = subprocess.run([sys.executable, str(script), "--minutes", "0.3", "--head-kills", "2", "--counters", "2",
+    ran = subprocess.run([sys.executable, str(script), "--minutes", "0.2", "--head-kills", "2", "--counters", "2",
                           "--seed", "3"], capture_output=True, text=True, timeout=240)
     assert ran.returncode == 0 and "PASS" in ran.stdout, ran.stdout[-3000:] + ran.stderr[-3000:]
     assert "through 2 head kills and 1 node kills" in ran.stdout
