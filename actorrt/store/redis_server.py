@@ -115,6 +115,8 @@ class RedisShard:
                 f"bind {host}\n{listen}requirepass {password}\ndir {directory}\n"
                 f"appendonly yes\nappendfsync always\nsave \"\"\nlogfile {log_file}\n"
                 "daemonize no\nprotected-mode yes\n"
+                # A replica's first sync starts at once (Redis waits 5 s by default, for others to share it).
+                "repl-diskless-sync-delay 0\n"
             )
             if cluster:
                 # A node unreachable for 2 s is failed over to its replica (Redis's default: 15 s).
