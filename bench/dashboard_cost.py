@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the browser help
 import actorrt  # noqa: E402
 from actorrt.streaming import Dataflow, Fed  # noqa: E402
 from actorrt.testing import cluster_session  # noqa: E402
+from actorrt.util.processes import stat_fields  # noqa: E402
 from tests.support.browser import chromium, wait_for  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
@@ -57,8 +58,8 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float:
-    """The process's user and system CPU time so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """The process's user and system CPU time so far (utime and stime, in clock ticks)."""
+    fields = stat_fields(pid)
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 

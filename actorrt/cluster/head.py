@@ -15,7 +15,6 @@ import contextlib
 import logging
 import os
 import time
-import urllib.parse
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from actorrt.cluster.store_shards import StoreShards
 from actorrt.cluster.supervisor import ALIVE_EVERY_S, SUPERSEDED_EXIT
 from actorrt.cluster.takeover import Takeover
 from actorrt.dashboard.recoveries import FailureLog
-from actorrt.dashboard.server import Dashboard, HeadSources
+from actorrt.dashboard.server import Dashboard, HeadSources, serve_dashboard
 from actorrt.exceptions import ClusterError
 from actorrt.lineage.options import FaultToleranceMode
 from actorrt.net.server import InvalidRequestError, start_server
@@ -159,24 +158,11 @@ class Head:
         return server
 
     async def _serve_dashboard(self, former_url: str) -> None:
-        """Serve the dashboard; a restarted head serves it where its predecessor did (open pages
-        reconnect), and goes on without it rather than fail a running cluster for it."""
         sources = HeadSources(self.cluster_stats, lambda: self.state.store.shard_info(), self.heartbeat_ages,
                               self.failures, self.options.fault_tolerance.checkpoint_dir)
-        self._dashboard = Dashboard(sources, self.token, self.tls)
-        host = self.options.dashboard_host
-        port = urllib.parse.urlsplit(former_url).port or self.options.dashboard_port
-        try:
-            self.dashboard_url = await self._dashboard.start(host, port)
-        except OSError as exc:
-            message = f"the dashboard cannot serve on {host}:{port}: {exc.strerror or exc}"
-            await self._dashboard.stop()
-            self._dashboard = None
-            if not self.restarted:
-                raise ClusterError(message) from None
-            log.error("%s; the cluster goes on without it", message)
-            return
-        log.info("dashboard on %s", self.dashboard_url)
+        self._dashboard = await serve_dashboard(sources, self.token, self.tls, self.options.dashboard_host,
+                                                self.options.dashboard_port, self.restarted, former_url)
+        self.dashboard_url = self._dashboard.url if self._dashboard is not None else ""
 
     async def _open_state(self, former_address: str) -> Restored | None:
         self.state, self.cluster_id, restored = await takeover.open_state(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from actorrt.dashboard.flows import Flow, flows_of
 from actorrt.dashboard.recoveries import FailureLog
-from actorrt.rpc import head_pb2
+from actorrt.rpc import head_pb2, node_pb2
 
 SAMPLE_EVERY_S = 1.0
 WINDOW_S = 600.0  # kept: ten minutes of samples
@@ -97,7 +97,7 @@ class History:
         return series.columns(since, until) if series is not None else {"t": []}
 
 
-def bytes_per_task(node) -> float | None:
+def bytes_per_task(node: node_pb2.NodeStatsReply) -> float | None:
     """Lineage bytes this process wrote to the store per spec version it flushed."""
     lineage = node.lineage
     return lineage.store_bytes_written / lineage.flushed if lineage.flushed else None

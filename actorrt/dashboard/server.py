@@ -15,6 +15,7 @@ import json
 import logging
 import ssl
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from actorrt.dashboard import pages
 from actorrt.dashboard.auth import Door
 from actorrt.dashboard.history import SAMPLE_EVERY_S, History
 from actorrt.dashboard.recoveries import FailureLog
+from actorrt.exceptions import ClusterError
 from actorrt.lineage import checkpoints, ids
 from actorrt.net.tls import TlsFiles
 from actorrt.rpc import head_pb2
@@ -247,6 +249,26 @@ class Dashboard:
         last = next((f for f in reversed(self.sources.failures.failures) if f.slot == node.slot), None)
         return web.json_response({**actor, "checkpoints": files,
                                   "last_recovery": last.as_json() if last is not None else None})
+
+
+async def serve_dashboard(sources: HeadSources, token: str, tls: TlsFiles | None, host: str, port: int,
+                          restarted: bool = False, former_url: str = "") -> Dashboard | None:
+    """The head's dashboard, serving; on a first start, ClusterError if it cannot. A ``restarted``
+    head serves it where its predecessor did (``former_url``), so open pages reconnect, and goes on
+    without it (None) rather than fail a running cluster for it."""
+    dashboard = Dashboard(sources, token, tls)
+    port = urllib.parse.urlsplit(former_url).port or port
+    try:
+        await dashboard.start(host, port)
+    except OSError as exc:
+        message = f"the dashboard cannot serve on {host}:{port}: {exc.strerror or exc}"
+        await dashboard.stop()
+        if not restarted:
+            raise ClusterError(message) from None
+        log.error("%s; the cluster goes on without it", message)
+        return None
+    log.info("dashboard on %s", dashboard.url)
+    return dashboard
 
 
 _LOGIN_PAGE = (STATIC / "login.html").read_text()
