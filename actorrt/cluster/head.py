@@ -17,7 +17,7 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grpc import aio
 
@@ -37,7 +37,6 @@ from actorrt.cluster.store_shards import StoreShards
 from actorrt.cluster.supervisor import ALIVE_EVERY_S, SUPERSEDED_EXIT
 from actorrt.cluster.takeover import Takeover
 from actorrt.dashboard.recoveries import FailureLog
-from actorrt.dashboard.server import Dashboard, HeadSources, serve_dashboard
 from actorrt.exceptions import ClusterError
 from actorrt.lineage.options import FaultToleranceMode
 from actorrt.net.server import InvalidRequestError, start_server
@@ -50,11 +49,16 @@ from actorrt.util.background import BackgroundTasks
 from actorrt.util.children import Child
 from actorrt.util.ticks import ticks
 
+if TYPE_CHECKING:
+    from actorrt.dashboard.server import Dashboard
+
 log = logging.getLogger("actorrt.head")
 
 # Heartbeats are checked this often; a check this much later than due means the head itself was
 # not running (SIGSTOP, a paused VM), not that the nodes were silent.
 HEARTBEAT_CHECK_S = 0.1
+# The warm spares start once the first nodes registered, or this long after the head serves.
+WARM_AFTER_START_S = 10.0
 PAUSED_AFTER_S = 1.0
 # A rollback round waits this long at most for nodes restarting from an earlier one to register.
 RESTARTS_AWAITED_S = 30.0
@@ -142,7 +146,7 @@ class Head:
                 await self._launch(slot)
         else:
             await self._adopt(restored)
-        self.processes.keep_warm(self._spares_wanted())
+        self._background.spawn(self._keep_warm_once_started())
         self._background.spawn(self._check_heartbeats())
         if self.options.metrics_port is not None:
             self._metrics = serve_metrics(self.options.host, self.options.metrics_port, self.cluster_stats)
@@ -158,6 +162,9 @@ class Head:
         return server
 
     async def _serve_dashboard(self, former_url: str) -> None:
+        # Imported here: aiohttp would cost every head that serves no dashboard 0.15 s at its start.
+        from actorrt.dashboard.server import HeadSources, serve_dashboard
+
         sources = HeadSources(self.cluster_stats, lambda: self.state.store.shard_info(), self.heartbeat_ages,
                               self.failures, self.options.fault_tolerance.checkpoint_dir)
         self._dashboard = await serve_dashboard(sources, self.token, self.tls, self.options.dashboard_host,
@@ -253,6 +260,15 @@ class Head:
         self._background.spawn(self._watch_process(slot, s.info.epoch, s.process))
         await self._save()
         self.publish()
+
+    async def _keep_warm_once_started(self) -> None:
+        """Start the warm spares once the first nodes have registered (or failed to): on a small
+        machine a spare importing beside them would slow the cluster's start by a tenth of a second."""
+        deadline = time.monotonic() + WARM_AFTER_START_S
+        while any(s.info.state == head_pb2.STARTING for s in self.slots.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        if not self._stopping:
+            self.processes.keep_warm(self._spares_wanted())
 
     def _spares_wanted(self) -> int:
         """Warm node processes to keep: one for the restart of a failed node, or, under global
