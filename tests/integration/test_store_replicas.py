@@ -132,10 +132,14 @@ async def test_a_redis_cluster_fails_over_and_keeps_every_acked_write(tmp_path):
         await write(0)
         group_node = store.store._client.get_node_from_key(b"{%02x}" % store.group)
         victim = next(n for n in cluster.nodes if n.address == group_node.name)
-        writing = asyncio.create_task(asyncio.wait_for(_write_many(write, 10, 400), 120))
+        writing = asyncio.create_task(asyncio.wait_for(_write_many(write, 10, 400), 60))
         await asyncio.sleep(0.5)
         os.kill(victim.process.pid, signal.SIGKILL)
-        await writing
+        try:
+            await writing
+        except TimeoutError:
+            pytest.fail(f"the writes did not go on after {victim.address} was killed; "
+                        f"the survivors' views:\n{await cluster.views(victim)}")
         assert failed > 0  # the writes did meet the failover
         held = await store.read(acked)
         assert sorted(held) == sorted(acked) and len(acked) == 400

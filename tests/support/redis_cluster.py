@@ -54,6 +54,12 @@ class RedisCluster:
         clients = [n.client() for n in self.nodes]
         try:
             size, primaries = len(clients), self.primaries
+            # Distinct config epochs from the start, as redis-cli's cluster create sets them: left to
+            # the cluster, equal epochs are told apart by bumping one of them while the cluster runs,
+            # and a replica that still holds its primary's old epoch when the primary dies never
+            # gets the votes to replace it (the others have seen a newer epoch for its slots).
+            for epoch, client in enumerate(clients, 1):
+                await client.execute_command("CLUSTER SET-CONFIG-EPOCH", epoch)
             for i, client in enumerate(clients[:primaries]):
                 await client.execute_command("CLUSTER ADDSLOTS",
                                              *range(i * SLOTS // primaries, (i + 1) * SLOTS // primaries))
@@ -67,6 +73,8 @@ class RedisCluster:
                     await client.execute_command("CLUSTER REPLICATE", ids[i % primaries])
                 while not all([await self._in_sync(c) for c in clients[primaries:]]):
                     await asyncio.sleep(0.1)
+                while len({await self._view(c) for c in clients}) > 1:  # until every node sees the same roles
+                    await asyncio.sleep(0.1)
         except TimeoutError:
             raise ClusterError(f"the Redis Cluster of {len(self.nodes)} nodes did not form") from None
         finally:
@@ -79,8 +87,36 @@ class RedisCluster:
         return info.get("cluster_state") == "ok" and int(info.get("cluster_known_nodes", 0)) == size
 
     @staticmethod
+    async def _view(client: aioredis.Redis) -> frozenset:
+        """Who serves which slots and whom each replica follows, at which epoch, as this node sees it."""
+        nodes = await client.execute_command("CLUSTER NODES")  # redis-py parses it by address
+        return frozenset((address, "master" in n["flags"], n["master_id"], n["epoch"], str(n["slots"]))
+                         for address, n in nodes.items())
+
+    @staticmethod
     async def _in_sync(client: aioredis.Redis) -> bool:
         return (await client.info("replication")).get("master_link_status") == "up"
+
+    async def views(self, skip: RedisShard) -> str:
+        """Each other node's ``CLUSTER NODES`` and the end of its log: what a test that waited on
+        the cluster in vain shows."""
+        parts = []
+        for node in self.nodes:
+            if node is skip:
+                continue
+            client = node.client(socket_timeout=2.0)
+            try:
+                view = await client.execute_command("CLUSTER NODES")  # redis-py parses it by address
+                nodes = "\n".join(f"  {address} {n['flags']} of {n['master_id'][:8]} slots {n['slots']}"
+                                  for address, n in view.items())
+            except Exception as exc:  # noqa: BLE001 - a report: whatever the node answered
+                nodes = repr(exc)
+            finally:
+                await client.aclose()
+            log = node.directory / "redis.log"
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:]) if log.exists() else "no log"
+            parts.append(f"--- {node.address}\n{nodes}\n{tail}")
+        return "\n".join(parts)
 
     async def stop(self) -> None:
         await asyncio.gather(*(n.stop() for n in self.nodes))
