@@ -219,8 +219,9 @@ def test_a_head_stopped_past_its_supervisors_patience_is_replaced_and_never_runs
         _wait_for(lambda: not process_alive(s.head_pid), 10.0, "the stopped head still exists")
         assert actorrt.get(caller.inc.remote(), timeout=10) == calls + 1
         time.sleep(5.0)  # past a heartbeat timeout of the new head's: no node is declared dead
-        assert [n["epoch"] for n in actorrt.nodes()] == epochs
-        assert all(n["state"] == "ALIVE" for n in actorrt.nodes())
+        nodes = actorrt.nodes()
+        assert [n["epoch"] for n in nodes] == epochs, nodes  # (each names its last failure, and why)
+        assert all(n["state"] == "ALIVE" for n in nodes), nodes
 
 
 def test_a_collective_training_run_through_a_head_kill_and_then_a_node_kill_ends_bit_identical(cluster_with):
