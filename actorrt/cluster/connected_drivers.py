@@ -2,7 +2,8 @@
 
 A driver is connected while it has a subscription open to the head. The view names the connected
 ones, and the most recent that disconnected: the objects those owned are gone, also for a process
-that never saw them connected (a node restarted since).
+that never saw them connected (a node restarted since). Each connected driver's heartbeats carry
+its lineage stash's numbers, kept here for the dashboard.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
+
+from actorrt.rpc import node_pb2
 
 # Addresses of disconnected drivers the view names (a bound: an address is rarely asked for long after).
 DEPARTED_DRIVERS_KEPT = 1000
@@ -19,6 +22,7 @@ class ConnectedDrivers:
     def __init__(self, changed: Callable[[], None]) -> None:
         self.connected: dict[str, int] = {}  # driver address -> its open subscriptions
         self.departed: deque[str] = deque(maxlen=DEPARTED_DRIVERS_KEPT)
+        self.lineage: dict[str, node_pb2.LineageStats] = {}  # driver address -> its latest heartbeat's
         self._changed = changed  # the view changed
 
     def joined(self, address: str) -> None:
@@ -39,13 +43,15 @@ class ConnectedDrivers:
         come back are gone."""
         await asyncio.sleep(seconds)
         for address in [a for a, subscriptions in self.connected.items() if not subscriptions]:
-            del self.connected[address]
-            self.departed.append(address)
-            self._changed()
+            self._departed(address)
 
     def left(self, address: str) -> None:
         self.connected[address] -= 1
         if not self.connected[address]:
-            del self.connected[address]
-            self.departed.append(address)
-            self._changed()
+            self._departed(address)
+
+    def _departed(self, address: str) -> None:
+        del self.connected[address]
+        self.lineage.pop(address, None)
+        self.departed.append(address)
+        self._changed()

@@ -123,8 +123,12 @@ class Driver:
             ) from None
 
     async def _follow_head(self, first_view: asyncio.Future) -> None:
-        beat = head_pb2.Heartbeat(slot=-1, address=self.worker.address)
-        follow = asyncio.ensure_future(self._head.follow(self.worker.apply_view, lambda: beat, first_view))
+        def beat() -> head_pb2.Heartbeat:  # with what its stash holds, for the dashboard
+            ft = self.worker.ft
+            lineage = ft.stats() if ft is not None and ft.logs_lineage else None
+            return head_pb2.Heartbeat(slot=-1, address=self.worker.address, lineage=lineage)
+
+        follow = asyncio.ensure_future(self._head.follow(self.worker.apply_view, beat, first_view))
         watch = asyncio.ensure_future(self._watch_supervisor())
         try:
             await asyncio.wait({follow, watch}, return_when=asyncio.FIRST_COMPLETED)

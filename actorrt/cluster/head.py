@@ -538,7 +538,9 @@ class Head:
         stats = [s.stats for _, s in sorted(self.slots.items())
                  if s.info.state == head_pb2.ALIVE and s.stats.epoch == s.info.epoch]
         return head_pb2.ClusterStatsReply(view=self.view(), nodes=stats, metrics_url=self.metrics_url,
-                                          named=self.names.all(), dashboard_url=self.dashboard_url)
+                                          named=self.names.all(), dashboard_url=self.dashboard_url,
+                                          drivers=[head_pb2.DriverLineage(address=a, lineage=lineage)
+                                                   for a, lineage in sorted(self.drivers.lineage.items())])
 
     def heartbeat_ages(self) -> dict[int, float]:
         now = asyncio.get_running_loop().time()

@@ -41,9 +41,12 @@ class HeadServicer:
                     if self.head.heartbeat(beat):
                         member = (beat.slot, beat.epoch)
                         seconds = self.head.lease_s
-                elif beat.address and not driver:
-                    driver = beat.address
-                    self.head.drivers.joined(driver)
+                elif beat.address:
+                    if not driver:
+                        driver = beat.address
+                        self.head.drivers.joined(driver)
+                    if beat.HasField("lineage"):
+                        self.head.drivers.lineage[driver] = beat.lineage
                 queue.put_nowait(head_pb2.HeadUpdate(lease=head_pb2.LeaseGrant(heartbeat=beat.seq, seconds=seconds)))
 
         reader = asyncio.ensure_future(read())

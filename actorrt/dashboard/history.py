@@ -48,7 +48,7 @@ class History:
         self.window_s = window_s
         self.flows: dict[str, Series] = {}  # by flow: its summary (Flow.summary)
         self.nodes = Series(window_s)  # "cpu <slot>", "rss <slot>" (MiB)
-        self.lineage = Series(window_s)  # "stash <slot>", "latency <slot>" (ms), "bytes/task <slot>"
+        self.lineage = Series(window_s)  # "stash <key>", "latency <key>" (ms), "bytes/task <key>" (LineageProcess.key)
         self.last_flows: dict[str, Flow] = {}
         self._flow_slots: dict[tuple[str, int], float] = {}  # (flow, slot): when an operator was last seen there
         self.restarts: dict[bytes, int] = {}  # actor: times seen on another node incarnation than before
@@ -69,11 +69,10 @@ class History:
         self.nodes.add(at, {k: v for n in nodes for k, v in (
             (f"cpu {n.slot}", n.cpu_percent), (f"rss {n.slot}", n.rss_bytes / 2**20))})
         lineage: dict[str, float | None] = {}
-        for n in nodes:
-            if n.HasField("lineage"):
-                lineage[f"stash {n.slot}"] = n.lineage.stash_size
-                lineage[f"latency {n.slot}"] = n.lineage.store_latency_ms_p50
-                lineage[f"bytes/task {n.slot}"] = bytes_per_task(n)
+        for p in lineage_processes(stats):
+            lineage[f"stash {p.key}"] = p.stats.stash_size
+            lineage[f"latency {p.key}"] = p.stats.store_latency_ms_p50
+            lineage[f"bytes/task {p.key}"] = bytes_per_task(p.stats)
         self.lineage.add(at, lineage)
         for n in nodes:
             for actor in n.actors:
@@ -97,7 +96,20 @@ class History:
         return series.columns(since, until) if series is not None else {"t": []}
 
 
-def bytes_per_task(node: node_pb2.NodeStatsReply) -> float | None:
-    """Lineage bytes this process wrote to the store per spec version it flushed."""
-    lineage = node.lineage
+@dataclass(frozen=True)
+class LineageProcess:
+    key: str  # in the series' names: a node's slot, or "driver <address>"
+    slot: int | None  # None: a driver
+    epoch: int | None
+    stats: node_pb2.LineageStats
+
+
+def lineage_processes(stats: head_pb2.ClusterStatsReply) -> list[LineageProcess]:
+    """The processes whose lineage stash the head hears of: its live nodes, then its drivers."""
+    return ([LineageProcess(str(n.slot), n.slot, n.epoch, n.lineage) for n in stats.nodes if n.HasField("lineage")]
+            + [LineageProcess(f"driver {d.address}", None, None, d.lineage) for d in stats.drivers])
+
+
+def bytes_per_task(lineage: node_pb2.LineageStats) -> float | None:
+    """Lineage bytes a process wrote to the store per spec version it flushed."""
     return lineage.store_bytes_written / lineage.flushed if lineage.flushed else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from actorrt.dashboard.flows import finite_metrics
-from actorrt.dashboard.history import History, bytes_per_task
+from actorrt.dashboard.history import History, bytes_per_task, lineage_processes
 from actorrt.lineage import ids
 from actorrt.rpc import head_pb2, node_pb2
 
@@ -102,15 +102,14 @@ def recoveries(history: History) -> list[dict[str, Any]]:
 
 def lineage(stats: head_pb2.ClusterStatsReply, history: History, now: float) -> dict[str, Any]:
     processes = []
-    for n in stats.nodes:
-        if not n.HasField("lineage"):
-            continue
-        s = n.lineage
-        processes.append({"slot": n.slot, "epoch": n.epoch, "stash_size": s.stash_size, "flushed": s.flushed,
+    for p in lineage_processes(stats):
+        s = p.stats
+        processes.append({"key": p.key, "process": f"node {p.slot}" if p.slot is not None else p.key,
+                          "slot": p.slot, "epoch": p.epoch, "stash_size": s.stash_size, "flushed": s.flushed,
                           "committed": s.committed,
                           "store_latency_ms_p50": s.store_latency_ms_p50,
                           "store_latency_ms_mean": s.store_latency_ms_mean, "bytes_written": s.store_bytes_written,
-                          "bytes_per_task": bytes_per_task(n), "forwarded_mean": s.forwarded_mean,
+                          "bytes_per_task": bytes_per_task(s), "forwarded_mean": s.forwarded_mean,
                           "specs_per_write": s.flushed / s.store_writes if s.store_writes else None,
                           "refused": s.refused})
     return {"mode": stats.view.fault_tolerance.mode, "processes": processes,

@@ -218,7 +218,7 @@ class LeaseGrant(_message.Message):
     def __init__(self, heartbeat: _Optional[int] = ..., seconds: _Optional[float] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("slot", "epoch", "stats", "address", "seq", "awaits", "confirmed")
+    __slots__ = ("slot", "epoch", "stats", "address", "seq", "awaits", "confirmed", "lineage")
     SLOT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
@@ -226,6 +226,7 @@ class Heartbeat(_message.Message):
     SEQ_FIELD_NUMBER: _ClassVar[int]
     AWAITS_FIELD_NUMBER: _ClassVar[int]
     CONFIRMED_FIELD_NUMBER: _ClassVar[int]
+    LINEAGE_FIELD_NUMBER: _ClassVar[int]
     slot: int
     epoch: int
     stats: _node_pb2.NodeStatsReply
@@ -233,7 +234,8 @@ class Heartbeat(_message.Message):
     seq: int
     awaits: _containers.RepeatedCompositeFieldContainer[Await]
     confirmed: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., stats: _Optional[_Union[_node_pb2.NodeStatsReply, _Mapping]] = ..., address: _Optional[str] = ..., seq: _Optional[int] = ..., awaits: _Optional[_Iterable[_Union[Await, _Mapping]]] = ..., confirmed: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    lineage: _node_pb2.LineageStats
+    def __init__(self, slot: _Optional[int] = ..., epoch: _Optional[int] = ..., stats: _Optional[_Union[_node_pb2.NodeStatsReply, _Mapping]] = ..., address: _Optional[str] = ..., seq: _Optional[int] = ..., awaits: _Optional[_Iterable[_Union[Await, _Mapping]]] = ..., confirmed: _Optional[_Iterable[bytes]] = ..., lineage: _Optional[_Union[_node_pb2.LineageStats, _Mapping]] = ...) -> None: ...
 
 class KillNodeRequest(_message.Message):
     __slots__ = ("slot",)
@@ -252,18 +254,28 @@ class ClusterStatsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ClusterStatsReply(_message.Message):
-    __slots__ = ("view", "nodes", "metrics_url", "named", "dashboard_url")
+    __slots__ = ("view", "nodes", "metrics_url", "named", "dashboard_url", "drivers")
     VIEW_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     METRICS_URL_FIELD_NUMBER: _ClassVar[int]
     NAMED_FIELD_NUMBER: _ClassVar[int]
     DASHBOARD_URL_FIELD_NUMBER: _ClassVar[int]
+    DRIVERS_FIELD_NUMBER: _ClassVar[int]
     view: ClusterView
     nodes: _containers.RepeatedCompositeFieldContainer[_node_pb2.NodeStatsReply]
     metrics_url: str
     named: _containers.RepeatedCompositeFieldContainer[NamedActor]
     dashboard_url: str
-    def __init__(self, view: _Optional[_Union[ClusterView, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[_node_pb2.NodeStatsReply, _Mapping]]] = ..., metrics_url: _Optional[str] = ..., named: _Optional[_Iterable[_Union[NamedActor, _Mapping]]] = ..., dashboard_url: _Optional[str] = ...) -> None: ...
+    drivers: _containers.RepeatedCompositeFieldContainer[DriverLineage]
+    def __init__(self, view: _Optional[_Union[ClusterView, _Mapping]] = ..., nodes: _Optional[_Iterable[_Union[_node_pb2.NodeStatsReply, _Mapping]]] = ..., metrics_url: _Optional[str] = ..., named: _Optional[_Iterable[_Union[NamedActor, _Mapping]]] = ..., dashboard_url: _Optional[str] = ..., drivers: _Optional[_Iterable[_Union[DriverLineage, _Mapping]]] = ...) -> None: ...
+
+class DriverLineage(_message.Message):
+    __slots__ = ("address", "lineage")
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    LINEAGE_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    lineage: _node_pb2.LineageStats
+    def __init__(self, address: _Optional[str] = ..., lineage: _Optional[_Union[_node_pb2.LineageStats, _Mapping]] = ...) -> None: ...
 
 class ShutdownRequest(_message.Message):
     __slots__ = ()

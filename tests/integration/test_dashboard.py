@@ -27,6 +27,7 @@ from tests.support.listening import LOOPBACK, listening_address
 KEYS = 40
 STAGES = 'section[data-flow="clicks"] g[data-stage]'
 RATE_IN, RATE_OUT = (f'[data-flow="clicks"] [data-metric="records_{d}_per_s"]' for d in ("in", "out"))
+DRIVER_ROW = '#lineage tr[data-process^="driver "]'
 
 
 @pytest.fixture(scope="module")
@@ -213,9 +214,11 @@ def test_the_pages_show_the_nodes_a_flow_s_rates_and_a_recovery_phase_by_phase(d
             wait_for(chrome, lambda c: c.find_elements(By.CSS_SELECTOR, "#actor-detail .card"), what="the actor's page")
             assert "Operator" in text_of(chrome, "#actor-detail")
 
-            # Lineage store: every live node's stash and flushes.
+            # Lineage store: every live node's stash and flushes, and this driver's, which fed the flow.
             chrome.get(base + "#/lineage")
-            wait_for(chrome, lambda c: len(c.find_elements(By.CSS_SELECTOR, "#lineage tr[data-slot]")) == 3)
+            wait_for(chrome, lambda c: attributes(c, "#lineage tr[data-process]", "data-process")[:3] == ["0", "1", "2"]
+                     and len(c.find_elements(By.CSS_SELECTOR, DRIVER_ROW)) == 1, what="three nodes and this driver")
+            assert _number(chrome, f"{DRIVER_ROW} td:nth-child(4)") > 0  # the spec versions it flushed
             assert _number(chrome, '[data-fact="bytes-per-task"]') > 0
             _shot(chrome, "lineage")
     finally:

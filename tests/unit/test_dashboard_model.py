@@ -170,6 +170,23 @@ def test_history_keeps_each_flow_s_series_over_its_window_and_names_the_flows_a_
     assert log.recent(1)[0].flows == [] and history.flow_columns("wc") == {"t": []}
 
 
+def test_the_lineage_page_shows_each_node_s_stash_and_each_driver_s():
+    node = _node(0, 2)
+    node.lineage.CopyFrom(node_pb2.LineageStats(stash_size=3, flushed=10, store_bytes_written=1000, store_writes=2))
+    driver = head_pb2.DriverLineage(address="127.0.0.1:5000",
+                                    lineage=node_pb2.LineageStats(stash_size=7, flushed=4, store_bytes_written=600))
+    stats = head_pb2.ClusterStatsReply(nodes=[node, _node(1)], drivers=[driver])  # node 1 logs no lineage
+    history = History(FailureLog(), window_s=100.0)
+    history.sample(1.0, stats)
+    page = pages.lineage(stats, history, now=1.0)
+    rows = {p["process"]: p for p in page["processes"]}
+    assert list(rows) == ["node 0", "driver 127.0.0.1:5000"]
+    assert (rows["node 0"]["epoch"], rows["node 0"]["bytes_per_task"], rows["node 0"]["specs_per_write"]) == (2, 100, 5)
+    assert rows["driver 127.0.0.1:5000"]["epoch"] is None and rows["driver 127.0.0.1:5000"]["bytes_per_task"] == 150
+    key = rows["driver 127.0.0.1:5000"]["key"]
+    assert page["series"][f"stash {key}"] == [7] and page["series"]["stash 0"] == [3]
+
+
 def test_a_series_leaves_a_gap_where_a_name_had_no_value():
     series = Series()
     series.add(1.0, {"a": 1.0})

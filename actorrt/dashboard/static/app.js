@@ -221,7 +221,7 @@ const pages = {
   lineage: {
     mount() {
       return `<div class="card"><div class="facts" id="lineage-facts"></div></div>
-        <table id="lineage"><thead><tr><th class="num">node</th><th class="num">epoch</th><th class="num">uncommitted (stash)</th>
+        <table id="lineage"><thead><tr><th>process</th><th class="num">epoch</th><th class="num">uncommitted (stash)</th>
           <th class="num">flushed</th><th class="num">committed</th><th class="num">flush latency p50</th>
           <th class="num">mean</th><th class="num">bytes per task</th><th class="num">specs per write</th>
           <th class="num">lineage forwarded / task</th><th class="num">refused</th></tr></thead><tbody></tbody></table>
@@ -233,16 +233,16 @@ const pages = {
       const total = l.processes.reduce((a, p) => a + p.bytes_written, 0), flushed = l.processes.reduce((a, p) => a + p.flushed, 0);
       $("#lineage-facts").innerHTML = fact("mode", esc(l.mode)) + fact("uncommitted specs", num(l.processes.reduce((a, p) => a + p.stash_size, 0)))
         + fact("bytes per task", flushed ? num(total / flushed) : "–", 'data-fact="bytes-per-task"') + fact("written", bytes(total));
-      $("#lineage tbody").innerHTML = l.processes.map(p => `<tr data-slot="${p.slot}"><td class="num">${p.slot}</td>
-        <td class="num">${p.epoch}</td><td class="num">${num(p.stash_size)}</td><td class="num">${num(p.flushed)}</td>
+      $("#lineage tbody").innerHTML = l.processes.map(p => `<tr data-process="${esc(p.key)}"><td>${esc(p.process)}</td>
+        <td class="num">${p.epoch ?? "–"}</td><td class="num">${num(p.stash_size)}</td><td class="num">${num(p.flushed)}</td>
         <td class="num">${num(p.committed)}</td><td class="num">${ms(p.store_latency_ms_p50)}</td><td class="num">${ms(p.store_latency_ms_mean)}</td>
         <td class="num">${num(p.bytes_per_task)}</td><td class="num">${num(p.specs_per_write, 1)}</td>
         <td class="num">${num(p.forwarded_mean, 2)}</td><td class="num">${num(p.refused)}</td></tr>`).join("")
-        || `<tr><td colspan="11" class="empty">${l.mode === "lineage_stash" || l.mode === "write_first" ? "no node reports yet" : `ft="${esc(l.mode)}" logs no lineage`}</td></tr>`;
-      const slots = l.processes.map(p => p.slot);
-      chart("chart-stash", "Uncommitted lineage per process (specs in the stash)", l.series, slots.map(x => `stash ${x}`));
-      chart("chart-flush", "Flush latency p50 (ms)", l.series, slots.map(x => `latency ${x}`));
-      chart("chart-bytes", "Lineage bytes per task", l.series, slots.map(x => `bytes/task ${x}`));
+        || `<tr><td colspan="11" class="empty">${l.mode === "lineage_stash" || l.mode === "write_first" ? "no process reports yet" : `ft="${esc(l.mode)}" logs no lineage`}</td></tr>`;
+      const keys = l.processes.map(p => p.key);
+      chart("chart-stash", "Uncommitted lineage per process (specs in the stash)", l.series, keys.map(x => `stash ${x}`));
+      chart("chart-flush", "Flush latency p50 (ms)", l.series, keys.map(x => `latency ${x}`));
+      chart("chart-bytes", "Lineage bytes per task", l.series, keys.map(x => `bytes/task ${x}`));
     },
   },
 };
