@@ -264,9 +264,7 @@ class Head:
     async def _keep_warm_once_started(self) -> None:
         """Start the warm spares once the first nodes have registered (or failed to): on a small
         machine a spare importing beside them would slow the cluster's start by a tenth of a second."""
-        deadline = time.monotonic() + WARM_AFTER_START_S
-        while any(s.info.state == head_pb2.STARTING for s in self.slots.values()) and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+        await self._starts_registered(WARM_AFTER_START_S)
         if not self._stopping:
             self.processes.keep_warm(self._spares_wanted())
 
@@ -365,7 +363,9 @@ class Head:
             if self.mode is FaultToleranceMode.GLOBAL_ROLLBACK:
                 decided = await rollback_round.everyone_back({failed}, "ft='global_rollback'", directory)
             else:
-                await self._restarts_registered()
+                # A node restarted by an earlier round that registered during this one would run
+                # its restored actors unfrozen and unreported.
+                await self._starts_registered(RESTARTS_AWAITED_S)
                 nodes = {s.info.slot: s.info.address for s in self.slots.values() if s.info.state == head_pb2.ALIVE}
                 try:
                     decided = await rollback_round.decide(round_, nodes, list(self.drivers.connected), {failed},
@@ -390,11 +390,11 @@ class Head:
             for slot in back:
                 self._background.spawn(self._launch(slot))
 
-    async def _restarts_registered(self) -> None:
-        """Wait (a while) until no slot is starting: a node restarted by an earlier round that
-        registers during this one would run its restored actors unfrozen and unreported."""
+    async def _starts_registered(self, within: float) -> None:
+        """Wait, ``within`` seconds at most, until no slot is starting (but those waiting out a
+        delay before their restart)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + RESTARTS_AWAITED_S
+        deadline = loop.time() + within
         while (any(s.info.state == head_pb2.STARTING and not s.restart_delay for s in self.slots.values())
                and loop.time() < deadline):
             await asyncio.sleep(0.02)
