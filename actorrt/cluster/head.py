@@ -57,8 +57,6 @@ log = logging.getLogger("actorrt.head")
 # Heartbeats are checked this often; a check this much later than due means the head itself was
 # not running (SIGSTOP, a paused VM), not that the nodes were silent.
 HEARTBEAT_CHECK_S = 0.1
-# The warm spares start once the first nodes registered, or this long after the head serves.
-WARM_AFTER_START_S = 10.0
 PAUSED_AFTER_S = 1.0
 # A rollback round waits this long at most for nodes restarting from an earlier one to register.
 RESTARTS_AWAITED_S = 30.0
@@ -146,7 +144,7 @@ class Head:
                 await self._launch(slot)
         else:
             await self._adopt(restored)
-        self._background.spawn(self._keep_warm_once_started())
+        self.processes.keep_warm(self._spares_wanted())
         self._background.spawn(self._check_heartbeats())
         if self.options.metrics_port is not None:
             self._metrics = serve_metrics(self.options.host, self.options.metrics_port, self.cluster_stats)
@@ -261,13 +259,6 @@ class Head:
         await self._save()
         self.publish()
 
-    async def _keep_warm_once_started(self) -> None:
-        """Start the warm spares once the first nodes have registered (or failed to): on a small
-        machine a spare importing beside them would slow the cluster's start by a tenth of a second."""
-        await self._starts_registered(WARM_AFTER_START_S)
-        if not self._stopping:
-            self.processes.keep_warm(self._spares_wanted())
-
     def _spares_wanted(self) -> int:
         """Warm node processes to keep: one for the restart of a failed node, or, under global
         rollback (which restarts every node at once), one per node, so that the baseline restarts
@@ -363,9 +354,7 @@ class Head:
             if self.mode is FaultToleranceMode.GLOBAL_ROLLBACK:
                 decided = await rollback_round.everyone_back({failed}, "ft='global_rollback'", directory)
             else:
-                # A node restarted by an earlier round that registered during this one would run
-                # its restored actors unfrozen and unreported.
-                await self._starts_registered(RESTARTS_AWAITED_S)
+                await self._restarts_registered()
                 nodes = {s.info.slot: s.info.address for s in self.slots.values() if s.info.state == head_pb2.ALIVE}
                 try:
                     decided = await rollback_round.decide(round_, nodes, list(self.drivers.connected), {failed},
@@ -390,11 +379,11 @@ class Head:
             for slot in back:
                 self._background.spawn(self._launch(slot))
 
-    async def _starts_registered(self, within: float) -> None:
-        """Wait, ``within`` seconds at most, until no slot is starting (but those waiting out a
-        delay before their restart)."""
+    async def _restarts_registered(self) -> None:
+        """Wait (a while) until no slot is starting: a node restarted by an earlier round that
+        registers during this one would run its restored actors unfrozen and unreported."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + within
+        deadline = loop.time() + RESTARTS_AWAITED_S
         while (any(s.info.state == head_pb2.STARTING and not s.restart_delay for s in self.slots.values())
                and loop.time() < deadline):
             await asyncio.sleep(0.02)
